@@ -1,0 +1,31 @@
+# Every target builds its own virtual environment from nothing but Python and the registries.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint e2e bench chart-check clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/trainhook render examples/
+
+lint: $(STAMP)
+	$(BIN)/ruff check webhook tests
+	$(BIN)/ruff format --check webhook tests
+	$(BIN)/mypy webhook
+
+test: lint
+	$(BIN)/pytest -m "not e2e"
+
+e2e: $(STAMP)
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pytest -m e2e
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,74 @@
+"""The user contract: every label and annotation key Trainhook reads or writes."""
+
+from typing import Final
+
+PREFIX: Final = "trainhook.io/"
+
+# Labels the user sets.
+FRAMEWORK: Final = "trainhook.io/framework"
+JOB: Final = "trainhook.io/job"
+ROLE: Final = "trainhook.io/role"
+INDEX: Final = "trainhook.io/index"
+
+# Labels the webhook writes on pods.
+RANK: Final = "trainhook.io/rank"
+ROLE_INDEX: Final = "trainhook.io/role-index"
+
+# Annotations the user sets.
+PORT: Final = "trainhook.io/port"
+GPUS: Final = "trainhook.io/gpus"
+GPU_RESOURCE: Final = "trainhook.io/gpu-resource"
+SHM_SIZE: Final = "trainhook.io/shm-size"
+SCHEDULER: Final = "trainhook.io/scheduler"
+CONTAINER: Final = "trainhook.io/container"
+NPROC_PER_NODE: Final = "trainhook.io/nproc-per-node"
+ELASTIC: Final = "trainhook.io/elastic"
+QUEUE: Final = "trainhook.io/queue"
+ORDERED_START: Final = "trainhook.io/ordered-start"
+SUCCESS_POLICY: Final = "trainhook.io/success-policy"
+CLEAN_POD_POLICY: Final = "trainhook.io/clean-pod-policy"
+BACKOFF_LIMIT: Final = "trainhook.io/backoff-limit"
+RESTART_POLICY: Final = "trainhook.io/restart-policy"
+TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
+
+# Annotations the webhook writes.
+TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
+HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
+HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
+ENV_FILE_PREFIX: Final = "trainhook.io/env."  # + VAR: a value too large for an env var
+
+# Annotations the sweeper writes on workloads.
+PHASE: Final = "trainhook.io/phase"
+FINISHED_AT: Final = "trainhook.io/finished-at"
+REASON: Final = "trainhook.io/reason"
+
+# Annotations that configure pods; the webhook copies them from a workload onto its template.
+POD_SETTINGS: Final = (
+    PORT,
+    GPUS,
+    GPU_RESOURCE,
+    SHM_SIZE,
+    SCHEDULER,
+    CONTAINER,
+    NPROC_PER_NODE,
+    ELASTIC,
+    QUEUE,
+)
+
+# Labels Kubernetes controllers put on the pods they create.
+STATEFULSET_POD_INDEX: Final = "apps.kubernetes.io/pod-index"
+STATEFULSET_POD_NAME: Final = "statefulset.kubernetes.io/pod-name"
+JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+JOB_NAME: Final = "batch.kubernetes.io/job-name"
+
+# Volcano gang scheduling.
+VOLCANO_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
+VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+
+# Kubernetes limits that the webhook must stay under.
+ENV_VALUE_FILE_THRESHOLD: Final = 64 * 1024
+ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024
+
+WORKDIR_FILES: Final = "/etc/trainhook"
+MPI_HOSTFILE_PATH: Final = "/etc/mpi/hostfile"
+MPI_SSH_PATH: Final = "/root/.ssh"
