@@ -10,7 +10,10 @@ from collections.abc import Sequence
 # Each subcommand lives in its own module, exposing `add_arguments(parser)` and `run(args) -> int`.
 # Modules are imported only when their subcommand runs, so `render` never loads Flask or gunicorn.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "render": ("webhook.render_cmd", "render labelled manifests into the pods Kubernetes would run"),
+    "render": (
+        "webhook.render_cmd",
+        "render labelled manifests into the pods Kubernetes would run",
+    ),
 }
 
 

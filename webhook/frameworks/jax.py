@@ -1,0 +1,24 @@
+"""JAX: what jax.distributed.initialize needs (coordinator, process count, process id)."""
+
+from webhook.frameworks.base import Framework, Placement
+
+
+def env(placement: Placement) -> dict[str, str]:
+    topology = placement.topology
+    return {
+        "COORDINATOR_ADDRESS": topology.host(topology.roles[0].name, 0),
+        "COORDINATOR_PORT": str(placement.port),
+        "NUM_PROCESSES": str(topology.total),
+        "PROCESS_ID": str(placement.rank),
+    }
+
+
+FRAMEWORK = Framework(
+    name="jax",
+    roles=("worker",),
+    default_role="worker",
+    port=6666,
+    container="jax",
+    env=env,
+    key_vars=("COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID"),
+)

@@ -1,0 +1,35 @@
+"""MPI (Open MPI, Intel MPI, MPICH; Horovod on top): a launcher reaching workers over ssh."""
+
+from webhook import contract
+from webhook.frameworks.base import Framework, Placement
+
+
+def hostfile(placement: Placement) -> str:
+    """One line per worker, as mpirun reads it."""
+    slots = placement.nproc
+    return "".join(f"{host} slots={slots}\n" for host in placement.topology.hosts("worker"))
+
+
+def env(placement: Placement) -> dict[str, str]:
+    path = contract.MPI_HOSTFILE_PATH
+    return {
+        "K_MPI_JOB_ROLE": placement.role,
+        "OMPI_MCA_orte_default_hostfile": path,
+        "I_MPI_HYDRA_HOST_FILE": path,
+        "HYDRA_HOST_FILE": path,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+        "OMPI_MCA_orte_set_default_slots": str(placement.nproc),
+        "I_MPI_PERHOST": str(placement.nproc),
+    }
+
+
+FRAMEWORK = Framework(
+    name="mpi",
+    roles=("launcher", "worker"),
+    default_role="worker",
+    port=22,
+    container="mpi",
+    env=env,
+    key_vars=("K_MPI_JOB_ROLE", "OMPI_MCA_orte_set_default_slots"),
+)

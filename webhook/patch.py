@@ -1,0 +1,53 @@
+"""JSONPatch from an object and its mutated copy.
+
+Mutations copy only what they change (see `webhook.draft`), so unchanged subtrees are the very
+same objects in both versions and the diff skips them by identity. The patch applies to the
+object exactly as received: a missing parent is added whole, and lists that only grew at the
+end get appends, so it never depends on indexes the API server might not have.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class PatchOp(TypedDict, total=False):
+    op: str
+    path: str
+    value: Any
+
+
+def escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def diff(old: Any, new: Any, path: str = "") -> list[PatchOp]:
+    ops: list[PatchOp] = []
+    _diff(old, new, path, ops)
+    return ops
+
+
+def _diff(old: Any, new: Any, path: str, ops: list[PatchOp]) -> None:
+    if old is new:
+        return
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key, value in new.items():
+            child = f"{path}/{escape(key)}"
+            if key not in old:
+                ops.append({"op": "add", "path": child, "value": value})
+            else:
+                _diff(old[key], value, child, ops)
+        for key in old:
+            if key not in new:
+                ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+        return
+    if isinstance(old, list) and isinstance(new, list):
+        if len(new) == len(old):
+            for index, (before, after) in enumerate(zip(old, new, strict=True)):
+                _diff(before, after, f"{path}/{index}", ops)
+            return
+        if len(new) > len(old) and all(a is b or a == b for a, b in zip(old, new, strict=False)):
+            ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in new[len(old) :])
+            return
+    if old != new or type(old) is not type(new):
+        ops.append({"op": "replace", "path": path, "value": new})

@@ -1,0 +1,1 @@
+"""The admission server: `trainhook serve` runs the webhook under gunicorn with TLS."""

@@ -1,0 +1,350 @@
+"""One AdmissionReview in, one answer out: the admission server without the HTTP around it.
+
+`review(body, content_type, context)` validates the request, fetches what the core needs from
+the sibling lookup, calls the core and builds the response. It never raises for anything a client
+sends: bad requests become a 4xx `Status` with a one-line message, invalid `trainhook.io/` input
+an AdmissionReview that refuses the object with the core's message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+from webhook.admit import admit, owner_to_resolve
+from webhook.errors import TrainhookError
+from webhook.server.reviews import (
+    API_VERSION,
+    KIND,
+    AdmissionResponse,
+    AdmissionReview,
+    Status,
+)
+from webhook.workload import job_of
+
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+WORKLOAD_KINDS: Final = ("StatefulSet", "Job")
+
+Result = Literal["mutated", "allowed", "denied", "rejected"]
+
+
+class LookupUnavailable(Exception):
+    """The API server could not be asked in time; the message says what was not read."""
+
+
+class Lookup(Protocol):
+    """Reads of the workloads of a job, as the core needs them (a watch-backed cache)."""
+
+    def workloads(self, namespace: str, job: str) -> Sequence[Mapping[str, Any]]:
+        """Every StatefulSet and Job labelled with `job` in `namespace`."""
+        ...
+
+    def workload(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """One StatefulSet or Job by name; None when it does not exist."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What every admission shares: the server's settings and its view of the cluster."""
+
+    cluster_domain: str = ""
+    lookup: Lookup | None = None
+
+
+@dataclass(slots=True)
+class Record:
+    """What one request was and what became of it: the log line and the metrics."""
+
+    result: Result
+    uid: str = ""
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    operation: str = ""
+    dry_run: bool = False
+    patch_bytes: int = 0
+    warnings: int = 0
+    detail: str = ""
+    error: str = ""  # a short reason for requests that were not AdmissionReviews
+    lookup_unavailable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: AdmissionReview | Status
+    record: Record = field(default_factory=lambda: Record("rejected"))
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+
+
+def review(body: bytes, content_type: str | None, context: Context) -> Answer:
+    """Answer one POST /mutate: a 200 AdmissionReview, or a 4xx Status for a bad request."""
+    try:
+        parsed = _parse(body, content_type)
+    except BadRequest as bad:
+        return rejected(bad)
+    return _admit(parsed, context)
+
+
+def too_large(size: int | None) -> BadRequest:
+    told = f"{size} bytes" if size is not None else "larger than that"
+    return BadRequest(
+        413, "too_large", f"request body is {told}; the limit is {MAX_BODY_BYTES // 2**20} MiB"
+    )
+
+
+def rejected(bad: BadRequest) -> Answer:
+    reason = _REASONS.get(bad.status, "BadRequest")
+    status: Status = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": bad.status,
+        "reason": reason,
+        "message": bad.message,
+    }
+    return Answer(bad.status, status, Record("rejected", detail=bad.message, error=bad.error))
+
+
+_REASONS: Final = {
+    400: "BadRequest",
+    413: "RequestEntityTooLarge",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    api_version: str
+    uid: str
+    kind: str
+    operation: str
+    namespace: str
+    name: str
+    obj: dict[str, Any] | None
+    dry_run: bool
+
+
+def _parse(body: bytes, content_type: str | None) -> _Request:
+    media_type = (content_type or "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        got = repr(content_type) if content_type else "none"
+        raise BadRequest(415, "content_type", f"Content-Type must be application/json, got {got}")
+    if len(body) > MAX_BODY_BYTES:
+        raise too_large(len(body))
+    if not body.strip():
+        raise BadRequest(400, "not_json", "request body is empty; expected an AdmissionReview")
+    try:
+        document = json.loads(body)
+    except UnicodeDecodeError as error:
+        raise BadRequest(
+            400, "not_json", f"request body is not UTF-8 text: {error.reason}"
+        ) from None
+    except json.JSONDecodeError as error:
+        raise BadRequest(
+            400,
+            "not_json",
+            f"request body is not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+        ) from None
+    except RecursionError:
+        raise BadRequest(400, "not_json", "request body is JSON nested too deeply") from None
+    return _read_review(document)
+
+
+def _read_review(document: object) -> _Request:
+    if not isinstance(document, dict):
+        raise _invalid("not_review", f"expected an AdmissionReview object, got {_what(document)}")
+    kind = document.get("kind")
+    if kind != KIND:
+        raise _invalid("not_review", f"expected kind AdmissionReview, got {_shown(kind)}")
+    api_version = document.get("apiVersion")
+    if api_version != API_VERSION:
+        raise _invalid(
+            "version",
+            f"AdmissionReview apiVersion {_shown(api_version)} is not served; "
+            f"send {API_VERSION} (admissionReviewVersions: [v1])",
+        )
+    request = document.get("request")
+    if not isinstance(request, dict):
+        raise _invalid("missing_field", f"AdmissionReview has no request object ({_what(request)})")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise _invalid("missing_field", f"request.uid must be a non-empty string, got {_what(uid)}")
+    gvk = request.get("kind")
+    object_kind = gvk.get("kind") if isinstance(gvk, dict) else None
+    if not isinstance(object_kind, str) or not object_kind:
+        raise _invalid("missing_field", "request.kind.kind must name the kind of the object")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise _invalid(
+            "missing_field",
+            f"request.operation must be one of {', '.join(OPERATIONS)}, got {_shown(operation)}",
+        )
+    namespace = request.get("namespace", "")
+    name = request.get("name", "")
+    if not isinstance(namespace, str) or not isinstance(name, str):
+        raise _invalid("missing_field", "request.namespace and request.name must be strings")
+    obj = request.get("object")
+    if operation in ("CREATE", "UPDATE"):
+        if not isinstance(obj, dict):
+            raise _invalid(
+                "missing_field",
+                f"request.object must be the {object_kind} being admitted, got {_what(obj)}",
+            )
+        if not isinstance(obj.get("metadata", {}), dict):
+            raise _invalid("missing_field", "request.object.metadata must be an object")
+    else:
+        obj = None
+    dry_run = request.get("dryRun") is True
+    return _Request(api_version, uid, object_kind, operation, namespace, name, obj, dry_run)
+
+
+def _admit(request: _Request, context: Context) -> Answer:
+    obj = request.obj
+    record = Record(
+        "allowed",
+        uid=request.uid,
+        kind=request.kind,
+        namespace=request.namespace,
+        name=request.name or _name_of(obj),
+        operation=request.operation,
+        dry_run=request.dry_run,
+    )
+    response: AdmissionResponse = {"uid": request.uid, "allowed": True}
+    answer_body: AdmissionReview = {
+        "apiVersion": request.api_version,
+        "kind": KIND,
+        "response": response,
+    }
+    if obj is None:
+        return Answer(200, answer_body, record)
+    warnings: list[str] = []
+    try:
+        siblings, owner = _related(request, obj, context.lookup, warnings, record)
+        outcome = admit(
+            obj,
+            kind=request.kind,
+            operation=request.operation,
+            namespace=request.namespace,
+            siblings=siblings,
+            owner=owner,
+            cluster_domain=context.cluster_domain,
+        )
+    except TrainhookError as error:
+        message = str(error)
+        response["allowed"] = False
+        response["status"] = {"code": error.status_code, "message": message}
+        record.result = "denied"
+        record.detail = message
+        return Answer(200, answer_body, record)
+    if outcome is not None:
+        warnings.extend(outcome.warnings)
+        if outcome.patch:
+            patch = json.dumps(outcome.patch, separators=(",", ":")).encode()
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(patch).decode("ascii")
+            record.result = "mutated"
+            record.patch_bytes = len(patch)
+    if warnings:
+        response["warnings"] = warnings
+        record.warnings = len(warnings)
+    return Answer(200, answer_body, record)
+
+
+def _related(
+    request: _Request,
+    obj: dict[str, Any],
+    lookup: Lookup | None,
+    warnings: list[str],
+    record: Record,
+) -> tuple[list[Mapping[str, Any]], Mapping[str, Any] | None]:
+    """The other workloads of a workload's job; for a pod without a stamp, also its owner."""
+    if lookup is None:
+        return [], None
+    if request.kind in WORKLOAD_KINDS:
+        job = job_of(obj)
+        if job is None:
+            return [], None
+        itself = (request.kind, request.name or _name_of(obj))
+        return _siblings(lookup, request.namespace, job, itself, warnings, record), None
+    if request.kind != "Pod":
+        return [], None
+    wanted = owner_to_resolve(obj)
+    if wanted is None:
+        return [], None
+    try:
+        owner = lookup.workload(request.namespace, *wanted)
+    except LookupUnavailable:
+        warnings.append(_unavailable(job_of(obj) or wanted[1]))
+        record.lookup_unavailable = True
+        return [], None
+    job = None if owner is None else job_of(owner)
+    if owner is None or job is None:
+        return [], owner
+    return _siblings(lookup, request.namespace, job, wanted, warnings, record), owner
+
+
+def _siblings(
+    lookup: Lookup,
+    namespace: str,
+    job: str,
+    itself: tuple[str, str],
+    warnings: list[str],
+    record: Record,
+) -> list[Mapping[str, Any]]:
+    try:
+        found = lookup.workloads(namespace, job)
+    except LookupUnavailable:
+        warnings.append(_unavailable(job))
+        record.lookup_unavailable = True
+        return []
+    return [each for each in found if (each.get("kind"), _name_of(each)) != itself]
+
+
+def _unavailable(job: str) -> str:
+    # A job name is a DNS label (at most 63 characters), so this stays under 120.
+    return f"API unreachable: job {job} admitted with the roles known so far"
+
+
+def _name_of(obj: Mapping[str, Any] | None) -> str:
+    metadata = (obj or {}).get("metadata")
+    if not isinstance(metadata, dict):
+        return ""
+    name = metadata.get("name") or metadata.get("generateName") or ""
+    return name if isinstance(name, str) else ""
+
+
+def _invalid(error: str, message: str) -> BadRequest:
+    return BadRequest(422, error, message)
+
+
+def _what(value: object) -> str:
+    if value is None:
+        return "nothing"
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, str):
+        return repr(value[:60])
+    return _what(value)

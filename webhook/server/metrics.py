@@ -1,0 +1,77 @@
+"""Prometheus metrics of the admission server, correct across several gunicorn workers.
+
+With PROMETHEUS_MULTIPROC_DIR set (before this module is imported), every worker writes its
+samples to files there and `/metrics` sums them, whichever worker answers the scrape.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess
+
+from webhook.server.admission import Record
+
+MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+
+ADMISSIONS = Counter(
+    "trainhook_admissions",
+    "AdmissionReviews answered, by object kind, operation and result "
+    "(mutated, allowed without a patch, denied).",
+    ["kind", "operation", "result"],
+)
+DURATION = Histogram(
+    "trainhook_admission_duration_seconds",
+    "Time from a complete request body to the response, by object kind.",
+    ["kind"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+ERRORS = Counter(
+    "trainhook_admission_errors",
+    "Requests to /mutate that got no AdmissionReview back, by reason: not_json, content_type, "
+    "too_large, not_review, version, missing_field (4xx) and internal (500).",
+    ["reason"],
+)
+LOOKUP_UNAVAILABLE = Counter(
+    "trainhook_lookup_unavailable",
+    "Admissions answered without reading sibling workloads because the API server was unreachable.",
+)
+CERTIFICATE_RELOADS = Counter(
+    "trainhook_certificate_reloads",
+    "Serving certificate loads after a change on disk, by result (loaded, failed).",
+    ["result"],
+)
+CERTIFICATE_EXPIRY = Gauge(
+    "trainhook_certificate_expiry_timestamp_seconds",
+    "When the serving certificate in use expires (Unix time).",
+    multiprocess_mode="mostrecent",
+)
+
+
+def observe(record: Record, seconds: float) -> None:
+    if record.result == "rejected":
+        ERRORS.labels(record.error).inc()
+        return
+    ADMISSIONS.labels(record.kind, record.operation, record.result).inc()
+    DURATION.labels(record.kind).observe(seconds)
+    if record.lookup_unavailable:
+        LOOKUP_UNAVAILABLE.inc()
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text a scrape of /metrics gets, and its content type."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST

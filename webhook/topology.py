@@ -1,0 +1,192 @@
+"""A job's topology: its roles in order, their replica counts and their pods' stable hostnames."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, TypedDict
+
+from webhook import contract
+from webhook.errors import InvalidSetting, Refused
+
+if TYPE_CHECKING:
+    from webhook.workload import Workload
+
+
+class HostsEntry(TypedDict):
+    """How one role's pods are named: pod i is `<pod>-<i + start>` under the Service `service`."""
+
+    pod: str
+    start: int
+    service: str
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    replicas: int
+    pod: str
+    start: int
+    service: str
+
+    def hostname(self, index: int) -> str:
+        return f"{self.pod}-{index + self.start}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Every role of a job in the framework's role order, and how to reach each pod."""
+
+    job: str
+    namespace: str
+    framework: str
+    roles: tuple[Role, ...]
+    cluster_domain: str = ""
+    _by_name: dict[str, Role] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
+
+    @cached_property
+    def total(self) -> int:
+        return sum(role.replicas for role in self.roles)
+
+    def role_names(self) -> Iterator[str]:
+        return (role.name for role in self.roles)
+
+    def has(self, role: str) -> bool:
+        return role in self._by_name
+
+    def replicas(self, role: str) -> int:
+        found = self._by_name.get(role)
+        return found.replicas if found else 0
+
+    def role(self, name: str) -> Role:
+        return self._by_name[name]
+
+    def host(self, role: str, index: int) -> str:
+        entry = self._by_name[role]
+        return self._fqdn(entry.hostname(index), entry.service)
+
+    def hosts(self, role: str) -> list[str]:
+        entry = self._by_name.get(role)
+        if entry is None:
+            return []
+        suffix = self._fqdn("", entry.service)
+        return [f"{entry.pod}-{i + entry.start}{suffix}" for i in range(entry.replicas)]
+
+    def first_rank(self, role: str) -> int:
+        rank = 0
+        for entry in self.roles:
+            if entry.name == role:
+                return rank
+            rank += entry.replicas
+        raise KeyError(role)
+
+    def global_rank(self, role: str, index: int) -> int:
+        return self.first_rank(role) + index
+
+    def _fqdn(self, hostname: str, service: str) -> str:
+        domain = f".{self.cluster_domain}" if self.cluster_domain else ""
+        return f"{hostname}.{service}.{self.namespace}.svc{domain}"
+
+
+def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> Topology:
+    """The topology of one job from all of its workloads (one per role)."""
+    first = workloads[0]
+    by_role: dict[str, Workload] = {}
+    for workload in workloads:
+        if workload.framework.name != first.framework.name:
+            raise Refused(
+                f"{contract.FRAMEWORK}: job {first.job!r} mixes frameworks "
+                f"{first.framework.name!r} ({first.describe()}) and "
+                f"{workload.framework.name!r} ({workload.describe()})"
+            )
+        other = by_role.get(workload.role)
+        if other is not None and other.describe() != workload.describe():
+            raise Refused(
+                f"{contract.ROLE}: role {workload.role!r} of job {first.job!r} is played by both "
+                f"{other.describe()} and {workload.describe()}; give each its own role"
+            )
+        by_role[workload.role] = workload
+    order = first.framework.order(by_role)
+    roles = tuple(
+        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service)
+        for name in order
+        if (w := by_role[name]).replicas > 0
+    )
+    return Topology(first.job, first.namespace, first.framework.name, roles, cluster_domain)
+
+
+def stamp(topology: Topology) -> dict[str, str]:
+    """The annotations that carry a topology on a pod template (compact JSON, role order)."""
+    counts = {role.name: role.replicas for role in topology.roles}
+    hosts = {
+        role.name: HostsEntry(pod=role.pod, start=role.start, service=role.service)
+        for role in topology.roles
+    }
+    return {
+        contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
+        contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
+    }
+
+
+def topology_from_stamp(
+    annotations: Mapping[str, str],
+    *,
+    job: str,
+    namespace: str,
+    framework: str,
+    role_order: Sequence[str],
+    cluster_domain: str = "",
+) -> Topology | None:
+    """Read a stamped topology back; None when the annotations carry none."""
+    raw = annotations.get(contract.TOPOLOGY)
+    if raw is None:
+        return None
+    counts = _json_object(contract.TOPOLOGY, raw, 'a JSON object such as {"master":1,"worker":3}')
+    replicas: dict[str, int] = {}
+    for name, count in counts.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InvalidSetting(contract.TOPOLOGY, raw, f"replicas of {name!r} must be >= 0")
+        replicas[name] = count
+    raw_hosts = annotations.get(contract.HOSTS)
+    hosts = (
+        _json_object(contract.HOSTS, raw_hosts, 'a JSON object such as {"worker":{"pod":...}}')
+        if raw_hosts
+        else {}
+    )
+    names = list(counts) if not role_order else [r for r in role_order if r in counts]
+    unknown = [name for name in counts if name not in names]
+    if unknown:
+        raise InvalidSetting(
+            contract.TOPOLOGY, raw, f"roles of {framework} are {', '.join(role_order)}"
+        )
+    roles = []
+    for name in names:
+        if replicas[name] == 0:
+            continue
+        entry = hosts.get(name) or {}
+        if not isinstance(entry, dict):
+            raise InvalidSetting(contract.HOSTS, raw_hosts, f"{name!r} must map to an object")
+        pod, start, service = entry.get("pod"), entry.get("start", 0), entry.get("service", job)
+        if pod is None:
+            pod = f"{job}-{name}"
+        if not isinstance(pod, str) or not isinstance(service, str) or not isinstance(start, int):
+            raise InvalidSetting(
+                contract.HOSTS, raw_hosts, "each role needs pod (string), start (integer), service"
+            )
+        roles.append(Role(name, replicas[name], pod, start, service))
+    return Topology(job, namespace, framework, tuple(roles), cluster_domain)
+
+
+def _json_object(key: str, raw: str, allowed: str) -> dict[str, object]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise InvalidSetting(key, raw, allowed) from None
+    if not isinstance(value, dict):
+        raise InvalidSetting(key, raw, allowed)
+    return value
