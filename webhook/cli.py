@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "webhook.render_cmd",
         "render labelled manifests into the pods Kubernetes would run",
     ),
+    "certs": ("webhook.certs", "make the CA and serving certificate the webhook serves with"),
 }
 
 
