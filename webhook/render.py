@@ -209,9 +209,8 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
             for p in sorted(members, key=lambda p: p.rank)
         ]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        lines = [
-            f"job {job} ({framework.name}, namespace {namespace}, {len(members)} pod{'s' if len(members) != 1 else ''})"
-        ]
+        count = f"{len(members)} pod" + ("s" if len(members) != 1 else "")
+        lines = [f"job {job} ({framework.name}, namespace {namespace}, {count})"]
         for row in [header, *rows]:
             lines.append(
                 "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
