@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "render labelled manifests into the pods Kubernetes would run",
     ),
     "certs": ("webhook.certs", "make the CA and serving certificate the webhook serves with"),
+    "serve": ("webhook.server.cmd", "run the admission webhook under gunicorn with TLS"),
 }
 
 

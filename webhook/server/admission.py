@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from webhook.admit import admit, owner_to_resolve
@@ -78,7 +78,7 @@ class Record:
 class Answer:
     status: int
     body: AdmissionReview | Status
-    record: Record = field(default_factory=lambda: Record("rejected"))
+    record: Record
 
 
 class BadRequest(Exception):
@@ -270,48 +270,46 @@ def _related(
     lookup: Lookup | None,
     warnings: list[str],
     record: Record,
-) -> tuple[list[Mapping[str, Any]], Mapping[str, Any] | None]:
+) -> tuple[Sequence[Mapping[str, Any]], Mapping[str, Any] | None]:
     """The other workloads of a workload's job; for a pod without a stamp, also its owner."""
     if lookup is None:
-        return [], None
+        return (), None
     if request.kind in WORKLOAD_KINDS:
         job = job_of(obj)
         if job is None:
-            return [], None
-        itself = (request.kind, request.name or _name_of(obj))
-        return _siblings(lookup, request.namespace, job, itself, warnings, record), None
+            return (), None
+        return _siblings(lookup, request.namespace, job, warnings, record), None
     if request.kind != "Pod":
-        return [], None
+        return (), None
     wanted = owner_to_resolve(obj)
     if wanted is None:
-        return [], None
+        return (), None
     try:
         owner = lookup.workload(request.namespace, *wanted)
     except LookupUnavailable:
         warnings.append(_unavailable(job_of(obj) or wanted[1]))
         record.lookup_unavailable = True
-        return [], None
+        return (), None
     job = None if owner is None else job_of(owner)
     if owner is None or job is None:
-        return [], owner
-    return _siblings(lookup, request.namespace, job, wanted, warnings, record), owner
+        return (), owner
+    return _siblings(lookup, request.namespace, job, warnings, record), owner
 
 
 def _siblings(
     lookup: Lookup,
     namespace: str,
     job: str,
-    itself: tuple[str, str],
     warnings: list[str],
     record: Record,
-) -> list[Mapping[str, Any]]:
+) -> Sequence[Mapping[str, Any]]:
+    """Every workload of the job; the core leaves out the one being admitted."""
     try:
-        found = lookup.workloads(namespace, job)
+        return lookup.workloads(namespace, job)
     except LookupUnavailable:
         warnings.append(_unavailable(job))
         record.lookup_unavailable = True
-        return []
-    return [each for each in found if (each.get("kind"), _name_of(each)) != itself]
+        return ()
 
 
 def _unavailable(job: str) -> str:

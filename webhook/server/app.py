@@ -1,0 +1,89 @@
+"""The Flask app: HTTP in and out around `admission.review`, plus health, readiness and metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from webhook.server import metrics
+from webhook.server.admission import MAX_BODY_BYTES, Answer, Context, rejected, review, too_large
+from webhook.server.logs import log_admission
+
+log = logging.getLogger("trainhook.server")
+
+# Each returns None when it is satisfied, else what the server is still waiting for.
+ReadinessCheck = Callable[[], str | None]
+
+_JSON = "application/json"
+
+
+def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> Flask:
+    app = Flask("trainhook")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        started = time.perf_counter()
+        try:
+            answer = _answer(context)
+        except Exception:
+            log.exception("admission failed", extra={"path": request.path})
+            metrics.ERRORS.labels("internal").inc()
+            return _status(500, "InternalError", "internal error; see the webhook's log")
+        seconds = time.perf_counter() - started
+        log_admission(answer.record, seconds)
+        metrics.observe(answer.record, seconds)
+        body = json.dumps(answer.body, separators=(",", ":"))
+        return Response(body, status=answer.status, mimetype=_JSON)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        waiting = [reason for check in readiness if (reason := check()) is not None]
+        if waiting:
+            return Response(f"not ready: {'; '.join(waiting)}\n", 503, mimetype="text/plain")
+        return Response("ready\n", mimetype="text/plain")
+
+    @app.get("/metrics")
+    def scrape() -> Response:
+        text, content_type = metrics.exposition()
+        return Response(text, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException) -> Response:
+        code = error.code or 500
+        name = error.name.replace(" ", "")
+        return _status(code, name, f"{request.method} {request.path}: {error.name}")
+
+    return app
+
+
+def _answer(context: Context) -> Answer:
+    size = request.content_length
+    if size is not None and size > MAX_BODY_BYTES:
+        return rejected(too_large(size))
+    try:
+        body = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        return rejected(too_large(None))
+    return review(body, request.content_type, context)
+
+
+def _status(code: int, reason: str, message: str) -> Response:
+    status = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+    return Response(json.dumps(status, separators=(",", ":")), status=code, mimetype=_JSON)

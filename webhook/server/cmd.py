@@ -1,0 +1,216 @@
+"""`trainhook serve`: the admission webhook under gunicorn, with TLS.
+
+Every flag can also be set through the environment variable named in its help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    bind: str
+    cert_file: str
+    key_file: str
+    workers: int
+    cluster_domain: str
+    log_level: str
+    lookup: bool
+    cert_mode: str
+    cert_secret: str
+    webhook_config: str
+    service: str
+    namespace: str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+
+    def option(flag: str, variable: str, default: str | None, help: str, **kw: Any) -> None:
+        parser.add_argument(flag, default=env(variable, default), help=f"{help} [{variable}]", **kw)
+
+    option("--bind", "TRAINHOOK_BIND", "0.0.0.0:8443", "HOST:PORT to listen on (or fd://N)")
+    option("--cert-file", "TRAINHOOK_CERT_FILE", "certs/tls.crt", "serving certificate (PEM)")
+    option("--key-file", "TRAINHOOK_KEY_FILE", "certs/tls.key", "its private key (PEM)")
+    option("--workers", "TRAINHOOK_WORKERS", "2", "gunicorn worker processes", type=_positive_int)
+    option(
+        "--cluster-domain",
+        "TRAINHOOK_CLUSTER_DOMAIN",
+        "",
+        "append .svc.DOMAIN to pod host names (e.g. cluster.local)",
+    )
+    option(
+        "--log-level",
+        "TRAINHOOK_LOG_LEVEL",
+        "info",
+        "debug, info, warning or error",
+        type=_log_level,
+    )
+    parser.add_argument(
+        "--lookup",
+        action=argparse.BooleanOptionalAction,
+        default=_boolean_env("TRAINHOOK_LOOKUP", default=True),
+        help="read sibling workloads of multi-role jobs from the API server [TRAINHOOK_LOOKUP]",
+    )
+    option(
+        "--cert-mode",
+        "TRAINHOOK_CERT_MODE",
+        "files",
+        "files: serve the certificate files as they are (reloaded when they change); "
+        "self: issue and renew them in the cluster",
+        choices=("files", "self"),
+    )
+    option("--cert-secret", "TRAINHOOK_CERT_SECRET", "", "self mode: Secret holding the CA")
+    option(
+        "--webhook-config",
+        "TRAINHOOK_WEBHOOK_CONFIG",
+        "",
+        "self mode: MutatingWebhookConfiguration whose caBundle is kept current",
+    )
+    option("--service", "TRAINHOOK_SERVICE", "", "self mode: the webhook's Service")
+    option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = ServeSettings(
+        bind=args.bind,
+        cert_file=args.cert_file,
+        key_file=args.key_file,
+        workers=int(args.workers),
+        cluster_domain=args.cluster_domain,
+        log_level=args.log_level,
+        lookup=args.lookup,
+        cert_mode=args.cert_mode,
+        cert_secret=args.cert_secret,
+        webhook_config=args.webhook_config,
+        service=args.service,
+        namespace=args.namespace,
+    )
+    metrics_dir, private = _metrics_dir()
+    master = os.getpid()
+    try:
+        return _serve(settings)
+    finally:
+        if private and os.getpid() == master:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve(settings: ServeSettings) -> int:
+    # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when it is imported.
+    from webhook.server.tls import CertificateError, serving_certificate
+
+    try:
+        serving_certificate(settings.cert_file, settings.key_file).load()
+    except CertificateError as error:
+        print(f"trainhook serve: cannot load the serving certificate: {error}", file=sys.stderr)
+        return 2
+    server = _Server(settings)
+    try:
+        server.run()
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 1
+    return 0
+
+
+def _metrics_dir() -> tuple[str, bool]:
+    """The directory every worker writes its metrics to, emptied of an earlier run's samples."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        directory = tempfile.mkdtemp(prefix="trainhook-metrics-")
+        os.environ[MULTIPROC_ENV] = directory
+        return directory, True
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(directory, name))
+    return directory, False
+
+
+def build_app(settings: ServeSettings) -> Flask:
+    """The WSGI app of one worker process."""
+    from webhook.server.admission import Context
+    from webhook.server.app import ReadinessCheck, create_app
+    from webhook.server.tls import serving_certificate
+
+    certificate = serving_certificate(settings.cert_file, settings.key_file)
+
+    def certificate_loaded() -> str | None:
+        return None if certificate.loaded else "the serving certificate is not loaded"
+
+    checks: list[ReadinessCheck] = [certificate_loaded]
+    context = Context(cluster_domain=settings.cluster_domain)
+    return create_app(context, tuple(checks))
+
+
+class _Server:
+    """gunicorn, configured from webhook.server.gunicorn_conf and the command line."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        from gunicorn.app.base import BaseApplication
+
+        from webhook.server import gunicorn_conf
+        from webhook.server.logs import logging_config
+
+        class Application(BaseApplication):  # type: ignore[misc]
+            def load_config(self) -> None:
+                for key, value in vars(gunicorn_conf).items():
+                    if key in self.cfg.settings:
+                        self.cfg.set(key, value)
+                self.cfg.set("bind", [settings.bind])
+                self.cfg.set("workers", settings.workers)
+                self.cfg.set("certfile", settings.cert_file)
+                self.cfg.set("keyfile", settings.key_file)
+                self.cfg.set("loglevel", settings.log_level)
+                self.cfg.set("logconfig_dict", logging_config(settings.log_level))
+
+            def load(self) -> Flask:
+                return build_app(settings)
+
+        self.run: Callable[[], None] = Application().run
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number >= 1")
+    return number
+
+
+def _log_level(value: str) -> str:
+    from webhook.server.logs import LEVELS
+
+    if value.lower() not in LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not one of {', '.join(LEVELS)}")
+    return value.lower()
+
+
+def _boolean_env(variable: str, *, default: bool) -> bool:
+    value = os.environ.get(variable)
+    if value is None or value == "":
+        return default
+    if value.lower() in TRUE:
+        return True
+    if value.lower() in FALSE:
+        return False
+    print(
+        f"trainhook serve: {variable}={value!r} is not a boolean (true or false)", file=sys.stderr
+    )
+    raise SystemExit(2)

@@ -1,0 +1,40 @@
+"""gunicorn settings for the admission server (`trainhook serve` adds bind, TLS files, workers).
+
+The API server keeps its connections to a webhook alive and reuses them, so the worker is
+gthread (keep-alive) and keeps idle connections longer than the API server's client does
+(90 s): a server that closes first races the next request on that connection.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import multiprocess
+
+from webhook.server.tls import serving_certificate
+
+worker_class = "gthread"
+threads = 8
+keepalive = 120
+# In-flight requests get this long to finish after SIGTERM; admission calls time out within 30 s.
+graceful_timeout = 25
+timeout = 30
+accesslog = None  # each admission logs its own structured line
+proc_name = "trainhook"
+control_socket_disable = True  # nothing drives gunicorn at run time; no socket file to leave behind
+# The server works with untrusted bodies; keep gunicorn's own request-line and header limits.
+limit_request_line = 8190
+limit_request_fields = 100
+
+
+def ssl_context(
+    config: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]
+) -> ssl.SSLContext:
+    """TLS 1.2 or newer, with the certificate as it is on disk now."""
+    return serving_certificate(config.certfile, config.keyfile).context()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
