@@ -13,8 +13,10 @@ import argparse
 import datetime
 import ipaddress
 import os
+import re
+import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cryptography import x509
@@ -129,7 +131,6 @@ class PemFiles:
     ca_key: bytes
     tls_crt: bytes
     tls_key: bytes
-    extra: dict[str, bytes] = field(default_factory=dict)
 
 
 # --- making certificates -------------------------------------------------------------------
@@ -393,15 +394,11 @@ def _serving_problem(
     if expires_at(serving) - now < policy.handover:
         return "serving certificate expires within the handover time"
     have = names_of(serving)
-    if set(identity.dns_names) - set(have.dns_names) or set(identity.ip_addresses) - set(
-        have.ip_addresses
-    ):
-        return "serving certificate lacks names " + ", ".join(
-            sorted(
-                (set(identity.dns_names) - set(have.dns_names))
-                | (set(identity.ip_addresses) - set(have.ip_addresses))
-            )
-        )
+    missing = (set(identity.dns_names) - set(have.dns_names)) | (
+        set(identity.ip_addresses) - set(have.ip_addresses)
+    )
+    if missing:
+        return "serving certificate lacks " + ", ".join(sorted(missing))
     trusted = trust_bundle(material.bundle, now)
     if not any(is_issued_by(serving, ca) for ca in trusted):
         return "serving certificate is not signed by a trusted CA"
@@ -448,18 +445,18 @@ def plan_renewal(
         assert signing is not None and material.serving is not None
         renew_at = _renewal_time(material.serving, policy.renew_fraction)
         handover_at = starts_at(signing) + policy.backdate + policy.handover
-        if now >= renew_at:
-            new_serving = True
-            reasons.append(
-                f"serving certificate expires at {expires_at(material.serving).isoformat()}"
-            )
-        elif not is_issued_by(material.serving, signing):
+        if not is_issued_by(material.serving, signing):
             if now >= handover_at:
                 new_serving = True
                 reasons.append("a new CA took over signing")
             else:
                 checks.append(handover_at)
-        if not new_serving:
+        elif now >= renew_at:
+            new_serving = True
+            reasons.append(
+                f"serving certificate expires at {expires_at(material.serving).isoformat()}"
+            )
+        else:
             checks.append(renew_at)
     if new_ca and not new_serving:
         checks.append(now + policy.handover)
@@ -553,16 +550,15 @@ def generate(
     return [out / name for name in files]
 
 
-DNS_LABEL_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 def dns_label(value: str) -> str:
-    if not value or len(value) > 63 or set(value) - DNS_LABEL_CHARS or value[0] == "-":
+    if not DNS_LABEL.match(value):
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a DNS label (lower-case letters, digits and '-', at most 63)"
+            f"{value!r} is not a DNS label: lower-case letters, digits and '-', "
+            "at most 63, starting and ending with a letter or digit"
         )
-    if value[-1] == "-":
-        raise argparse.ArgumentTypeError(f"{value!r} is not a DNS label (ends with '-')")
     return value
 
 
@@ -596,14 +592,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.days > args.ca_days:
-        print(f"trainhook certs: --days {args.days} exceeds --ca-days {args.ca_days}")
+        print(
+            f"trainhook certs: --days {args.days} exceeds --ca-days {args.ca_days}: "
+            "a serving certificate cannot outlive its CA",
+            file=sys.stderr,
+        )
         return 2
     try:
         paths = generate(
             args.out, args.service, args.namespace, days=args.days, ca_days=args.ca_days
         )
     except OSError as e:
-        print(f"trainhook certs: cannot write {e.filename}: {e.strerror}")
+        print(f"trainhook certs: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
         return 1
     for path in paths:
         print(path)
