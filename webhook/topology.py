@@ -15,12 +15,16 @@ if TYPE_CHECKING:
     from webhook.workload import Workload
 
 
-class HostsEntry(TypedDict):
-    """How one role's pods are named: pod i is `<pod>-<i + start>` under the Service `service`."""
+class HostsEntry(TypedDict, total=False):
+    """How one role's pods are named: pod i is `<pod>-<i + start>` under the Service `service`.
+
+    `nproc` (processes per pod, written only when not 1) lets other roles count its slots.
+    """
 
     pod: str
     start: int
     service: str
+    nproc: int
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Role:
     pod: str
     start: int
     service: str
+    nproc: int = 1
 
     def hostname(self, index: int) -> str:
         return f"{self.pod}-{index + self.start}"
@@ -113,7 +118,7 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
         by_role[workload.role] = workload
     order = first.framework.order(by_role)
     roles = tuple(
-        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service)
+        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service, w.settings.nproc)
         for name in order
         if (w := by_role[name]).replicas > 0
     )
@@ -123,14 +128,18 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
 def stamp(topology: Topology) -> dict[str, str]:
     """The annotations that carry a topology on a pod template (compact JSON, role order)."""
     counts = {role.name: role.replicas for role in topology.roles}
-    hosts = {
-        role.name: HostsEntry(pod=role.pod, start=role.start, service=role.service)
-        for role in topology.roles
-    }
+    hosts = {role.name: _hosts_entry(role) for role in topology.roles}
     return {
         contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
         contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
     }
+
+
+def _hosts_entry(role: Role) -> HostsEntry:
+    entry = HostsEntry(pod=role.pod, start=role.start, service=role.service)
+    if role.nproc != 1:
+        entry["nproc"] = role.nproc
+    return entry
 
 
 def topology_from_stamp(
@@ -171,14 +180,21 @@ def topology_from_stamp(
         entry = hosts.get(name) or {}
         if not isinstance(entry, dict):
             raise InvalidSetting(contract.HOSTS, raw_hosts, f"{name!r} must map to an object")
-        pod, start, service = entry.get("pod"), entry.get("start", 0), entry.get("service", job)
-        if pod is None:
-            pod = f"{job}-{name}"
-        if not isinstance(pod, str) or not isinstance(service, str) or not isinstance(start, int):
+        pod = entry.get("pod", f"{job}-{name}")
+        start, service, nproc = (
+            entry.get("start", 0),
+            entry.get("service", job),
+            entry.get("nproc", 1),
+        )
+        if not (isinstance(pod, str) and isinstance(service, str)) or not (
+            isinstance(start, int) and isinstance(nproc, int) and nproc >= 1
+        ):
             raise InvalidSetting(
-                contract.HOSTS, raw_hosts, "each role needs pod (string), start (integer), service"
+                contract.HOSTS,
+                raw_hosts,
+                "each role maps to pod (string), start (integer), service (string), nproc (>= 1)",
             )
-        roles.append(Role(name, replicas[name], pod, start, service))
+        roles.append(Role(name, replicas[name], pod, start, service, nproc))
     return Topology(job, namespace, framework, tuple(roles), cluster_domain)
 
 

@@ -4,10 +4,16 @@ from webhook import contract
 from webhook.frameworks.base import Framework, Placement
 
 
+def slots(placement: Placement) -> int:
+    """Processes per worker: the workers' own nproc, which the launcher learns from the stamp."""
+    topology = placement.topology
+    return topology.role("worker").nproc if topology.has("worker") else placement.nproc
+
+
 def hostfile(placement: Placement) -> str:
     """One line per worker, as mpirun reads it."""
-    slots = placement.nproc
-    return "".join(f"{host} slots={slots}\n" for host in placement.topology.hosts("worker"))
+    per_worker = slots(placement)
+    return "".join(f"{host} slots={per_worker}\n" for host in placement.topology.hosts("worker"))
 
 
 def env(placement: Placement) -> dict[str, str]:
@@ -19,8 +25,8 @@ def env(placement: Placement) -> dict[str, str]:
         "HYDRA_HOST_FILE": path,
         "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
         "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
-        "OMPI_MCA_orte_set_default_slots": str(placement.nproc),
-        "I_MPI_PERHOST": str(placement.nproc),
+        "OMPI_MCA_orte_set_default_slots": str(slots(placement)),
+        "I_MPI_PERHOST": str(slots(placement)),
     }
 
 

@@ -1,0 +1,77 @@
+"""Small builders for the manifests users write, and the pods the controllers would make of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.render import RenderedPod, render
+
+
+def statefulset(
+    name: str,
+    framework: str,
+    *,
+    role: str | None = None,
+    job: str | None = None,
+    replicas: int = 1,
+    annotations: dict[str, str] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    labels = {"trainhook.io/framework": framework}
+    if role:
+        labels["trainhook.io/role"] = role
+    if job:
+        labels["trainhook.io/job"] = job
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": containers or [{"name": framework, "image": "trainer:1"}]},
+            },
+        },
+    }
+
+
+def indexed_job(
+    name: str, framework: str, *, completions: int, role: str | None = None, job: str | None = None
+) -> dict[str, Any]:
+    labels = {"trainhook.io/framework": framework}
+    if role:
+        labels["trainhook.io/role"] = role
+    if job:
+        labels["trainhook.io/job"] = job
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": completions,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": framework, "image": "trainer:1"}],
+                }
+            },
+        },
+    }
+
+
+def pods(*documents: dict[str, Any]) -> dict[str, RenderedPod]:
+    """The rendered pods of a job, by pod name."""
+    return {pod.name: pod for pod in render(list(documents))}
+
+
+def env(*documents: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The training container's env of every rendered pod, by pod name."""
+    return {name: pod.env for name, pod in pods(*documents).items()}

@@ -1,0 +1,178 @@
+"""The exact variables each framework's pods receive, beyond the TRAINHOOK_* ones."""
+
+import json
+
+from tests.core.builders import env, indexed_job, statefulset
+
+
+def framework_vars(values: dict[str, str]) -> dict[str, str]:
+    return {
+        k: v for k, v in values.items() if not k.startswith("TRAINHOOK_") and k != "PYTHONUNBUFFERED"
+    }
+
+
+def test_tensorflow_worker_1_of_one_ps_and_two_workers_gets_tf_config() -> None:
+    pods = env(
+        statefulset("tf-ps", "tensorflow", role="ps", job="tf"),
+        statefulset("tf-worker", "tensorflow", role="worker", job="tf", replicas=2),
+    )
+    raw = pods["tf-worker-1"]["TF_CONFIG"]
+    assert raw == (
+        '{"cluster":{"ps":["tf-ps-0.tf.default.svc:2222"],'
+        '"worker":["tf-worker-0.tf.default.svc:2222","tf-worker-1.tf.default.svc:2222"]},'
+        '"task":{"type":"worker","index":1},"environment":"cloud"}'
+    )
+    assert framework_vars(pods["tf-ps-0"]) == {
+        "TF_CONFIG": raw.replace('"type":"worker","index":1', '"type":"ps","index":0')
+    }
+
+
+def test_tensorflow_roles_are_listed_in_chief_master_ps_worker_evaluator_order() -> None:
+    pods = env(
+        statefulset("e", "tensorflow", role="evaluator", job="tf"),
+        statefulset("w", "tensorflow", role="worker", job="tf"),
+        statefulset("c", "tensorflow", role="chief", job="tf"),
+    )
+    config = json.loads(pods["e-0"]["TF_CONFIG"])
+    assert list(config["cluster"]) == ["chief", "worker", "evaluator"]
+    assert config["task"] == {"type": "evaluator", "index": 0}
+    assert pods["c-0"]["TRAINHOOK_RANK"] == "0"
+
+
+def test_a_single_replica_tensorflow_job_gets_no_tf_config() -> None:
+    assert framework_vars(env(statefulset("mnist", "tensorflow"))["mnist-0"]) == {}
+
+
+def test_paddle_collective_worker_gets_trainer_endpoints_and_no_ps_variables() -> None:
+    pods = env(statefulset("pd", "paddle", replicas=2))
+    assert framework_vars(pods["pd-1"]) == {
+        "PADDLE_JOB_ID": "pd",
+        "PADDLE_NNODES": "2",
+        "PADDLE_MASTER": "pd-0.pd.default.svc:36543",
+        "PADDLE_TRAINER_ID": "1",
+        "PADDLE_TRAINERS_NUM": "2",
+        "PADDLE_TRAINER_ENDPOINTS": "pd-0.pd.default.svc:36543,pd-1.pd.default.svc:36543",
+        "PADDLE_CURRENT_ENDPOINT": "pd-1.pd.default.svc:36543",
+        "PADDLE_PORT": "36543",
+        "POD_IP": "pd-1.pd.default.svc",
+    }
+
+
+def test_paddle_ps_mode_gives_servers_and_trainers_their_training_role() -> None:
+    pods = env(
+        statefulset("wd-ps", "paddle", role="ps", job="wd", replicas=2),
+        statefulset("wd-worker", "paddle", role="worker", job="wd", replicas=2),
+    )
+    servers = "wd-ps-0.wd.default.svc:36543,wd-ps-1.wd.default.svc:36543"
+    assert framework_vars(pods["wd-ps-1"]) == {
+        "PADDLE_JOB_ID": "wd",
+        "PADDLE_NNODES": "4",
+        "PADDLE_MASTER": "wd-worker-0.wd.default.svc:36543",
+        "PADDLE_TRAINERS_NUM": "2",
+        "PADDLE_TRAINER_ENDPOINTS": (
+            "wd-worker-0.wd.default.svc:36543,wd-worker-1.wd.default.svc:36543"
+        ),
+        "PADDLE_CURRENT_ENDPOINT": "wd-ps-1.wd.default.svc:36543",
+        "PADDLE_PORT": "36543",
+        "POD_IP": "wd-ps-1.wd.default.svc",
+        "TRAINING_ROLE": "PSERVER",
+        "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_PSERVERS_IP_PORT_LIST": servers,
+    }
+    worker = pods["wd-worker-0"]
+    assert (worker["TRAINING_ROLE"], worker["PADDLE_TRAINER_ID"]) == ("TRAINER", "0")
+
+
+def test_paddle_heter_workers_get_heter_endpoints() -> None:
+    pods = env(
+        statefulset("h-ps", "paddle", role="ps", job="h"),
+        statefulset("h-worker", "paddle", role="worker", job="h"),
+        statefulset("h-heter", "paddle", role="heter", job="h"),
+    )
+    heter = pods["h-heter-0"]
+    assert heter["TRAINING_ROLE"] == "HETER"
+    assert heter["PADDLE_HETER_ENDPOINTS"] == "h-heter-0.h.default.svc:36543"
+    assert "PADDLE_TRAINER_ID" not in heter
+
+
+def test_a_paddle_indexed_job_names_hosts_after_the_job_and_its_index() -> None:
+    pods = env(indexed_job("ernie", "paddle", completions=3))
+    assert pods["ernie-2"]["PADDLE_CURRENT_ENDPOINT"] == "ernie-2.ernie.default.svc:36543"
+    assert pods["ernie-2"]["PADDLE_TRAINER_ID"] == "2"
+
+
+def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
+    pods = env(
+        statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
+        statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=4),
+    )
+    assert framework_vars(pods["ms-worker-3"]) == {
+        "MS_ROLE": "MS_WORKER",
+        "MS_SCHED_HOST": "ms-sched-0.ms.default.svc",
+        "MS_SCHED_PORT": "2222",
+        "MS_WORKER_NUM": "4",
+        "MS_SERVER_NUM": "0",
+        "MS_NODE_ID": "ms-worker-3",
+    }
+    assert pods["ms-sched-0"]["MS_ROLE"] == "MS_SCHED"
+
+
+def test_mpi_pods_point_every_mpi_at_the_projected_hostfile() -> None:
+    pods = env(
+        statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
+        statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2,
+                    annotations={"trainhook.io/nproc-per-node": "4"}),
+    )
+    assert framework_vars(pods["hv-worker-1"]) == {
+        "K_MPI_JOB_ROLE": "worker",
+        "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+        "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+        "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+        "OMPI_MCA_orte_set_default_slots": "4",
+        "I_MPI_PERHOST": "4",
+    }
+    assert pods["hv-launcher-0"]["K_MPI_JOB_ROLE"] == "launcher"
+
+
+def test_xgboost_worker_gets_master_and_worker_addresses() -> None:
+    pods = env(
+        statefulset("xg-master", "xgboost", role="master", job="xg"),
+        statefulset("xg-worker", "xgboost", role="worker", job="xg", replicas=2),
+    )
+    assert framework_vars(pods["xg-worker-0"]) == {
+        "MASTER_ADDR": "xg-master-0.xg.default.svc",
+        "MASTER_PORT": "9999",
+        "WORLD_SIZE": "3",
+        "RANK": "1",
+        "WORKER_PORT": "9999",
+        "WORKER_ADDRS": "xg-worker-0.xg.default.svc,xg-worker-1.xg.default.svc",
+    }
+
+
+def test_jax_process_2_knows_the_coordinator() -> None:
+    pods = env(statefulset("jx", "jax", replicas=3))
+    assert framework_vars(pods["jx-2"]) == {
+        "COORDINATOR_ADDRESS": "jx-0.jx.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "3",
+        "PROCESS_ID": "2",
+    }
+
+
+def test_generic_jobs_get_only_trainhook_variables_with_roles_in_name_order() -> None:
+    pods = env(
+        statefulset("g-ps", "generic", role="server", job="g", replicas=2),
+        statefulset("g-w", "generic", role="client", job="g"),
+    )
+    assert framework_vars(pods["g-ps-1"]) == {}
+    assert pods["g-w-0"]["TRAINHOOK_RANK"] == "0"
+    assert pods["g-ps-1"]["TRAINHOOK_RANK"] == "2"
+    assert pods["g-ps-1"]["TRAINHOOK_SERVER_HOSTS"] == "g-ps-0.g.default.svc,g-ps-1.g.default.svc"
+    assert pods["g-ps-1"]["TRAINHOOK_CLIENT_NUM"] == "1"
+
+
+def test_role_names_with_dashes_become_underscores_in_variable_names() -> None:
+    pods = env(statefulset("g", "generic", role="param-server"))
+    assert pods["g-0"]["TRAINHOOK_PARAM_SERVER_HOSTS"] == "g-0.g.default.svc"

@@ -1,0 +1,339 @@
+"""What a pod receives at creation besides env: labels, volumes, resources, scheduling."""
+
+import base64
+import json
+from typing import Any
+
+import jsonpatch
+import pytest
+
+from tests.core.builders import pods, statefulset
+from webhook.admit import admit, owner_to_resolve
+from webhook.errors import TrainhookError
+from webhook.render import expand
+from webhook.workloads import mutate_workload
+
+
+def pod_of(*documents: dict[str, Any], name: str) -> dict[str, Any]:
+    return pods(*documents)[name].pod
+
+
+def raw_pod(workload: dict[str, Any], ordinal: int, *siblings: dict[str, Any]) -> dict[str, Any]:
+    """The pod the StatefulSet controller creates, before the webhook mutates it."""
+    mutated = mutate_workload(workload, "CREATE", "default", list(siblings)).workload
+    return expand(mutated, "default")[ordinal]
+
+
+def admit_pod(pod: dict[str, Any], **kwargs: Any) -> Any:
+    return admit(pod, kind="Pod", operation="CREATE", namespace="default", **kwargs)
+
+
+def test_pods_are_labelled_with_job_role_rank_and_role_index() -> None:
+    pod = pod_of(
+        statefulset("pt-master", "pytorch", role="master", job="pt"),
+        statefulset("pt-worker", "pytorch", role="worker", job="pt", replicas=2),
+        name="pt-worker-1",
+    )
+    labels = pod["metadata"]["labels"]
+    assert {k: v for k, v in labels.items() if k.startswith("trainhook.io/")} == {
+        "trainhook.io/framework": "pytorch",
+        "trainhook.io/job": "pt",
+        "trainhook.io/role": "worker",
+        "trainhook.io/rank": "2",
+        "trainhook.io/role-index": "1",
+    }
+
+
+def test_the_patch_applies_to_the_pod_as_received_and_a_second_pass_is_empty() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 1)
+    outcome = admit_pod(pod)
+    patched = jsonpatch.apply_patch(pod, outcome.patch)
+    assert patched["spec"]["containers"][0]["env"][3] == {"name": "TRAINHOOK_RANK", "value": "1"}
+    assert admit_pod(patched).patch == []
+
+
+def test_env_goes_into_every_container_and_init_container_ahead_of_the_users_own() -> None:
+    containers = [
+        {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
+        {"name": "sidecar", "image": "s"},
+    ]
+    sts = statefulset("ddp", "pytorch", replicas=2, containers=containers)
+    sts["spec"]["template"]["spec"]["initContainers"] = [{"name": "fetch", "image": "f"}]
+    pod = pod_of(sts, name="ddp-0")
+    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+        names = [e["name"] for e in container["env"]]
+        assert names[0] == "TRAINHOOK_JOB" and "RANK" in names
+    assert pod["spec"]["containers"][0]["env"][-1] == {"name": "LR", "value": "0.1"}
+
+
+def test_env_the_user_set_is_kept_and_a_warning_names_it() -> None:
+    containers = [{"name": "pytorch", "image": "t", "env": [{"name": "MASTER_PORT", "value": "1"}]}]
+    rendered = pods(statefulset("ddp", "pytorch", replicas=2, containers=containers))["ddp-1"]
+    assert rendered.env["MASTER_PORT"] == "1"
+    assert rendered.warnings == ["env MASTER_PORT in container pytorch was set by the user and is kept"]
+    assert all(len(w) < 120 for w in rendered.warnings)
+
+
+def test_env_from_a_secret_is_kept_too() -> None:
+    secret_ref = {"secretKeyRef": {"name": "s", "key": "k"}}
+    containers = [{"name": "pytorch", "image": "t", "env": [{"name": "RANK", "valueFrom": secret_ref}]}]
+    rendered = pods(statefulset("ddp", "pytorch", containers=containers))["ddp-0"]
+    [rank] = [e for e in rendered.pod["spec"]["containers"][0]["env"] if e["name"] == "RANK"]
+    assert rank == {"name": "RANK", "valueFrom": secret_ref}
+
+
+def test_gpus_become_a_limit_and_request_on_the_training_container_only() -> None:
+    containers = [{"name": "sidecar", "image": "s"}, {"name": "pytorch", "image": "t"}]
+    sts = statefulset("ddp", "pytorch", containers=containers,
+                      annotations={"trainhook.io/gpus": "2", "trainhook.io/gpu-resource": "amd.com/gpu"})
+    pod = pod_of(sts, name="ddp-0")
+    assert "resources" not in pod["spec"]["containers"][0]
+    assert pod["spec"]["containers"][1]["resources"] == {
+        "limits": {"amd.com/gpu": "2"},
+        "requests": {"amd.com/gpu": "2"},
+    }
+
+
+def test_a_gpu_limit_the_user_set_is_kept_with_a_warning() -> None:
+    containers = [{"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 8}}}]
+    rendered = pods(statefulset("ddp", "pytorch", containers=containers,
+                                annotations={"trainhook.io/gpus": "4"}))["ddp-0"]
+    assert rendered.pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 8}}
+    assert rendered.warnings == [
+        "nvidia.com/gpu limit 8 of container pytorch was set by the user and is kept"
+    ]
+
+
+def test_the_container_annotation_picks_the_training_container() -> None:
+    containers = [{"name": "main", "image": "t"}, {"name": "trainer", "image": "s"}]
+    sts = statefulset("ddp", "pytorch", containers=containers,
+                      annotations={"trainhook.io/gpus": "1", "trainhook.io/container": "trainer"})
+    pod = pod_of(sts, name="ddp-0")
+    assert "resources" not in pod["spec"]["containers"][0]
+    assert pod["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+
+
+def test_shm_size_mounts_a_memory_volume_at_dev_shm_unless_a_container_mounts_one() -> None:
+    containers = [
+        {"name": "paddle", "image": "t"},
+        {"name": "own", "image": "s", "volumeMounts": [{"name": "mine", "mountPath": "/dev/shm"}]},
+    ]
+    pod = pod_of(statefulset("pd", "paddle", containers=containers,
+                             annotations={"trainhook.io/shm-size": "8Gi"}), name="pd-0")
+    assert pod["spec"]["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
+    ]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert pod["spec"]["containers"][1]["volumeMounts"] == [{"name": "mine", "mountPath": "/dev/shm"}]
+
+
+def test_volcano_gang_scheduling_sets_the_scheduler_and_group_annotations() -> None:
+    sts = statefulset("pd", "paddle", job="gang", annotations={"trainhook.io/scheduler": "volcano"})
+    pod = pod_of(sts, name="pd-0")
+    assert pod["spec"]["schedulerName"] == "volcano"
+    annotations = pod["metadata"]["annotations"]
+    assert (annotations["scheduling.k8s.io/group-name"], annotations["volcano.sh/task-spec"]) == (
+        "gang",
+        "worker",
+    )
+
+
+def test_a_scheduler_the_user_chose_is_kept_with_a_warning() -> None:
+    sts = statefulset("pd", "paddle", annotations={"trainhook.io/scheduler": "volcano"})
+    sts["spec"]["template"]["spec"]["schedulerName"] = "my-scheduler"
+    rendered = pods(sts)["pd-0"]
+    assert rendered.pod["spec"]["schedulerName"] == "my-scheduler"
+    assert rendered.warnings == ["schedulerName my-scheduler was set by the user and is kept"]
+
+
+def test_the_mpi_launcher_gets_a_projected_hostfile_and_every_pod_the_ssh_secret() -> None:
+    job = (
+        statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
+        statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2,
+                    annotations={"trainhook.io/nproc-per-node": "2"}),
+    )
+    launcher = pod_of(*job, name="hv-launcher-0")
+    assert launcher["metadata"]["annotations"]["trainhook.io/hostfile"] == (
+        "hv-worker-0.hv.default.svc slots=2\nhv-worker-1.hv.default.svc slots=2\n"
+    )
+    assert launcher["spec"]["volumes"] == [
+        {"name": "mpi-ssh", "secret": {"secretName": "hv-ssh", "defaultMode": 0o600}},
+        {
+            "name": "mpi-hostfile",
+            "downwardAPI": {
+                "items": [
+                    {
+                        "path": "hostfile",
+                        "fieldRef": {"fieldPath": "metadata.annotations['trainhook.io/hostfile']"},
+                    }
+                ]
+            },
+        },
+    ]
+    assert launcher["spec"]["containers"][0]["volumeMounts"] == [
+        {"name": "mpi-ssh", "mountPath": "/root/.ssh", "readOnly": True},
+        {"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": True},
+    ]
+    worker = pod_of(*job, name="hv-worker-0")
+    assert [v["name"] for v in worker["spec"]["volumes"]] == ["mpi-ssh"]
+    assert "trainhook.io/hostfile" not in worker["metadata"]["annotations"]
+
+
+def test_a_tf_config_over_64_kib_is_projected_as_a_file() -> None:
+    workers = 3000
+    sts = statefulset("big", "tensorflow", replicas=workers)
+    pod = raw_pod(sts, 5)
+    outcome = admit_pod(pod)
+    patched = jsonpatch.apply_patch(pod, outcome.patch)
+    env = {e["name"]: e.get("value") for e in patched["spec"]["containers"][0]["env"]}
+    assert "TF_CONFIG" not in env
+    assert env["TF_CONFIG_FILE"] == "/etc/trainhook/TF_CONFIG"
+    assert env["TRAINHOOK_WORKER_HOSTS_FILE"] == "/etc/trainhook/TRAINHOOK_WORKER_HOSTS"
+    config = json.loads(patched["metadata"]["annotations"]["trainhook.io/env.TF_CONFIG"])
+    assert len(config["cluster"]["worker"]) == workers
+    assert config["task"] == {"type": "worker", "index": 5}
+    assert {"name": "trainhook-env", "mountPath": "/etc/trainhook", "readOnly": True} in patched[
+        "spec"
+    ]["containers"][0]["volumeMounts"]
+    [volume] = [v for v in patched["spec"]["volumes"] if v["name"] == "trainhook-env"]
+    assert [item["path"] for item in volume["downwardAPI"]["items"]] == [
+        "TRAINHOOK_WORKER_HOSTS",
+        "TF_CONFIG",
+    ]
+    assert admit_pod(patched).patch == []
+
+
+def test_a_job_too_large_for_the_annotation_limit_is_refused_with_the_sizes() -> None:
+    pod = raw_pod(statefulset("huge", "tensorflow", replicas=5000), 0)
+    with pytest.raises(TrainhookError, match=r"^the job is too large for one pod's annotations "
+                       r"\(\d+ bytes of the 262144 Kubernetes allows\): use fewer replicas per role$"):
+        admit_pod(pod)
+
+
+def test_a_pod_without_a_topology_stamp_names_its_owner_to_resolve() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 1)
+    del pod["metadata"]["annotations"]["trainhook.io/topology"]
+    assert owner_to_resolve(pod) == ("StatefulSet", "ddp")
+
+
+def test_a_pod_without_a_stamp_is_refused_when_its_owner_cannot_be_read() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 1)
+    del pod["metadata"]["annotations"]["trainhook.io/topology"]
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+    assert (str(caught.value), caught.value.status_code) == (
+        "pod of job ddp has no trainhook.io/topology annotation and its StatefulSet ddp could "
+        "not be read; a wrong world size is worse than a retry",
+        403,
+    )
+
+
+def test_a_pod_without_a_stamp_gets_its_topology_from_its_owner_and_siblings() -> None:
+    master = statefulset("pt-master", "pytorch", role="master", job="pt")
+    worker = statefulset("pt-worker", "pytorch", role="worker", job="pt", replicas=2)
+    pod = raw_pod(worker, 1, master)
+    del pod["metadata"]["annotations"]["trainhook.io/topology"]
+    outcome = admit_pod(pod, owner=worker, siblings=[master])
+    env = {e["name"]: e["value"] for e in jsonpatch.apply_patch(pod, outcome.patch)["spec"]["containers"][0]["env"]}
+    assert (env["RANK"], env["WORLD_SIZE"]) == ("2", "3")
+
+
+def test_a_pod_beyond_its_stamped_replicas_is_refused_until_the_stamp_catches_up() -> None:
+    sts = statefulset("ddp", "pytorch", replicas=2)
+    pod = raw_pod(sts, 1)
+    pod["metadata"]["name"] = pod["spec"]["hostname"] = "ddp-2"
+    pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] = "2"
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+    assert str(caught.value) == (
+        "worker 2 is outside the 2 worker replicas of job ddp (worker=2); the sweeper updates "
+        "the stamp, retry"
+    )
+
+
+def test_statefulset_ordinals_start_is_subtracted_from_the_pod_index() -> None:
+    sts = statefulset("ddp", "pytorch", replicas=2)
+    sts["spec"]["ordinals"] = {"start": 5}
+    rendered = pods(sts)
+    assert sorted(rendered) == ["ddp-5", "ddp-6"]
+    assert rendered["ddp-6"].env["RANK"] == "1"
+    assert rendered["ddp-6"].env["MASTER_ADDR"] == "ddp-5.ddp.default.svc"
+
+
+def test_a_bare_pod_with_an_index_and_a_stamp_gets_hostname_subdomain_and_env() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "probe-1",
+            "labels": {"trainhook.io/framework": "jax", "trainhook.io/job": "probe",
+                       "trainhook.io/index": "1"},
+            "annotations": {"trainhook.io/topology": '{"worker":2}'},
+        },
+        "spec": {"containers": [{"name": "jax", "image": "j"}]},
+    }
+    patched = jsonpatch.apply_patch(pod, admit_pod(pod).patch)
+    assert (patched["spec"]["hostname"], patched["spec"]["subdomain"]) == ("probe-worker-1", "probe")
+    env = {e["name"]: e["value"] for e in patched["spec"]["containers"][0]["env"]}
+    assert (env["COORDINATOR_ADDRESS"], env["PROCESS_ID"]) == ("probe-worker-0.probe.default.svc", "1")
+
+
+def test_a_lone_bare_pod_without_index_or_stamp_is_a_job_of_one() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "solo", "labels": {"trainhook.io/framework": "pytorch"}},
+        "spec": {"containers": [{"name": "pytorch", "image": "t"}]},
+    }
+    env = {e["name"]: e["value"] for e in jsonpatch.apply_patch(pod, admit_pod(pod).patch)["spec"]["containers"][0]["env"]}
+    assert (env["WORLD_SIZE"], env["RANK"], env["MASTER_ADDR"]) == ("1", "0", "solo-worker-0.solo.default.svc")
+
+
+def test_a_bare_pod_with_an_index_but_no_stamp_is_refused() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "3"}},
+        "spec": {"containers": [{"name": "jax", "image": "j"}]},
+    }
+    with pytest.raises(TrainhookError, match="^pod of job p has no trainhook.io/topology annotation "
+                       "and a bare pod with trainhook.io/index must carry it; "):
+        admit_pod(pod)
+
+
+def test_an_invalid_index_label_is_refused() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "first"}},
+        "spec": {"containers": [{"name": "jax", "image": "j"}]},
+    }
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+    assert str(caught.value) == "trainhook.io/index: invalid value 'first': a whole number >= 0"
+
+
+def test_a_hostname_that_peers_would_not_find_is_refused() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 1)
+    pod["spec"]["hostname"] = "elsewhere"
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+    assert str(caught.value) == (
+        "pod hostname elsewhere does not match ddp-1, the name its peers use for worker 1 of job ddp"
+    )
+
+
+def test_unlabelled_pods_and_other_operations_are_left_alone() -> None:
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"containers": []}}
+    assert admit_pod(plain) is None
+    labelled = raw_pod(statefulset("ddp", "pytorch"), 0)
+    assert admit(labelled, kind="Pod", operation="UPDATE", namespace="default") is None
+    assert admit(labelled, kind="Pod", operation="DELETE", namespace="default") is None
+
+
+def test_keys_with_slashes_and_tildes_are_escaped_in_patch_paths() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch"), 0)
+    pod["metadata"]["labels"]["example.com/a~b"] = "x"
+    ops = admit_pod(pod).patch
+    assert {"op": "add", "path": "/metadata/labels/trainhook.io~1rank", "value": "0"} in ops
+    assert json.loads(base64.b64decode(base64.b64encode(json.dumps(ops).encode()))) == ops
