@@ -1,0 +1,135 @@
+{{/* Names, labels and the pieces every pod of the chart shares. */}}
+
+{{- define "trainhook.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The base name of every resource; components append "-webhook", "-sweeper", ... */}}
+{{- define "trainhook.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "trainhook.webhookName" -}}
+{{- printf "%s-webhook" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{- define "trainhook.sweeperName" -}}
+{{- printf "%s-sweeper" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{/* The MutatingWebhookConfiguration (cluster-scoped). */}}
+{{- define "trainhook.webhookConfigName" -}}
+{{- include "trainhook.fullname" . }}
+{{- end }}
+
+{{- define "trainhook.selfSecretName" -}}
+{{- default (printf "%s-webhook-tls" (include "trainhook.fullname" .)) .Values.certificates.self.secretName }}
+{{- end }}
+
+{{- define "trainhook.certManagerName" -}}
+{{- printf "%s-webhook" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{/* The Secret the webhook reads its certificate from in the certManager and secret modes. */}}
+{{- define "trainhook.tlsSecretName" -}}
+{{- if eq .Values.certificates.mode "certManager" }}
+{{- printf "%s-tls" (include "trainhook.certManagerName" .) }}
+{{- else if eq .Values.certificates.mode "secret" }}
+{{- required "certificates.secret.name is required when certificates.mode is secret" .Values.certificates.secret.name }}
+{{- end }}
+{{- end }}
+
+{{- define "trainhook.leaseName" -}}
+{{- default (include "trainhook.sweeperName" .) .Values.sweeper.leaseName }}
+{{- end }}
+
+{{- define "trainhook.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "trainhook.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "trainhook.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: trainhook
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: include with (dict "root" $ "component" "webhook"). */}}
+{{- define "trainhook.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trainhook.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "trainhook.componentLabels" -}}
+{{ include "trainhook.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+The restricted Pod Security Standard, for every pod of the chart: the pod-level part...
+*/}}
+{{- define "trainhook.podSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.securityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+{{- with .Values.securityContext.fsGroup }}
+fsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* ...and the container-level part, with a read-only root filesystem. */}}
+{{- define "trainhook.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* A memory-backed emptyDir; include with (dict "name" "tmp" "size" "64Mi"). */}}
+{{- define "trainhook.memoryVolume" -}}
+- name: {{ .name }}
+  emptyDir:
+    medium: Memory
+    sizeLimit: {{ .size }}
+{{- end }}
+
+{{/*
+A chart file as the body of a YAML block scalar, each line indented and blank lines left empty:
+  - |{{ include "trainhook.fileLines" (dict "root" $ "file" "files/x.py" "indent" 10) }}
+*/}}
+{{- define "trainhook.fileLines" -}}
+{{- $pad := repeat (int .indent) " " }}
+{{- range splitList "\n" (.root.Files.Get .file | trimSuffix "\n") }}
+{{ if . }}{{ $pad }}{{ . }}{{ end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,120 @@
+{{- /*
+Every permission the chart grants, in one place. Each list is exactly what the component's code
+calls; adjust here when a component starts or stops making a call.
+*/ -}}
+
+{{- /*
+Webhook, cluster-wide (ClusterRole).
+- Reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup).
+- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration
+  (get/patch by name; list/watch to follow it).
+*/ -}}
+{{- define "trainhook.rules.webhookCluster" -}}
+{{- if .Values.webhook.lookup }}
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch]
+{{- end }}
+{{- if eq .Values.certificates.mode "self" }}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
+  verbs: [get, patch]
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  verbs: [list, watch]
+{{- end }}
+{{- end }}
+
+{{- /*
+Webhook, release namespace (Role), self-managed certificates only: the Secret holding its CA and
+serving certificate. "create" cannot be limited to a name by RBAC; the rest is.
+*/ -}}
+{{- define "trainhook.rules.webhookNamespace" -}}
+{{- if eq .Values.certificates.mode "self" }}
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ include "trainhook.selfSecretName" . }}]
+  verbs: [get, update, patch]
+{{- end }}
+{{- end }}
+
+{{- /*
+Sweeper, every watched namespace (a ClusterRole, bound cluster-wide, or only in
+sweeper.watchNamespace when that is set).
+*/ -}}
+{{- define "trainhook.rules.sweeperWatched" -}}
+# Labelled workloads: completion, failure, cleanup, scaling a finished StatefulSet to zero.
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, patch, update, delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, patch, delete]
+# Pods of a job: their exit codes decide success; cleanPodPolicy deletes them.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, delete]
+# The headless Service of each job.
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create, patch, delete]
+# SSH keys of MPI jobs.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, list, watch, create, delete]
+# Volcano gang scheduling.
+- apiGroups: [scheduling.volcano.sh]
+  resources: [podgroups]
+  verbs: [get, list, watch, create, patch, delete]
+# Events that explain what the sweeper did.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{- /* Sweeper, release namespace (Role): its leader-election Lease, by name once it exists. */ -}}
+{{- define "trainhook.rules.sweeperLease" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "trainhook.leaseName" . }}]
+  verbs: [get, update]
+{{- end }}
+
+{{- /*
+Uninstall hook: deleting the MutatingWebhookConfiguration (cluster) and, in self mode, the Secret
+the webhook created (release namespace).
+*/ -}}
+{{- define "trainhook.rules.uninstallCluster" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
+  verbs: [delete]
+{{- end }}
+
+{{- define "trainhook.rules.uninstallNamespace" -}}
+- apiGroups: [""]
+  resources: [secrets]
+  resourceNames: [{{ include "trainhook.selfSecretName" . }}]
+  verbs: [delete]
+{{- end }}
+
+{{- /* helm test: reading the CA bundle and service of the MutatingWebhookConfiguration. */ -}}
+{{- define "trainhook.rules.test" -}}
+- apiGroups: [admissionregistration.k8s.io]
+  resources: [mutatingwebhookconfigurations]
+  resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
+  verbs: [get]
+{{- end }}
