@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from webhook import contract
 from webhook.errors import TrainhookError
 from webhook.frameworks import Framework
 from webhook.pod import mutate_pod
-from webhook.workload import job_of
+from webhook.workload import job_of, read_framework, read_workload
 from webhook.workloads import mutate_workload
 
 DEFAULT_NAMESPACE = "default"
@@ -66,14 +67,16 @@ def render_all(documents: Sequence[Any], cluster_domain: str = "") -> Rendering:
         if isinstance(doc, Mapping) and doc.get("kind") in KINDS and job_of(doc) is not None
     ]
     groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = defaultdict(list)
-    for _, doc in labelled:
+    for position, doc in labelled:
         if doc["kind"] != "Pod":
+            # Each workload is checked on its own first, so an error names the right document.
+            with _blame(position, doc):
+                read_workload(doc, _namespace(doc))
             groups[(_namespace(doc), job_of(doc))].append(doc)
     workloads: list[dict[str, Any]] = []
     pods: list[RenderedPod] = []
     for position, doc in labelled:
-        what = f"{doc['kind']} {(doc.get('metadata') or {}).get('name')}"
-        try:
+        with _blame(position, doc):
             namespace = _namespace(doc)
             if doc["kind"] == "Pod":
                 pods.append(_mutated(doc, namespace, cluster_domain))
@@ -83,9 +86,16 @@ def render_all(documents: Sequence[Any], cluster_domain: str = "") -> Rendering:
             workloads.append(mutated.workload)
             for pod in expand(mutated.workload, namespace):
                 pods.append(_mutated(pod, namespace, cluster_domain))
-        except TrainhookError as error:
-            raise RenderError(position, what, str(error)) from None
     return Rendering(workloads, pods)
+
+
+@contextmanager
+def _blame(position: int, doc: Mapping[str, Any]) -> Iterator[None]:
+    try:
+        yield
+    except TrainhookError as error:
+        what = f"{doc['kind']} {(doc.get('metadata') or {}).get('name')}"
+        raise RenderError(position, what, str(error)) from None
 
 
 def expand(workload: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
@@ -121,8 +131,6 @@ def _mutated(pod: Mapping[str, Any], namespace: str, cluster_domain: str) -> Ren
 
 
 def _framework(pod: Mapping[str, Any]) -> Framework:
-    from webhook.workload import read_framework
-
     return read_framework(pod["metadata"]["labels"])
 
 

@@ -7,7 +7,9 @@ from tests.core.builders import env, indexed_job, statefulset
 
 def framework_vars(values: dict[str, str]) -> dict[str, str]:
     return {
-        k: v for k, v in values.items() if not k.startswith("TRAINHOOK_") and k != "PYTHONUNBUFFERED"
+        k: v
+        for k, v in values.items()
+        if not k.startswith("TRAINHOOK_") and k != "PYTHONUNBUFFERED"
     }
 
 
@@ -120,8 +122,14 @@ def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
 def test_mpi_pods_point_every_mpi_at_the_projected_hostfile() -> None:
     pods = env(
         statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
-        statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2,
-                    annotations={"trainhook.io/nproc-per-node": "4"}),
+        statefulset(
+            "hv-worker",
+            "mpi",
+            role="worker",
+            job="hv",
+            replicas=2,
+            annotations={"trainhook.io/nproc-per-node": "4"},
+        ),
     )
     assert framework_vars(pods["hv-worker-1"]) == {
         "K_MPI_JOB_ROLE": "worker",

@@ -1,5 +1,6 @@
 """Every invalid trainhook.io/ label and annotation is refused with a message naming it."""
 
+import re
 from typing import Any
 
 import pytest
@@ -203,8 +204,17 @@ def test_a_job_mixing_frameworks_is_refused() -> None:
 def test_a_container_annotation_naming_no_container_lists_the_containers() -> None:
     from webhook.render import RenderError, render
 
-    sts = statefulset("t", "pytorch", annotations={"trainhook.io/container": "trainer"},
-                      containers=[{"name": "main", "image": "x"}, {"name": "sidecar", "image": "y"}])
-    with pytest.raises(RenderError, match="trainhook.io/container: invalid value 'trainer': "
-                       "no such container; the pod has main, sidecar"):
+    sts = statefulset(
+        "t",
+        "pytorch",
+        annotations={"trainhook.io/container": "trainer"},
+        containers=[{"name": "main", "image": "x"}, {"name": "sidecar", "image": "y"}],
+    )
+    with pytest.raises(
+        RenderError,
+        match=re.escape(
+            "trainhook.io/container: invalid value 'trainer': "
+            "no such container; the pod has main, sidecar"
+        ),
+    ):
         render([sts])

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 from typing import Any
 
 import jsonpatch
@@ -70,13 +71,17 @@ def test_env_the_user_set_is_kept_and_a_warning_names_it() -> None:
     containers = [{"name": "pytorch", "image": "t", "env": [{"name": "MASTER_PORT", "value": "1"}]}]
     rendered = pods(statefulset("ddp", "pytorch", replicas=2, containers=containers))["ddp-1"]
     assert rendered.env["MASTER_PORT"] == "1"
-    assert rendered.warnings == ["env MASTER_PORT in container pytorch was set by the user and is kept"]
+    assert rendered.warnings == [
+        "env MASTER_PORT in container pytorch was set by the user and is kept"
+    ]
     assert all(len(w) < 120 for w in rendered.warnings)
 
 
 def test_env_from_a_secret_is_kept_too() -> None:
     secret_ref = {"secretKeyRef": {"name": "s", "key": "k"}}
-    containers = [{"name": "pytorch", "image": "t", "env": [{"name": "RANK", "valueFrom": secret_ref}]}]
+    containers = [
+        {"name": "pytorch", "image": "t", "env": [{"name": "RANK", "valueFrom": secret_ref}]}
+    ]
     rendered = pods(statefulset("ddp", "pytorch", containers=containers))["ddp-0"]
     [rank] = [e for e in rendered.pod["spec"]["containers"][0]["env"] if e["name"] == "RANK"]
     assert rank == {"name": "RANK", "valueFrom": secret_ref}
@@ -84,8 +89,12 @@ def test_env_from_a_secret_is_kept_too() -> None:
 
 def test_gpus_become_a_limit_and_request_on_the_training_container_only() -> None:
     containers = [{"name": "sidecar", "image": "s"}, {"name": "pytorch", "image": "t"}]
-    sts = statefulset("ddp", "pytorch", containers=containers,
-                      annotations={"trainhook.io/gpus": "2", "trainhook.io/gpu-resource": "amd.com/gpu"})
+    sts = statefulset(
+        "ddp",
+        "pytorch",
+        containers=containers,
+        annotations={"trainhook.io/gpus": "2", "trainhook.io/gpu-resource": "amd.com/gpu"},
+    )
     pod = pod_of(sts, name="ddp-0")
     assert "resources" not in pod["spec"]["containers"][0]
     assert pod["spec"]["containers"][1]["resources"] == {
@@ -96,8 +105,9 @@ def test_gpus_become_a_limit_and_request_on_the_training_container_only() -> Non
 
 def test_a_gpu_limit_the_user_set_is_kept_with_a_warning() -> None:
     containers = [{"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 8}}}]
-    rendered = pods(statefulset("ddp", "pytorch", containers=containers,
-                                annotations={"trainhook.io/gpus": "4"}))["ddp-0"]
+    rendered = pods(
+        statefulset("ddp", "pytorch", containers=containers, annotations={"trainhook.io/gpus": "4"})
+    )["ddp-0"]
     assert rendered.pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 8}}
     assert rendered.warnings == [
         "nvidia.com/gpu limit 8 of container pytorch was set by the user and is kept"
@@ -106,8 +116,12 @@ def test_a_gpu_limit_the_user_set_is_kept_with_a_warning() -> None:
 
 def test_the_container_annotation_picks_the_training_container() -> None:
     containers = [{"name": "main", "image": "t"}, {"name": "trainer", "image": "s"}]
-    sts = statefulset("ddp", "pytorch", containers=containers,
-                      annotations={"trainhook.io/gpus": "1", "trainhook.io/container": "trainer"})
+    sts = statefulset(
+        "ddp",
+        "pytorch",
+        containers=containers,
+        annotations={"trainhook.io/gpus": "1", "trainhook.io/container": "trainer"},
+    )
     pod = pod_of(sts, name="ddp-0")
     assert "resources" not in pod["spec"]["containers"][0]
     assert pod["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
@@ -118,13 +132,21 @@ def test_shm_size_mounts_a_memory_volume_at_dev_shm_unless_a_container_mounts_on
         {"name": "paddle", "image": "t"},
         {"name": "own", "image": "s", "volumeMounts": [{"name": "mine", "mountPath": "/dev/shm"}]},
     ]
-    pod = pod_of(statefulset("pd", "paddle", containers=containers,
-                             annotations={"trainhook.io/shm-size": "8Gi"}), name="pd-0")
+    pod = pod_of(
+        statefulset(
+            "pd", "paddle", containers=containers, annotations={"trainhook.io/shm-size": "8Gi"}
+        ),
+        name="pd-0",
+    )
     assert pod["spec"]["volumes"] == [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}
     ]
-    assert pod["spec"]["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
-    assert pod["spec"]["containers"][1]["volumeMounts"] == [{"name": "mine", "mountPath": "/dev/shm"}]
+    assert pod["spec"]["containers"][0]["volumeMounts"] == [
+        {"name": "dshm", "mountPath": "/dev/shm"}
+    ]
+    assert pod["spec"]["containers"][1]["volumeMounts"] == [
+        {"name": "mine", "mountPath": "/dev/shm"}
+    ]
 
 
 def test_volcano_gang_scheduling_sets_the_scheduler_and_group_annotations() -> None:
@@ -149,8 +171,14 @@ def test_a_scheduler_the_user_chose_is_kept_with_a_warning() -> None:
 def test_the_mpi_launcher_gets_a_projected_hostfile_and_every_pod_the_ssh_secret() -> None:
     job = (
         statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
-        statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2,
-                    annotations={"trainhook.io/nproc-per-node": "2"}),
+        statefulset(
+            "hv-worker",
+            "mpi",
+            role="worker",
+            job="hv",
+            replicas=2,
+            annotations={"trainhook.io/nproc-per-node": "2"},
+        ),
     )
     launcher = pod_of(*job, name="hv-launcher-0")
     assert launcher["metadata"]["annotations"]["trainhook.io/hostfile"] == (
@@ -205,8 +233,11 @@ def test_a_tf_config_over_64_kib_is_projected_as_a_file() -> None:
 
 def test_a_job_too_large_for_the_annotation_limit_is_refused_with_the_sizes() -> None:
     pod = raw_pod(statefulset("huge", "tensorflow", replicas=5000), 0)
-    with pytest.raises(TrainhookError, match=r"^the job is too large for one pod's annotations "
-                       r"\(\d+ bytes of the 262144 Kubernetes allows\): use fewer replicas per role$"):
+    with pytest.raises(
+        TrainhookError,
+        match=r"^the job is too large for one pod's annotations "
+        r"\(\d+ bytes of the 262144 Kubernetes allows\): use fewer replicas per role$",
+    ):
         admit_pod(pod)
 
 
@@ -234,7 +265,10 @@ def test_a_pod_without_a_stamp_gets_its_topology_from_its_owner_and_siblings() -
     pod = raw_pod(worker, 1, master)
     del pod["metadata"]["annotations"]["trainhook.io/topology"]
     outcome = admit_pod(pod, owner=worker, siblings=[master])
-    env = {e["name"]: e["value"] for e in jsonpatch.apply_patch(pod, outcome.patch)["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e["value"]
+        for e in jsonpatch.apply_patch(pod, outcome.patch)["spec"]["containers"][0]["env"]
+    }
     assert (env["RANK"], env["WORLD_SIZE"]) == ("2", "3")
 
 
@@ -266,16 +300,25 @@ def test_a_bare_pod_with_an_index_and_a_stamp_gets_hostname_subdomain_and_env() 
         "kind": "Pod",
         "metadata": {
             "name": "probe-1",
-            "labels": {"trainhook.io/framework": "jax", "trainhook.io/job": "probe",
-                       "trainhook.io/index": "1"},
+            "labels": {
+                "trainhook.io/framework": "jax",
+                "trainhook.io/job": "probe",
+                "trainhook.io/index": "1",
+            },
             "annotations": {"trainhook.io/topology": '{"worker":2}'},
         },
         "spec": {"containers": [{"name": "jax", "image": "j"}]},
     }
     patched = jsonpatch.apply_patch(pod, admit_pod(pod).patch)
-    assert (patched["spec"]["hostname"], patched["spec"]["subdomain"]) == ("probe-worker-1", "probe")
+    assert (patched["spec"]["hostname"], patched["spec"]["subdomain"]) == (
+        "probe-worker-1",
+        "probe",
+    )
     env = {e["name"]: e["value"] for e in patched["spec"]["containers"][0]["env"]}
-    assert (env["COORDINATOR_ADDRESS"], env["PROCESS_ID"]) == ("probe-worker-0.probe.default.svc", "1")
+    assert (env["COORDINATOR_ADDRESS"], env["PROCESS_ID"]) == (
+        "probe-worker-0.probe.default.svc",
+        "1",
+    )
 
 
 def test_a_lone_bare_pod_without_index_or_stamp_is_a_job_of_one() -> None:
@@ -285,19 +328,34 @@ def test_a_lone_bare_pod_without_index_or_stamp_is_a_job_of_one() -> None:
         "metadata": {"name": "solo", "labels": {"trainhook.io/framework": "pytorch"}},
         "spec": {"containers": [{"name": "pytorch", "image": "t"}]},
     }
-    env = {e["name"]: e["value"] for e in jsonpatch.apply_patch(pod, admit_pod(pod).patch)["spec"]["containers"][0]["env"]}
-    assert (env["WORLD_SIZE"], env["RANK"], env["MASTER_ADDR"]) == ("1", "0", "solo-worker-0.solo.default.svc")
+    env = {
+        e["name"]: e["value"]
+        for e in jsonpatch.apply_patch(pod, admit_pod(pod).patch)["spec"]["containers"][0]["env"]
+    }
+    assert (env["WORLD_SIZE"], env["RANK"], env["MASTER_ADDR"]) == (
+        "1",
+        "0",
+        "solo-worker-0.solo.default.svc",
+    )
 
 
 def test_a_bare_pod_with_an_index_but_no_stamp_is_refused() -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "3"}},
+        "metadata": {
+            "name": "p",
+            "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "3"},
+        },
         "spec": {"containers": [{"name": "jax", "image": "j"}]},
     }
-    with pytest.raises(TrainhookError, match="^pod of job p has no trainhook.io/topology annotation "
-                       "and a bare pod with trainhook.io/index must carry it; "):
+    with pytest.raises(
+        TrainhookError,
+        match=re.escape(
+            "pod of job p has no trainhook.io/topology annotation "
+            "and a bare pod with trainhook.io/index must carry it; "
+        ),
+    ):
         admit_pod(pod)
 
 
@@ -305,7 +363,10 @@ def test_an_invalid_index_label_is_refused() -> None:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "p", "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "first"}},
+        "metadata": {
+            "name": "p",
+            "labels": {"trainhook.io/framework": "jax", "trainhook.io/index": "first"},
+        },
         "spec": {"containers": [{"name": "jax", "image": "j"}]},
     }
     with pytest.raises(TrainhookError) as caught:
@@ -319,12 +380,18 @@ def test_a_hostname_that_peers_would_not_find_is_refused() -> None:
     with pytest.raises(TrainhookError) as caught:
         admit_pod(pod)
     assert str(caught.value) == (
-        "pod hostname elsewhere does not match ddp-1, the name its peers use for worker 1 of job ddp"
+        "pod hostname elsewhere does not match ddp-1, the name its peers use for worker 1 of "
+        "job ddp"
     )
 
 
 def test_unlabelled_pods_and_other_operations_are_left_alone() -> None:
-    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"}, "spec": {"containers": []}}
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web"},
+        "spec": {"containers": []},
+    }
     assert admit_pod(plain) is None
     labelled = raw_pod(statefulset("ddp", "pytorch"), 0)
     assert admit(labelled, kind="Pod", operation="UPDATE", namespace="default") is None

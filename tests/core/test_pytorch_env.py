@@ -4,8 +4,9 @@ from tests.core.builders import env, statefulset
 def master_and_two_workers(**annotations: str) -> dict[str, dict[str, str]]:
     return env(
         statefulset("pt-master", "pytorch", role="master", job="pt", annotations=annotations),
-        statefulset("pt-worker", "pytorch", role="worker", job="pt", replicas=2,
-                    annotations=annotations),
+        statefulset(
+            "pt-worker", "pytorch", role="worker", job="pt", replicas=2, annotations=annotations
+        ),
     )
 
 
@@ -49,11 +50,22 @@ def test_without_a_master_role_worker_0_is_the_master_address() -> None:
 
 
 def test_nproc_per_node_multiplies_world_size_and_rank_but_not_node_rank() -> None:
-    pods = env(statefulset("ddp", "pytorch", replicas=4,
-                           annotations={"trainhook.io/nproc-per-node": "2"}))
+    pods = env(
+        statefulset("ddp", "pytorch", replicas=4, annotations={"trainhook.io/nproc-per-node": "2"})
+    )
     third = pods["ddp-3"]
-    assert {k: third[k] for k in ("WORLD_SIZE", "RANK", "NODE_RANK", "NNODES", "NPROC_PER_NODE",
-                                   "PET_NPROC_PER_NODE", "TRAINHOOK_WORLD_SIZE")} == {
+    assert {
+        k: third[k]
+        for k in (
+            "WORLD_SIZE",
+            "RANK",
+            "NODE_RANK",
+            "NNODES",
+            "NPROC_PER_NODE",
+            "PET_NPROC_PER_NODE",
+            "TRAINHOOK_WORLD_SIZE",
+        )
+    } == {
         "WORLD_SIZE": "8",
         "RANK": "6",
         "NODE_RANK": "3",
@@ -70,9 +82,13 @@ def test_nproc_defaults_to_the_gpu_count() -> None:
 
 
 def test_elastic_jobs_get_a_node_range_and_a_c10d_rendezvous() -> None:
-    pods = env(statefulset("el", "pytorch", replicas=3, annotations={"trainhook.io/elastic": "2:4"}))
+    pods = env(
+        statefulset("el", "pytorch", replicas=3, annotations={"trainhook.io/elastic": "2:4"})
+    )
     first = pods["el-0"]
-    assert {k: v for k, v in first.items() if k.startswith(("PET_RDZV", "PET_NNODES", "NNODES"))} == {
+    assert {
+        k: v for k, v in first.items() if k.startswith(("PET_RDZV", "PET_NNODES", "NNODES"))
+    } == {
         "NNODES": "2:4",
         "PET_NNODES": "2:4",
         "PET_RDZV_BACKEND": "c10d",

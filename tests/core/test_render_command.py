@@ -1,0 +1,144 @@
+"""`trainhook render` as a user runs it: files and folders in, a table or YAML out."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+
+PYTORCH_JOB = """\
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: pt-master
+  labels: {trainhook.io/framework: pytorch, trainhook.io/job: pt, trainhook.io/role: master}
+spec:
+  selector: {matchLabels: {app: pt-master}}
+  template:
+    metadata: {labels: {app: pt-master}}
+    spec: {containers: [{name: pytorch, image: trainer}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: unrelated}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: pt-worker
+  labels: {trainhook.io/framework: pytorch, trainhook.io/job: pt, trainhook.io/role: worker}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: pt-worker}}
+  template:
+    metadata: {labels: {app: pt-worker}}
+    spec: {containers: [{name: pytorch, image: trainer}]}
+"""
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(PYTORCH_JOB)
+    return path
+
+
+def test_render_prints_a_table_of_the_jobs_pods_in_rank_order(
+    job_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", str(job_file)]) == 0
+    assert capsys.readouterr().out == (
+        "job pt (pytorch, namespace default, 3 pods)\n"
+        "POD          ROLE    INDEX  RANK  MASTER_ADDR                 NODE_RANK  NNODES  "
+        "WORLD_SIZE  RANK\n"
+        "pt-master-0  master  0      0     pt-master-0.pt.default.svc  0          3       3"
+        "           0\n"
+        "pt-worker-0  worker  0      1     pt-master-0.pt.default.svc  1          3       3"
+        "           1\n"
+        "pt-worker-1  worker  1      2     pt-master-0.pt.default.svc  2          3       3"
+        "           2\n"
+    )
+
+
+def test_render_reads_every_yaml_file_of_a_folder_as_one_set_of_manifests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    master, _, worker = PYTORCH_JOB.split("---\n")
+    (tmp_path / "master.yaml").write_text(master)
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "worker.yml").write_text(worker)
+    assert main(["render", str(tmp_path)]) == 0
+    assert "job pt (pytorch, namespace default, 3 pods)" in capsys.readouterr().out
+
+
+def test_render_yaml_prints_the_mutated_workloads_then_their_pods(
+    job_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", "-o", "yaml", str(job_file)]) == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("StatefulSet", "pt-master"),
+        ("StatefulSet", "pt-worker"),
+        ("Pod", "pt-master-0"),
+        ("Pod", "pt-worker-0"),
+        ("Pod", "pt-worker-1"),
+    ]
+    assert objects[1]["spec"]["serviceName"] == "pt"
+    env = {e["name"]: e["value"] for e in objects[4]["spec"]["containers"][0]["env"]}
+    assert env["RANK"] == "2"
+
+
+def test_invalid_input_is_one_line_naming_the_file_document_and_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(PYTORCH_JOB.replace("trainhook.io/role: worker", "trainhook.io/role: chief"))
+    assert main(["render", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        f"trainhook render: {path} document 3 (StatefulSet pt-worker): trainhook.io/role: "
+        "invalid value 'chief': pytorch roles are master, worker\n"
+    )
+
+
+def test_yaml_that_does_not_parse_names_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text("kind: StatefulSet\nmetadata: {name: [\n")
+    assert main(["render", str(path)]) == 1
+    assert capsys.readouterr().err.startswith(f"trainhook render: {path}: line 3: invalid YAML: ")
+
+
+def test_a_missing_file_and_a_file_without_labelled_workloads_are_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["render", str(tmp_path / "nope.yaml")]) == 1
+    assert capsys.readouterr().err == (
+        f"trainhook render: {tmp_path / 'nope.yaml'}: no such file or folder\n"
+    )
+    empty = tmp_path / "svc.yaml"
+    empty.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    assert main(["render", str(empty)]) == 1
+    assert capsys.readouterr().err == (
+        "trainhook render: no labelled StatefulSet, Job or Pod found\n"
+    )
+
+
+def test_warnings_go_to_stderr_naming_the_pod(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(
+        PYTORCH_JOB.replace(
+            "spec: {containers: [{name: pytorch, image: trainer}]}\n---\napiVersion: v1",
+            "spec: {containers: [{name: pytorch, image: trainer, env: [{name: RANK, value: '7'}]}]}"
+            "\n---\napiVersion: v1",
+            1,
+        )
+    )
+    assert main(["render", str(path)]) == 0
+    assert capsys.readouterr().err == (
+        "warning: pt-master-0: env RANK in container pytorch was set by the user and is kept\n"
+    )
