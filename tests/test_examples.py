@@ -731,6 +731,22 @@ def test_tf_config_is_compact_json_listing_the_cluster_in_role_order() -> None:
     assert " " not in tf_config
 
 
+def test_with_a_cluster_domain_every_host_ends_in_svc_and_the_domain() -> None:
+    with open(EXAMPLES / "tensorflow-ps.yaml") as manifest:
+        pods = render(list(yaml.safe_load_all(manifest)), cluster_domain="cluster.local")
+    worker_1 = next(pod for pod in pods if (pod.role, pod.index) == ("worker", 1))
+    assert worker_1.env["TF_CONFIG"] == (
+        '{"cluster":{"ps":["dist-mnist-ps-0.dist-mnist.research.svc.cluster.local:2222"],'
+        '"worker":["dist-mnist-worker-0.dist-mnist.research.svc.cluster.local:2222",'
+        '"dist-mnist-worker-1.dist-mnist.research.svc.cluster.local:2222"]},'
+        '"task":{"type":"worker","index":1},"environment":"cloud"}'
+    )
+    assert (
+        worker_1.env["TRAINHOOK_PS_HOSTS"]
+        == "dist-mnist-ps-0.dist-mnist.research.svc.cluster.local"
+    )
+
+
 def test_a_single_replica_tensorflow_job_gets_no_tf_config() -> None:
     assert "TF_CONFIG" not in pod_of("tensorflow-mnist.yaml", "worker", 0).env
 
