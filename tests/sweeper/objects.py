@@ -1,0 +1,282 @@
+"""Kubernetes objects of training jobs, as the API server returns them, for sweeper tests."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from typing import Any
+
+from webhook import contract
+from webhook.sweeper.resources import MANAGED_BY, MANAGER
+from webhook.topology import build_topology, stamp
+from webhook.workload import read_workload
+
+NAMESPACE = "ml"
+CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow", "mpi": "mpi", "paddle": "paddle"}
+
+
+def _uid(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
+
+
+def statefulset(
+    name: str,
+    *,
+    framework: str = "pytorch",
+    role: str | None = None,
+    job: str | None = None,
+    replicas: int = 1,
+    annotations: dict[str, str] | None = None,
+    priority_class: str | None = None,
+    rv: str = "10",
+) -> dict[str, Any]:
+    labels = {contract.FRAMEWORK: framework}
+    if role:
+        labels[contract.ROLE] = role
+    if job:
+        labels[contract.JOB] = job
+    pod_spec: dict[str, Any] = {
+        "containers": [{"name": CONTAINER.get(framework, "main"), "image": "trainer:1"}]
+    }
+    if priority_class:
+        pod_spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": _uid(name),
+            "resourceVersion": rv,
+            "creationTimestamp": "2025-01-01T00:00:00Z",
+            "labels": labels,
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": job or name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, **labels}, "annotations": {}},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def indexed_job(
+    name: str,
+    *,
+    framework: str = "mpi",
+    role: str | None = None,
+    job: str | None = None,
+    completions: int = 1,
+    annotations: dict[str, str] | None = None,
+    status: dict[str, Any] | None = None,
+    suspend: bool = False,
+    rv: str = "10",
+) -> dict[str, Any]:
+    obj = statefulset(name, framework=framework, role=role, job=job, annotations=annotations, rv=rv)
+    obj["apiVersion"], obj["kind"] = "batch/v1", "Job"
+    obj["spec"] = {
+        "completionMode": "Indexed",
+        "completions": completions,
+        "parallelism": completions,
+        "suspend": suspend,
+        "template": obj["spec"]["template"],
+    }
+    obj["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    started = {"startTime": "2025-01-01T00:00:05Z", "active": completions}
+    obj["status"] = started if status is None else status
+    return obj
+
+
+def stamped(*workloads: dict[str, Any]) -> list[dict[str, Any]]:
+    """The workloads as the webhook leaves them: each template carries the job's topology."""
+    views = [read_workload(w, NAMESPACE) for w in workloads]
+    annotations = stamp(build_topology(views))
+    result = []
+    for workload in workloads:
+        copied = copy.deepcopy(workload)
+        copied["spec"]["template"]["metadata"]["annotations"].update(annotations)
+        result.append(copied)
+    return result
+
+
+def pod(
+    owner: dict[str, Any],
+    index: int,
+    *,
+    phase: str = "Running",
+    exit_code: int | None = None,
+    last_exit_code: int | None = None,
+    restarts: int = 0,
+    ready: bool = True,
+    topology: str | None = "template",
+    terminating: bool = False,
+) -> dict[str, Any]:
+    """Pod `index` of a StatefulSet or Indexed Job, labelled by the webhook."""
+    meta = owner["metadata"]
+    template = owner["spec"]["template"]
+    role = meta["labels"].get(contract.ROLE, "worker")
+    job = meta["labels"].get(contract.JOB, meta["name"])
+    kind = owner["kind"]
+    name = f"{meta['name']}-{index}"
+    labels = {
+        **template["metadata"]["labels"],
+        contract.JOB: job,
+        contract.ROLE: role,
+        contract.ROLE_INDEX: str(index),
+    }
+    annotations: dict[str, str] = {}
+    stamp_value = template["metadata"]["annotations"].get(contract.TOPOLOGY)
+    if topology == "template" and stamp_value:
+        annotations[contract.TOPOLOGY] = stamp_value
+    elif topology not in (None, "template"):
+        annotations[contract.TOPOLOGY] = topology
+    if kind == "StatefulSet":
+        labels[contract.STATEFULSET_POD_INDEX] = str(index)
+    else:
+        annotations[contract.JOB_COMPLETION_INDEX] = str(index)
+        name = f"{meta['name']}-{index}-abcde"
+    return _pod(
+        name,
+        labels=labels,
+        annotations=annotations,
+        owner=(kind, meta["name"], meta["uid"]),
+        containers=[c["name"] for c in template["spec"]["containers"]],
+        phase=phase,
+        exit_code=exit_code,
+        last_exit_code=last_exit_code,
+        restarts=restarts,
+        ready=ready,
+        terminating=terminating,
+    )
+
+
+def bare_pod(
+    name: str,
+    *,
+    framework: str = "generic",
+    role: str = "worker",
+    job: str = "bare",
+    index: int = 0,
+    topology: str | None = None,
+    annotations: dict[str, str] | None = None,
+    phase: str = "Running",
+    exit_code: int | None = None,
+) -> dict[str, Any]:
+    labels = {
+        contract.FRAMEWORK: framework,
+        contract.JOB: job,
+        contract.ROLE: role,
+        contract.INDEX: str(index),
+        contract.ROLE_INDEX: str(index),
+    }
+    all_annotations = dict(annotations or {})
+    if topology:
+        all_annotations[contract.TOPOLOGY] = topology
+    return _pod(
+        name,
+        labels=labels,
+        annotations=all_annotations,
+        owner=None,
+        containers=["main"],
+        phase=phase,
+        exit_code=exit_code,
+        last_exit_code=None,
+        restarts=0,
+        ready=phase == "Running",
+        terminating=False,
+    )
+
+
+def _pod(
+    name: str,
+    *,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    owner: tuple[str, str, str] | None,
+    containers: list[str],
+    phase: str,
+    exit_code: int | None,
+    last_exit_code: int | None,
+    restarts: int,
+    ready: bool,
+    terminating: bool,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": NAMESPACE,
+        "uid": _uid(name),
+        "resourceVersion": "20",
+        "creationTimestamp": "2025-01-01T00:00:10Z",
+        "labels": labels,
+        "annotations": annotations,
+    }
+    if owner:
+        kind, owner_name, owner_uid = owner
+        api_version = "apps/v1" if kind == "StatefulSet" else "batch/v1"
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": api_version,
+                "kind": kind,
+                "name": owner_name,
+                "uid": owner_uid,
+                "controller": True,
+            }
+        ]
+    if terminating:
+        metadata["deletionTimestamp"] = "2025-01-01T00:01:00Z"
+    state: dict[str, Any] = {"running": {"startedAt": "2025-01-01T00:00:20Z"}}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code, "reason": "Completed"}}
+    last: dict[str, Any] = {}
+    if last_exit_code is not None:
+        last = {"terminated": {"exitCode": last_exit_code, "reason": "Completed"}}
+    statuses = [
+        {
+            "name": container,
+            "restartCount": restarts if i == 0 else 0,
+            "state": state if i == 0 else {"running": {}},
+            "lastState": last if i == 0 else {},
+            "ready": ready,
+        }
+        for i, container in enumerate(containers)
+    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": c, "image": "trainer:1"} for c in containers]},
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": statuses,
+        },
+    }
+
+
+def owned(
+    kind: str,
+    name: str,
+    *,
+    job: str,
+    managed: bool = True,
+    owners: list[dict[str, Any]] | None = None,
+    spec: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    labels = {contract.JOB: job, MANAGED_BY: MANAGER} if managed else {}
+    return {
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "uid": _uid(f"{kind}/{name}"),
+            "resourceVersion": "30",
+            "labels": labels,
+            "ownerReferences": owners or [],
+        },
+        "spec": spec or {},
+    }

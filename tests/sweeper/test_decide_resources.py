@@ -1,0 +1,287 @@
+"""The objects every job needs: headless Service, Volcano PodGroup, MPI SSH Secret."""
+
+from webhook import contract
+from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.sweeper.resources import PODGROUPS, SERVICES
+
+from .helpers import decision, of_type
+from .objects import bare_pod, indexed_job, owned, pod, stamped, statefulset
+
+PT_LABELS = {contract.JOB: "pt", "app.kubernetes.io/managed-by": "trainhook"}
+
+
+def pytorch_job(**worker):
+    master = statefulset("pt-master", role="master", job="pt")
+    workers = statefulset("pt-worker", role="worker", job="pt", replicas=2, **worker)
+    return stamped(master, workers)
+
+
+def owner(obj):
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+
+
+def test_a_new_job_gets_a_headless_service_owned_by_every_workload():
+    master, workers = pytorch_job()
+    actions = decision("pt", [master, workers]).actions
+    assert actions == (
+        Create(
+            SERVICES,
+            "ml",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "pt",
+                    "namespace": "ml",
+                    "labels": PT_LABELS,
+                    "ownerReferences": [owner(master), owner(workers)],
+                },
+                "spec": {
+                    "clusterIP": "None",
+                    "publishNotReadyAddresses": True,
+                    "selector": {contract.JOB: "pt"},
+                    "ports": [
+                        {"name": "pytorch", "port": 23456, "targetPort": 23456, "protocol": "TCP"}
+                    ],
+                },
+            },
+        ),
+    )
+
+
+def test_the_port_annotation_is_the_service_port():
+    (workers,) = stamped(
+        statefulset("tf", framework="tensorflow", annotations={contract.PORT: "3000"})
+    )
+    (create,) = decision("tf", [workers]).actions
+    assert create.body["spec"]["ports"] == [
+        {"name": "tensorflow", "port": 3000, "targetPort": 3000, "protocol": "TCP"}
+    ]
+
+
+def test_a_generic_job_gets_a_headless_service_without_ports():
+    (workers,) = stamped(statefulset("gen", framework="generic", replicas=2))
+    (create,) = decision("gen", [workers]).actions
+    assert "ports" not in create.body["spec"]
+    assert create.body["spec"]["clusterIP"] == "None"
+
+
+def test_a_job_made_of_bare_pods_gets_a_service_owned_by_the_pods():
+    pods = [bare_pod(f"bare-{i}", index=i, topology='{"worker":2}') for i in range(2)]
+    (create,) = decision("bare", [], pods).actions
+    assert create.body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "bare-0", "uid": pods[0]["metadata"]["uid"]},
+        {"apiVersion": "v1", "kind": "Pod", "name": "bare-1", "uid": pods[1]["metadata"]["uid"]},
+    ]
+
+
+def service_of(*workloads, managed=True, spec=None):
+    spec = spec or {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {contract.JOB: "pt"},
+        "ports": [{"name": "pytorch", "port": 23456, "targetPort": 23456, "protocol": "TCP"}],
+    }
+    return owned(
+        "Service", "pt", job="pt", managed=managed, owners=[owner(w) for w in workloads], spec=spec
+    )
+
+
+def test_a_current_service_is_left_as_it_is():
+    master, workers = pytorch_job()
+    assert decision("pt", [master, workers], services=[service_of(master, workers)]).actions == ()
+
+
+def test_a_workload_added_to_the_job_becomes_an_owner_of_its_service():
+    master, workers = pytorch_job()
+    service = service_of(master)
+    (patch,) = decision("pt", [master, workers], services=[service]).actions
+    assert patch == Patch(
+        SERVICES,
+        "ml",
+        "pt",
+        {
+            "metadata": {"ownerReferences": [owner(master), owner(workers)]},
+            "spec": {
+                "ports": service["spec"]["ports"],
+                "selector": {contract.JOB: "pt"},
+                "publishNotReadyAddresses": True,
+            },
+        },
+        "30",
+    )
+
+
+def test_a_service_trainhook_did_not_create_is_left_alone():
+    master, workers = pytorch_job()
+    foreign = service_of(master, managed=False, spec={"clusterIP": "None", "ports": []})
+    assert decision("pt", [master, workers], services=[foreign]).actions == ()
+
+
+def test_a_foreign_service_that_is_not_headless_is_reported():
+    master, workers = pytorch_job()
+    foreign = service_of(managed=False, spec={"clusterIP": "10.0.0.7"})
+    (event,) = decision("pt", [master, workers], services=[foreign]).actions
+    assert isinstance(event, Emit)
+    assert (event.type, event.reason, event.involved.name) == (
+        "Warning",
+        "ServiceNotHeadless",
+        "pt-master",
+    )
+    assert event.message == (
+        "Service pt was not created by Trainhook and is not headless (clusterIP: None): "
+        "the job's pods cannot reach each other by hostname"
+    )
+
+
+VOLCANO = {contract.SCHEDULER: "volcano", contract.QUEUE: "research"}
+
+
+def test_a_volcano_job_gets_a_podgroup_for_all_its_replicas_in_its_queue_and_priority_class():
+    master = statefulset(
+        "pt-master", role="master", job="pt", annotations=VOLCANO, priority_class="high"
+    )
+    workers = statefulset("pt-worker", role="worker", job="pt", replicas=3, annotations=VOLCANO)
+    master, workers = stamped(master, workers)
+    actions = decision("pt", [master, workers], services=[service_of(master, workers)]).actions
+    assert actions == (
+        Create(
+            PODGROUPS,
+            "ml",
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": "pt",
+                    "namespace": "ml",
+                    "labels": PT_LABELS,
+                    "ownerReferences": [owner(master), owner(workers)],
+                },
+                "spec": {"minMember": 4, "queue": "research", "priorityClassName": "high"},
+            },
+        ),
+    )
+
+
+def test_a_podgroup_follows_the_job_when_it_is_scaled():
+    master = statefulset("pt-master", role="master", job="pt", annotations=VOLCANO)
+    workers = statefulset("pt-worker", role="worker", job="pt", replicas=5, annotations=VOLCANO)
+    master, workers = stamped(master, workers)
+    group = owned(
+        "PodGroup",
+        "pt",
+        job="pt",
+        owners=[owner(master), owner(workers)],
+        spec={"minMember": 4, "queue": "research"},
+    )
+    actions = decision(
+        "pt", [master, workers], services=[service_of(master, workers)], podgroups=[group]
+    ).actions
+    assert actions == (
+        Patch(
+            PODGROUPS,
+            "ml",
+            "pt",
+            {
+                "metadata": {"ownerReferences": [owner(master), owner(workers)]},
+                "spec": {"minMember": 6, "queue": "research", "priorityClassName": None},
+            },
+            "30",
+        ),
+    )
+
+
+def test_a_job_without_volcano_gets_no_podgroup():
+    master, workers = pytorch_job()
+    assert of_type(decision("pt", [master, workers]).actions, Create)[0].resource == SERVICES
+    assert len(decision("pt", [master, workers]).actions) == 1
+
+
+def mpi_job():
+    launcher = indexed_job("hvd-launcher", role="launcher", job="hvd")
+    workers = statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2)
+    return stamped(launcher, workers)
+
+
+def test_an_mpi_job_gets_an_ssh_secret_whose_config_trusts_the_jobs_hosts_only():
+    launcher, workers = mpi_job()
+    actions = decision("hvd", [launcher, workers]).actions
+    (secret,) = of_type(actions, CreateSshSecret)
+    assert secret == CreateSshSecret(
+        namespace="ml",
+        name="hvd-ssh",
+        labels={contract.JOB: "hvd", "app.kubernetes.io/managed-by": "trainhook"},
+        owners=(owner(launcher), owner(workers)),
+        ssh_config=(
+            "Host *.hvd.ml.svc *.hvd.ml.svc.*\n"
+            "    Port 22\n"
+            "    IdentityFile /root/.ssh/id_ed25519\n"
+            "    StrictHostKeyChecking no\n"
+            "    UserKnownHostsFile /dev/null\n"
+            "    LogLevel ERROR\n"
+        ),
+    )
+
+
+def test_an_existing_ssh_secret_is_never_replaced():
+    launcher, workers = mpi_job()
+    secret = owned("Secret", "hvd-ssh", job="hvd")
+    actions = decision("hvd", [launcher, workers], secrets=[secret]).actions
+    assert of_type(actions, CreateSshSecret) == []
+
+
+def test_only_mpi_jobs_get_an_ssh_secret():
+    master, workers = pytorch_job()
+    assert of_type(decision("pt", [master, workers]).actions, CreateSshSecret) == []
+
+
+def test_the_objects_of_a_job_whose_workloads_are_gone_are_deleted_if_trainhook_made_them():
+    service = owned("Service", "pt", job="pt")
+    group = owned("PodGroup", "pt", job="pt")
+    assert decision("pt", [], [], services=[service], podgroups=[group]).actions == (
+        Delete(SERVICES, "ml", "pt", service["metadata"]["uid"]),
+        Delete(PODGROUPS, "ml", "pt", group["metadata"]["uid"]),
+    )
+
+
+def test_a_foreign_service_of_a_gone_job_is_kept():
+    assert (
+        decision("pt", [], [], services=[owned("Service", "pt", job="pt", managed=False)]).actions
+        == ()
+    )
+
+
+def test_nothing_is_deleted_while_pods_of_the_job_still_run():
+    master, _ = pytorch_job()
+    service = owned("Service", "pt", job="pt")
+    assert decision("pt", [], [pod(master, 0)], services=[service]).actions == ()
+
+
+def test_an_invalid_annotation_is_reported_on_its_workload_and_nothing_is_done():
+    master, workers = pytorch_job()
+    workers["metadata"]["annotations"][contract.BACKOFF_LIMIT] = "three"
+    (event,) = decision("pt", [master, workers]).actions
+    assert (event.type, event.reason, event.involved.kind, event.involved.name) == (
+        "Warning",
+        "InvalidJob",
+        "StatefulSet",
+        "pt-worker",
+    )
+    assert event.message == "trainhook.io/backoff-limit: invalid value 'three': a whole number >= 0"
+
+
+def test_the_same_problem_is_recorded_under_the_same_event_name():
+    master, workers = pytorch_job()
+    workers["metadata"]["annotations"][contract.SUCCESS_POLICY] = "most"
+    first = decision("pt", [master, workers]).actions
+    again = decision("pt", [master, workers]).actions
+    assert first == again
+    assert first[0].message == (
+        "trainhook.io/success-policy: invalid value 'most': one of all, rank0, any-worker"
+    )

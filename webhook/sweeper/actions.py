@@ -1,0 +1,96 @@
+"""What the sweeper decides to do: plain values the executor applies, one API call each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from webhook.sweeper.resources import SECRETS, Resource
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create an object; one that already exists counts as done."""
+
+    resource: Resource
+    namespace: str
+    body: Mapping[str, Any]
+
+    def describe(self) -> str:
+        return f"create {self.resource.kind} {self.namespace}/{self.body['metadata']['name']}"
+
+
+@dataclass(frozen=True)
+class CreateSshSecret:
+    """Create the MPI SSH Secret; the executor makes the key pair, so decisions stay pure."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    owners: tuple[Mapping[str, Any], ...]
+    ssh_config: str
+    resource: Resource = field(default=SECRETS, init=False)
+
+    def describe(self) -> str:
+        return f"create Secret {self.namespace}/{self.name} with a new SSH key pair"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A JSON merge patch; with a resourceVersion it applies only to the state it was decided on."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    patch: Mapping[str, Any]
+    resource_version: str = ""
+
+    def describe(self) -> str:
+        return f"patch {self.resource.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete an object, only if it is still the one seen (same uid); a missing one is done."""
+
+    resource: Resource
+    namespace: str
+    name: str
+    uid: str = ""
+
+    def describe(self) -> str:
+        return f"delete {self.resource.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Record a Kubernetes Event; its name is derived from what it says, so it is recorded once."""
+
+    namespace: str
+    name: str
+    involved: ObjectRef
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+    def describe(self) -> str:
+        return f"event {self.reason} on {self.involved.kind} {self.namespace}/{self.involved.name}"
+
+
+Action = Create | CreateSshSecret | Patch | Delete | Emit
+
+
+@dataclass(frozen=True)
+class Decision:
+    actions: tuple[Action, ...] = ()
+    recheck_at: datetime | None = None  # look at the job again then, even if nothing changes

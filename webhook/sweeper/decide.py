@@ -1,0 +1,401 @@
+"""The sweeper's decision: from the current state of one job to the actions that converge it.
+
+Pure and level-triggered: the same state always gives the same actions, and everything the
+sweeper must remember (a job's phase, when it finished) is written on the job's own objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from webhook import contract
+from webhook.errors import TrainhookError
+from webhook.sweeper.actions import (
+    Action,
+    Create,
+    CreateSshSecret,
+    Decision,
+    Delete,
+    Emit,
+    ObjectRef,
+    Patch,
+)
+from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES, judge, role_counts
+from webhook.sweeper.resources import (
+    JOBS,
+    MANAGED_BY,
+    MANAGER,
+    PODGROUPS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+)
+from webhook.sweeper.sshkeys import host_patterns, ssh_config
+from webhook.sweeper.state import JobState, Owned, WorkloadView, format_time, parse_time
+from webhook.topology import build_topology, stamp
+
+MPI_SSH_PORT = 22
+
+
+@dataclass(frozen=True)
+class Outcome:
+    phase: str
+    reason: str
+    message: str | None  # None when read back from the workloads rather than judged now
+    finished_at: datetime | None
+
+
+def decide(state: JobState, now: datetime) -> Decision:
+    if state.problems:
+        return Decision(tuple(_problem_events(state)))
+    if not state.workloads:
+        return Decision(tuple(_orphans(state)))
+    outcome = recorded_outcome(state)
+    if outcome is None:
+        verdict = judge(state)
+        if verdict is None:
+            return _running(state)
+        outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now)
+    return _finished(state, outcome, now)
+
+
+def recorded_outcome(state: JobState) -> Outcome | None:
+    """The phase the sweeper recorded on the job's workloads; the earliest one wins."""
+    found: list[Outcome] = []
+    for workload in state.workloads:
+        phase = workload.annotations.get(contract.PHASE)
+        if phase in PHASES:
+            found.append(
+                Outcome(
+                    phase,
+                    workload.annotations.get(contract.REASON) or phase,
+                    None,
+                    parse_time(workload.annotations.get(contract.FINISHED_AT)),
+                )
+            )
+    if not found:
+        return None
+    timed = [o for o in found if o.finished_at is not None]
+    return min(timed, key=lambda o: o.finished_at or datetime.min) if timed else found[0]
+
+
+# --- a running job ------------------------------------------------------------------------
+
+
+def _running(state: JobState) -> Decision:
+    try:
+        actions = [*_service(state), *_podgroup(state), *_ssh_secret(state), *_topology(state)]
+    except TrainhookError as error:
+        first = state.workloads[0]
+        return Decision((_event(state, first, "Warning", "InvalidJob", str(error)),))
+    return Decision(tuple(actions))
+
+
+def labels(state: JobState) -> dict[str, str]:
+    return {contract.JOB: state.job, MANAGED_BY: MANAGER}
+
+
+def owner_references(state: JobState) -> list[dict[str, Any]]:
+    """Every workload owns the job's Service, PodGroup and Secret: Kubernetes deletes them
+    once the last workload is gone."""
+    return [
+        {"apiVersion": w.resource.api_version, "kind": w.kind, "name": w.name, "uid": w.uid}
+        for w in state.workloads
+        if w.uid
+    ]
+
+
+def _ports(state: JobState) -> list[int]:
+    ports = (
+        w.settings.port if w.settings.port is not None else w.framework.port
+        for w in state.workloads
+    )
+    return list(dict.fromkeys(p for p in ports if p is not None))
+
+
+def service_spec(state: JobState) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {contract.JOB: state.job},
+    }
+    name = state.framework.name
+    ports = _ports(state)
+    if ports:
+        spec["ports"] = [
+            {
+                "name": name if i == 0 else f"{name}-{i}",
+                "port": port,
+                "targetPort": port,
+                "protocol": "TCP",
+            }
+            for i, port in enumerate(ports)
+        ]
+    return spec
+
+
+def _service(state: JobState) -> Iterable[Action]:
+    spec = service_spec(state)
+    existing = state.service
+    if existing is None:
+        yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", state.job, spec))
+        return
+    if not existing.managed:
+        if existing.spec.get("clusterIP") != "None":
+            yield _event(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ServiceNotHeadless",
+                f"Service {state.job} was not created by Trainhook and is not headless "
+                "(clusterIP: None): the job's pods cannot reach each other by hostname",
+            )
+        return
+    wanted = {
+        "ports": spec.get("ports"),
+        "selector": spec["selector"],
+        "publishNotReadyAddresses": True,
+    }
+    if _differs(existing, wanted) or _owners_differ(state, existing):
+        yield _update(state, SERVICES, existing, wanted)
+
+
+def podgroup_spec(state: JobState) -> dict[str, Any] | None:
+    volcano = [w for w in state.workloads if w.settings.scheduler == "volcano"]
+    if not volcano:
+        return None
+    spec: dict[str, Any] = {
+        "minMember": sum(role_counts(state).values()),
+        "queue": volcano[0].settings.queue,
+    }
+    priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
+    spec["priorityClassName"] = priority
+    return spec
+
+
+def _podgroup(state: JobState) -> Iterable[Action]:
+    spec = podgroup_spec(state)
+    existing = state.podgroup
+    if spec is None or (existing is not None and not existing.managed):
+        return
+    if existing is None:
+        body_spec = {k: v for k, v in spec.items() if v is not None}
+        body = _body(state, PODGROUPS.api_version, "PodGroup", state.job, body_spec)
+        yield Create(PODGROUPS, state.namespace, body)
+    elif _differs(existing, spec) or _owners_differ(state, existing):
+        yield _update(state, PODGROUPS, existing, spec)
+
+
+def _ssh_secret(state: JobState) -> Iterable[Action]:
+    if state.framework.name != "mpi" or state.secret is not None:
+        return
+    workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
+    port = workers[0].settings.port or MPI_SSH_PORT
+    services = [w.service or state.job for w in state.workloads]
+    yield CreateSshSecret(
+        namespace=state.namespace,
+        name=f"{state.job}-ssh",
+        labels=labels(state),
+        owners=tuple(owner_references(state)),
+        ssh_config=ssh_config(host_patterns(state.namespace, services), port),
+    )
+
+
+def _body(state: JobState, api_version: str, kind: str, name: str, spec: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": state.namespace, "labels": labels(state)}
+    owners = owner_references(state)
+    if owners:
+        metadata["ownerReferences"] = owners
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _differs(existing: Owned, wanted: dict[str, Any]) -> bool:
+    return any(existing.spec.get(key) != value for key, value in wanted.items())
+
+
+def _owners_differ(state: JobState, existing: Owned) -> bool:
+    return existing.owners != frozenset(w.uid for w in state.workloads if w.uid)
+
+
+def _update(state: JobState, resource: Any, existing: Owned, spec: dict[str, Any]) -> Patch:
+    patch = {"metadata": {"ownerReferences": owner_references(state)}, "spec": spec}
+    return Patch(resource, state.namespace, existing.name, patch, existing.resource_version)
+
+
+def same_topology(stamped: str | None, wanted: str) -> bool:
+    """Compare two topology stamps as ordered role lists, whatever their JSON spacing."""
+    try:
+        left = json.loads(stamped) if stamped else None
+        right = json.loads(wanted)
+    except ValueError:
+        return False
+    return isinstance(left, dict) and list(left.items()) == list(right.items())
+
+
+def _topology(state: JobState) -> Iterable[Action]:
+    """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
+    workloads = [w for w in state.workloads if w.core is not None]
+    if not workloads:
+        return
+    wanted = stamp(build_topology([w.core for w in workloads if w.core is not None]))
+    topology = wanted[contract.TOPOLOGY]
+    restamped = False
+    for workload in workloads:
+        if all(workload.stamp.get(key) == value for key, value in wanted.items()):
+            continue
+        status = workload.job_status
+        if workload.kind == "StatefulSet" or (status and status.suspended and not status.started):
+            restamped = restamped or workload.kind == "StatefulSet"
+            patch = {"spec": {"template": {"metadata": {"annotations": wanted}}}}
+            yield Patch(
+                workload.resource, state.namespace, workload.name, patch, workload.resource_version
+            )
+        else:
+            yield _event(
+                state,
+                workload,
+                "Warning",
+                "TopologyStale",
+                f"Job {workload.name} runs with topology {workload.stamp.get(contract.TOPOLOGY)} "
+                f"but the job is now {topology}; a started Job's pod template cannot change: "
+                "delete and recreate it",
+                key=topology,
+            )
+    if restamped:
+        return  # restart pods once their StatefulSets carry the new stamp
+    owners = {w.name for w in workloads if w.kind == "StatefulSet"}
+    stale = [
+        pod
+        for pod in state.pods
+        if pod.owner_kind == "StatefulSet"
+        and pod.owner_name in owners
+        and not pod.terminating
+        and not same_topology(pod.topology, topology)
+    ]
+    if not stale:
+        return
+    names = ", ".join(pod.name for pod in stale)
+    first = next(w for w in workloads if w.kind == "StatefulSet")
+    yield _event(
+        state,
+        first,
+        "Normal",
+        "TopologyChanged",
+        f"restarting {len(stale)} pod(s) together for topology {topology}: {names}",
+        key=topology,
+    )
+    for pod in stale:
+        yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+# --- a finished job -----------------------------------------------------------------------
+
+
+def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
+    finished_at = outcome.finished_at or now
+    record = {
+        contract.PHASE: outcome.phase,
+        contract.FINISHED_AT: format_time(finished_at),
+        contract.REASON: outcome.reason,
+    }
+    clean = state.setting("clean_pod_policy") or DEFAULT_CLEAN_POD_POLICY
+    events: list[Action] = []
+    patches: list[Action] = []
+    for workload in state.workloads:
+        patch: dict[str, Any] = {}
+        recorded = all(workload.annotations.get(k) == v for k, v in record.items())
+        if not recorded:
+            patch["metadata"] = {"annotations": record}
+            if workload.annotations.get(contract.PHASE) not in PHASES:
+                message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
+                kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+                events.append(_event(state, workload, kind, outcome.reason, message, outcome.phase))
+        if workload.kind == "StatefulSet" and workload.replicas != 0:
+            patch["spec"] = {"replicas": 0}  # a finished pod must not be restarted to train again
+        status = workload.job_status
+        if (
+            status is not None
+            and clean in ("All", "Running")
+            and not status.finished
+            and not status.suspended
+        ):
+            patch["spec"] = {"suspend": True}  # stop the Job controller replacing cleaned pods
+        if patch:
+            patches.append(
+                Patch(
+                    workload.resource,
+                    state.namespace,
+                    workload.name,
+                    patch,
+                    workload.resource_version,
+                )
+            )
+    ttl = state.setting("ttl_seconds_after_finished")
+    expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
+    if expires is not None and now >= expires and not patches:
+        return Decision(tuple(_delete_job(state)))
+    return Decision((*events, *patches, *_clean_pods(state, clean)), recheck_at=expires)
+
+
+def _clean_pods(state: JobState, policy: str) -> Iterable[Action]:
+    if policy == "None":
+        return
+    for pod in state.pods:
+        if pod.terminating:
+            continue
+        if policy == "All" or pod.phase in ("Pending", "Running"):
+            yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _delete_job(state: JobState) -> Iterable[Action]:
+    yield from _orphans(state, only_orphans=False)
+    for workload in state.workloads:
+        yield Delete(workload.resource, state.namespace, workload.name, workload.uid)
+
+
+def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
+    """The sweeper's own objects of a job that is gone (or expired); never anyone else's."""
+    if only_orphans and any(not pod.terminating for pod in state.pods):
+        return
+    for resource, owned in (
+        (SERVICES, state.service),
+        (PODGROUPS, state.podgroup),
+        (SECRETS, state.secret),
+    ):
+        if owned is not None and owned.managed:
+            yield Delete(resource, state.namespace, owned.name, owned.uid)
+
+
+# --- events -------------------------------------------------------------------------------
+
+
+def _problem_events(state: JobState) -> Iterable[Action]:
+    for problem in state.problems:
+        target = ObjectRef(_api_version(problem.kind), problem.kind, problem.name, problem.uid)
+        yield _emit(state, target, "Warning", "InvalidJob", problem.message, problem.message)
+
+
+def _api_version(kind: str) -> str:
+    return {"StatefulSet": STATEFULSETS, "Job": JOBS}.get(kind, PODS).api_version
+
+
+def _event(
+    state: JobState, workload: WorkloadView, kind: str, reason: str, message: str, key: str = ""
+) -> Emit:
+    target = ObjectRef(workload.resource.api_version, workload.kind, workload.name, workload.uid)
+    return _emit(state, target, kind, reason, message, key or message)
+
+
+def _emit(
+    state: JobState, target: ObjectRef, kind: str, reason: str, message: str, key: str
+) -> Emit:
+    """An Event named after what it says: recording the same thing twice finds it exists."""
+    digest = hashlib.sha256(f"{target.uid}|{reason}|{key}".encode()).hexdigest()[:12]
+    name = f"{target.name[:240]}.{digest}"
+    return Emit(state.namespace, name, target, kind, reason, message)

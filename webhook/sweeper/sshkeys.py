@@ -1,0 +1,86 @@
+"""The MPI SSH Secret: a fresh key pair per job and an ssh config that trusts the job's hosts.
+
+The Secret is mounted as a whole at /root/.ssh, so its keys are the file names ssh looks for.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+PRIVATE_KEY = "id_ed25519"
+PUBLIC_KEY = "id_ed25519.pub"
+AUTHORIZED_KEYS = "authorized_keys"
+CONFIG = "config"
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    private: str  # OpenSSH private key format
+    public: str  # one authorized_keys line
+
+
+def new_key_pair(comment: str) -> KeyPair:
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return KeyPair(private, f"{public.decode()} {comment}\n")
+
+
+def host_patterns(namespace: str, services: Iterable[str]) -> list[str]:
+    """Every name a pod of the job is reached by: `<pod>.<service>.<namespace>.svc[.<domain>]`."""
+    patterns: list[str] = []
+    for service in dict.fromkeys(services):
+        patterns += [f"*.{service}.{namespace}.svc", f"*.{service}.{namespace}.svc.*"]
+    return patterns
+
+
+def ssh_config(patterns: Sequence[str], port: int) -> str:
+    """Pods are created and replaced with new host keys all the time; trust the job's own hosts
+    (and only those) without a known_hosts file, which could not be written on a Secret mount."""
+    return (
+        f"Host {' '.join(patterns)}\n"
+        f"    Port {port}\n"
+        f"    IdentityFile /root/.ssh/{PRIVATE_KEY}\n"
+        "    StrictHostKeyChecking no\n"
+        "    UserKnownHostsFile /dev/null\n"
+        "    LogLevel ERROR\n"
+    )
+
+
+def secret_body(
+    *,
+    namespace: str,
+    name: str,
+    labels: Mapping[str, str],
+    owners: Sequence[Mapping[str, Any]],
+    config: str,
+    keys: KeyPair,
+) -> dict[str, Any]:
+    files = {
+        PRIVATE_KEY: keys.private,
+        PUBLIC_KEY: keys.public,
+        AUTHORIZED_KEYS: keys.public,
+        CONFIG: config,
+    }
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if owners:
+        metadata["ownerReferences"] = [dict(owner) for owner in owners]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode()).decode() for key, value in files.items()},
+    }

@@ -1,0 +1,445 @@
+"""One training job as the sweeper sees it: plain data read from the objects of the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook import contract
+from webhook.errors import TrainhookError
+from webhook.frameworks import Framework
+from webhook.settings import Settings, read_settings
+from webhook.sweeper.resources import (
+    JOBS,
+    MANAGED_BY,
+    MANAGER,
+    PODS,
+    STATEFULSETS,
+    WORKLOAD_RESOURCES,
+    Resource,
+)
+from webhook.workload import (
+    Workload,
+    annotations_of,
+    job_of,
+    labels_of,
+    read_framework,
+    read_role,
+    read_workload,
+)
+
+JobKey = tuple[str, str]  # (namespace, job)
+STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
+
+
+@dataclass(frozen=True)
+class Training:
+    """The status of a pod's training container."""
+
+    name: str
+    restarts: int
+    exit_code: int | None  # of the current state, when it has terminated
+    last_exit_code: int | None  # of the previous run, when there was one
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 or self.last_exit_code == 0
+
+    @property
+    def failures(self) -> int:
+        """Failed runs: restarts not caused by a success, and a failed current run."""
+        restarts = self.restarts
+        if self.last_exit_code == 0 and restarts > 0:
+            restarts -= 1
+        return restarts + (1 if self.exit_code not in (None, 0) else 0)
+
+    def exit_codes(self) -> tuple[int, ...]:
+        return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    uid: str
+    owner_kind: str  # StatefulSet, Job, Pod (a bare pod) or Other
+    owner_name: str
+    role: str | None
+    index: int | None
+    phase: str
+    ready: bool
+    topology: str | None
+    training: Training | None
+    terminating: bool
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What an Indexed Job reports about itself."""
+
+    complete: bool
+    failed: str | None  # "reason: message" of its Failed condition
+    completed_indexes: frozenset[int]
+    suspended: bool
+    started: bool
+
+    @property
+    def finished(self) -> bool:
+        return self.complete or self.failed is not None
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """One StatefulSet, Indexed Job or bare Pod of the job."""
+
+    kind: str
+    name: str
+    uid: str
+    resource_version: str
+    framework: Framework
+    role: str
+    replicas: int
+    settings: Settings
+    stamp: Mapping[str, str]  # the topology annotations its pods are created with
+    annotations: Mapping[str, str]  # its own annotations, where the sweeper records the phase
+    priority_class: str | None
+    created: datetime | None
+    pod_prefix: str
+    ordinal_start: int
+    service: str
+    job_status: JobStatus | None = None
+    core: Workload | None = None  # the core's view of a StatefulSet or Job; None for a bare pod
+
+    @property
+    def resource(self) -> Resource:
+        return WORKLOAD_RESOURCES[self.kind]
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A Service, PodGroup or Secret named after the job."""
+
+    name: str
+    uid: str
+    resource_version: str
+    managed: bool  # created by the sweeper (carries its managed-by label)
+    owners: frozenset[str]  # uids in its ownerReferences
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A workload the sweeper cannot act on, and why (one line for a person)."""
+
+    kind: str
+    name: str
+    uid: str
+    message: str
+
+
+@dataclass(frozen=True)
+class JobState:
+    namespace: str
+    job: str
+    workloads: tuple[WorkloadView, ...]  # in the framework's role order
+    pods: tuple[PodView, ...]
+    service: Owned | None = None
+    podgroup: Owned | None = None
+    secret: Owned | None = None
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def key(self) -> JobKey:
+        return (self.namespace, self.job)
+
+    @property
+    def framework(self) -> Framework:
+        return self.workloads[0].framework
+
+    def setting(self, name: str) -> Any:
+        """A job-wide setting: the first workload in role order that sets it."""
+        for workload in self.workloads:
+            value = getattr(workload.settings, name)
+            if value is not None:
+                return value
+        return None
+
+
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata: Mapping[str, Any] = obj.get("metadata") or {}
+    return metadata
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 timestamp as Kubernetes writes it; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod."""
+    for ref in metadata_of(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            kind = ref.get("kind")
+            return (kind if kind in ("StatefulSet", "Job") else "Other", ref.get("name") or "")
+    return ("Pod", metadata_of(obj).get("name") or "")
+
+
+def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
+    """The job an object belongs to, as far as the sweeper is concerned; None for others."""
+    namespace = metadata_of(obj).get("namespace") or ""
+    labels = labels_of(obj)
+    job: str | None
+    if resource in (STATEFULSETS, JOBS):
+        job = job_of(obj)
+    elif resource == PODS:
+        job = labels.get(contract.JOB) or job_of(obj)
+    else:
+        job = labels.get(contract.JOB) if labels.get(MANAGED_BY) == MANAGER else None
+    return (namespace, job) if job else None
+
+
+def is_bare_pod(obj: Mapping[str, Any]) -> bool:
+    return contract.FRAMEWORK in labels_of(obj) and controller_of(obj)[0] == "Pod"
+
+
+def read_job_state(
+    namespace: str,
+    job: str,
+    *,
+    workloads: Iterable[Mapping[str, Any]] = (),
+    pods: Iterable[Mapping[str, Any]] = (),
+    services: Iterable[Mapping[str, Any]] = (),
+    podgroups: Iterable[Mapping[str, Any]] = (),
+    secrets: Iterable[Mapping[str, Any]] = (),
+) -> JobState:
+    """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
+    pods = list(pods)
+    views: list[WorkloadView] = []
+    problems: list[Problem] = []
+    sources = [*workloads, *(pod for pod in pods if is_bare_pod(pod))]
+    for obj in sources:
+        if metadata_of(obj).get("deletionTimestamp"):
+            continue
+        try:
+            views.append(_read_workload(obj, namespace))
+        except (TrainhookError, ValueError) as error:
+            metadata = metadata_of(obj)
+            problems.append(
+                Problem(
+                    str(obj.get("kind") or "Pod"),
+                    metadata.get("name") or "",
+                    metadata.get("uid") or "",
+                    str(error),
+                )
+            )
+    views.sort(key=_role_order(views))
+    by_owner = {(view.kind, view.name): view for view in views}
+    framework = views[0].framework if views else None
+    pod_views = sorted(
+        (_read_pod(pod, framework, by_owner) for pod in pods),
+        key=lambda pod: pod.name,
+    )
+    return JobState(
+        namespace=namespace,
+        job=job,
+        workloads=tuple(views),
+        pods=tuple(pod_views),
+        service=_owned(services, job),
+        podgroup=_owned(podgroups, job),
+        secret=_owned(secrets, f"{job}-ssh"),
+        problems=tuple(problems),
+    )
+
+
+def _role_order(views: Sequence[WorkloadView]) -> Any:
+    roles = views[0].framework.order(view.role for view in views) if views else []
+    position = {role: i for i, role in enumerate(roles)}
+
+    def key(view: WorkloadView) -> tuple[int, str, str]:
+        return (position.get(view.role, len(position)), view.kind, view.name)
+
+    return key
+
+
+def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
+    metadata = metadata_of(obj)
+    template = (obj.get("spec") or {}).get("template") or {}
+    uid: str = metadata.get("uid") or ""
+    resource_version: str = metadata.get("resourceVersion") or ""
+    own_annotations = dict(annotations_of(obj))
+    created = parse_time(metadata.get("creationTimestamp"))
+    if obj.get("kind") == "Pod":
+        labels = labels_of(obj)
+        framework = read_framework(labels)
+        annotations = annotations_of(obj)
+        name = metadata.get("name") or ""
+        return WorkloadView(
+            kind="Pod",
+            name=name,
+            framework=framework,
+            role=read_role(labels, framework),
+            replicas=1,
+            settings=read_settings(annotations, framework.name),
+            stamp={key: annotations[key] for key in STAMP_KEYS if key in annotations},
+            priority_class=(obj.get("spec") or {}).get("priorityClassName"),
+            pod_prefix=name,
+            ordinal_start=0,
+            service=(obj.get("spec") or {}).get("subdomain") or "",
+            uid=uid,
+            resource_version=resource_version,
+            annotations=own_annotations,
+            created=created,
+        )
+    workload = read_workload(obj, namespace)
+    template_annotations = annotations_of(template)
+    return WorkloadView(
+        kind=workload.kind,
+        name=workload.name,
+        framework=workload.framework,
+        role=workload.role,
+        replicas=workload.replicas,
+        settings=workload.settings,
+        stamp={key: template_annotations[key] for key in STAMP_KEYS if key in template_annotations},
+        priority_class=(template.get("spec") or {}).get("priorityClassName"),
+        pod_prefix=workload.pod_prefix,
+        ordinal_start=workload.ordinal_start,
+        service=workload.service,
+        job_status=_job_status(obj) if workload.kind == "Job" else None,
+        core=workload,
+        uid=uid,
+        resource_version=resource_version,
+        annotations=own_annotations,
+        created=created,
+    )
+
+
+def _job_status(obj: Mapping[str, Any]) -> JobStatus:
+    status = obj.get("status") or {}
+    complete = False
+    failed = None
+    for condition in status.get("conditions") or []:
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == "Complete":
+            complete = True
+        elif condition.get("type") == "Failed":
+            reason = condition.get("reason") or "Failed"
+            message = condition.get("message")
+            failed = f"{reason}: {message}" if message else reason
+    return JobStatus(
+        complete=complete,
+        failed=failed,
+        completed_indexes=parse_indexes(status.get("completedIndexes") or ""),
+        suspended=bool((obj.get("spec") or {}).get("suspend")),
+        started=bool(status.get("startTime")),
+    )
+
+
+def parse_indexes(text: str) -> frozenset[int]:
+    """A Job's completedIndexes, e.g. "1,3-5,7"."""
+    found: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            found.update(range(int(low), int(high or low) + 1))
+    return frozenset(found)
+
+
+def _read_pod(
+    pod: Mapping[str, Any],
+    framework: Framework | None,
+    workloads: Mapping[tuple[str, str], WorkloadView],
+) -> PodView:
+    metadata = metadata_of(pod)
+    labels = labels_of(pod)
+    annotations = annotations_of(pod)
+    owner_kind, owner_name = controller_of(pod)
+    owner = workloads.get((owner_kind, owner_name))
+    status = pod.get("status") or {}
+    return PodView(
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        role=labels.get(contract.ROLE) or (owner.role if owner else None),
+        index=_pod_index(pod, owner_kind, owner),
+        phase=status.get("phase") or "Pending",
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ),
+        topology=annotations.get(contract.TOPOLOGY),
+        training=_training(pod, framework),
+        terminating=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: WorkloadView | None) -> int | None:
+    labels = labels_of(pod)
+    candidates: list[tuple[str | None, int]] = [(labels.get(contract.ROLE_INDEX), 0)]
+    if owner_kind == "Job":
+        raw = annotations_of(pod).get(contract.JOB_COMPLETION_INDEX)
+        candidates.append((raw or labels.get(contract.JOB_COMPLETION_INDEX), 0))
+    elif owner_kind == "StatefulSet":
+        start = owner.ordinal_start if owner else 0
+        candidates.append((labels.get(contract.STATEFULSET_POD_INDEX), start))
+    elif owner_kind == "Pod":
+        candidates.append((labels.get(contract.INDEX), 0))
+    for raw, offset in candidates:
+        if raw is not None and raw.isdigit():
+            return int(raw) - offset
+    return None
+
+
+def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training | None:
+    spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    wanted = annotations_of(pod).get(contract.CONTAINER)
+    if wanted not in spec_names:
+        wanted = framework.container if framework and framework.container in spec_names else None
+    if wanted is None:
+        wanted = spec_names[0] if spec_names else next(iter(statuses), None)
+    status = statuses.get(wanted)
+    if wanted is None or status is None:
+        return None
+    return Training(
+        name=str(wanted),
+        restarts=int(status.get("restartCount") or 0),
+        exit_code=_exit_code(status.get("state")),
+        last_exit_code=_exit_code(status.get("lastState")),
+    )
+
+
+def _exit_code(state: Mapping[str, Any] | None) -> int | None:
+    terminated = (state or {}).get("terminated")
+    if not terminated:
+        return None
+    code = terminated.get("exitCode")
+    return code if isinstance(code, int) else None
+
+
+def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:
+    for obj in objects:
+        metadata = metadata_of(obj)
+        if metadata.get("name") != name or metadata.get("deletionTimestamp"):
+            continue
+        return Owned(
+            name=name,
+            uid=metadata.get("uid") or "",
+            resource_version=metadata.get("resourceVersion") or "",
+            managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
+            owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
+            spec=obj.get("spec") or {},
+        )
+    return None
