@@ -60,16 +60,16 @@
 {{- end }}
 {{- end }}
 
+{{/* Labels of every resource; commonLabels never override the chart's own. */}}
 {{- define "trainhook.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/name: {{ include "trainhook.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: trainhook
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $labels := dict
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-")
+  "app.kubernetes.io/name" (include "trainhook.name" .)
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/version" .Chart.AppVersion
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/part-of" "trainhook" }}
+{{- toYaml (merge $labels .Values.commonLabels) }}
 {{- end }}
 
 {{/* Selector labels of one component: include with (dict "root" $ "component" "webhook"). */}}
@@ -79,9 +79,17 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/* Labels of one component's resources, plus optional "extra" labels that never override them. */}}
 {{- define "trainhook.componentLabels" -}}
-{{ include "trainhook.labels" .root }}
-app.kubernetes.io/component: {{ .component }}
+{{- $labels := include "trainhook.labels" .root | fromYaml }}
+{{- $_ := set $labels "app.kubernetes.io/component" .component }}
+{{- toYaml (merge $labels (.extra | default dict)) }}
+{{- end }}
+
+{{/* Pod template labels: the selector labels plus podLabels, which never override them. */}}
+{{- define "trainhook.podLabels" -}}
+{{- $labels := include "trainhook.selectorLabels" . | fromYaml }}
+{{- toYaml (merge $labels (.extra | default dict)) }}
 {{- end }}
 
 {{/*
