@@ -1,0 +1,154 @@
+"""Each component gets exactly the API verbs its code uses, and no more."""
+
+from __future__ import annotations
+
+from tests.chart.rendering import CA_BUNDLE, COMBINATIONS, Rendered, render
+
+Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name or "*")
+
+
+def grants(role: dict) -> set[Grant]:
+    return {
+        (group, resource, verb, name)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames", ["*"])
+    }
+
+
+def expand(group: str, resource: str, verbs: str, name: str = "*") -> set[Grant]:
+    return {(group, resource, verb, name) for verb in verbs.split()}
+
+
+def bound_subjects(rendered: Rendered, binding_kind: str, role_kind: str, role: str) -> list[dict]:
+    bindings = [
+        b
+        for b in rendered.of_kind(binding_kind)
+        if b["roleRef"]
+        == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
+    ]
+    assert len(bindings) == 1, f"{role_kind} {role} is bound {len(bindings)} times"
+    return bindings[0]["subjects"]
+
+
+LOOKUP = expand("apps", "statefulsets", "get list watch") | expand(
+    "batch", "jobs", "get list watch"
+)
+SELF_CA_BUNDLE = expand(
+    "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get patch", "trainhook"
+) | expand("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list watch")
+SELF_SECRET = expand("", "secrets", "create") | expand(
+    "", "secrets", "get update patch", "trainhook-webhook-tls"
+)
+SWEEPER = (
+    expand("apps", "statefulsets", "get list watch patch update delete")
+    | expand("batch", "jobs", "get list watch patch delete")
+    | expand("", "pods", "get list watch delete")
+    | expand("", "services", "get list watch create patch delete")
+    | expand("", "secrets", "get list watch create delete")
+    | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
+    | expand("", "events", "create patch")
+    | expand("events.k8s.io", "events", "create patch")
+)
+LEASE = expand("coordination.k8s.io", "leases", "create") | expand(
+    "coordination.k8s.io", "leases", "get update", "trainhook-sweeper"
+)
+
+
+def test_webhook_in_self_mode_reads_workloads_and_manages_its_ca_bundle_and_secret() -> None:
+    rendered = render()
+    assert grants(rendered.named("ClusterRole", "trainhook-webhook")) == LOOKUP | SELF_CA_BUNDLE
+    role = rendered.named("Role", "trainhook-webhook")
+    assert role["metadata"]["namespace"] == "trainhook"
+    assert grants(role) == SELF_SECRET
+
+
+def test_webhook_with_a_given_certificate_only_reads_workloads() -> None:
+    values = {"certificates": {"mode": "secret", "secret": {"name": "tls", "caBundle": CA_BUNDLE}}}
+    rendered = render(values)
+    assert grants(rendered.named("ClusterRole", "trainhook-webhook")) == LOOKUP
+    assert "trainhook-webhook" not in rendered.names("Role")
+
+
+def test_webhook_without_lookup_and_with_a_given_certificate_has_no_permissions_at_all() -> None:
+    rendered = render(COMBINATIONS["existing-secret"])
+    assert "trainhook-webhook" not in rendered.names("ClusterRole")
+    assert "trainhook-webhook" not in rendered.names("ClusterRoleBinding")
+    assert "trainhook-webhook" not in rendered.names("Role")
+    assert "trainhook-webhook" in rendered.names("ServiceAccount")
+
+
+def test_webhook_permissions_are_bound_to_its_service_account() -> None:
+    rendered = render()
+    subject = [{"kind": "ServiceAccount", "name": "trainhook-webhook", "namespace": "trainhook"}]
+    assert (
+        bound_subjects(rendered, "ClusterRoleBinding", "ClusterRole", "trainhook-webhook")
+        == subject
+    )
+    assert bound_subjects(rendered, "RoleBinding", "Role", "trainhook-webhook") == subject
+    pod = rendered.named("Deployment", "trainhook-webhook")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "trainhook-webhook"
+
+
+def test_sweeper_gets_exactly_the_verbs_it_uses_in_every_namespace() -> None:
+    rendered = render()
+    assert grants(rendered.named("ClusterRole", "trainhook-sweeper")) == SWEEPER
+    subject = [{"kind": "ServiceAccount", "name": "trainhook-sweeper", "namespace": "trainhook"}]
+    assert (
+        bound_subjects(rendered, "ClusterRoleBinding", "ClusterRole", "trainhook-sweeper")
+        == subject
+    )
+
+
+def test_sweeper_holds_its_lease_only_in_the_release_namespace() -> None:
+    rendered = render()
+    role = rendered.named("Role", "trainhook-sweeper-lease")
+    assert role["metadata"]["namespace"] == "trainhook"
+    assert grants(role) == LEASE
+    subject = [{"kind": "ServiceAccount", "name": "trainhook-sweeper", "namespace": "trainhook"}]
+    assert bound_subjects(rendered, "RoleBinding", "Role", "trainhook-sweeper-lease") == subject
+
+
+def test_sweeper_watching_one_namespace_is_granted_its_permissions_only_there() -> None:
+    rendered = render({"sweeper": {"watchNamespace": "ml"}})
+    assert "trainhook-sweeper" not in rendered.names("ClusterRoleBinding")
+    binding = rendered.named("RoleBinding", "trainhook-sweeper")
+    assert binding["metadata"]["namespace"] == "ml"
+    assert binding["roleRef"]["kind"] == "ClusterRole"
+    args = rendered.container("Deployment", "trainhook-sweeper")["args"]
+    assert "--namespace=ml" in args
+
+
+def test_a_disabled_sweeper_has_no_account_and_no_permissions() -> None:
+    rendered = render({"sweeper": {"enabled": False}})
+    everything = {d["metadata"]["name"] for d in rendered.documents}
+    assert not [name for name in everything if "sweeper" in name]
+
+
+def test_uninstall_hook_may_only_delete_the_configuration_and_the_self_managed_secret() -> None:
+    rendered = render()
+    assert grants(rendered.named("ClusterRole", "trainhook-uninstall")) == expand(
+        "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "delete", "trainhook"
+    )
+    assert grants(rendered.named("Role", "trainhook-uninstall")) == expand(
+        "", "secrets", "delete", "trainhook-webhook-tls"
+    )
+
+
+def test_helm_test_may_only_read_the_configuration() -> None:
+    assert grants(render().named("ClusterRole", "trainhook-test")) == expand(
+        "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", "trainhook"
+    )
+
+
+def test_no_role_anywhere_uses_wildcards_or_escalation_verbs() -> None:
+    for values in COMBINATIONS.values():
+        rendered = render(values)
+        for role in rendered.of_kind("ClusterRole") + rendered.of_kind("Role"):
+            for group, resource, verb, _ in grants(role):
+                where = f"{role['kind']}/{role['metadata']['name']}"
+                assert "*" not in (group, resource, verb), where
+                assert verb not in ("escalate", "bind", "impersonate"), where
+                assert resource not in ("clusterroles", "roles", "nodes"), where
