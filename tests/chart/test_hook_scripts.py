@@ -1,0 +1,216 @@
+"""The helm test and uninstall hook scripts, run as their pods run them, against a Kubernetes API
+emulator (kmock) and, for the test, a real `trainhook serve` over TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.chart.rendering import render
+from tests.server.conftest import serving
+from webhook.certs import generate
+
+NAMESPACE = "trainhook"
+
+
+class ApiEmulator:
+    """kmock's Kubernetes emulator on 127.0.0.1, served from a background thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.emulator = kmock.KubernetesEmulator()
+        self.server = kmock.Server(self.emulator)
+
+    def __enter__(self) -> ApiEmulator:
+        self.thread.start()
+        self._run(self.emulator.__aenter__())
+        self._run(self.server.__aenter__())
+        configuration = client.Configuration()
+        configuration.host = f"http://127.0.0.1:{self.server.port}"
+        self.api = client.ApiClient(configuration)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._run(self.server.__aexit__(None, None, None))
+        self._run(self.emulator.__aexit__(None, None, None))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+        self.loop.close()
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {"name": "emulator", "cluster": {"server": self.api.configuration.host}}
+                    ],
+                    "users": [{"name": "hook", "user": {"token": "not-checked"}}],
+                    "contexts": [
+                        {"name": "emulator", "context": {"cluster": "emulator", "user": "hook"}}
+                    ],
+                    "current-context": "emulator",
+                }
+            )
+        )
+        return path
+
+
+@pytest.fixture
+def api() -> Iterator[ApiEmulator]:
+    with ApiEmulator() as emulator:
+        yield emulator
+
+
+def webhook_configuration(url: str, ca_bundle: bytes | None) -> dict[str, Any]:
+    client_config: dict[str, Any] = {"url": url}
+    if ca_bundle is not None:
+        client_config["caBundle"] = base64.b64encode(ca_bundle).decode()
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "trainhook"},
+        "webhooks": [
+            {
+                "name": "mutate.trainhook.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "clientConfig": client_config,
+            }
+        ],
+    }
+
+
+def run_like_the_pod(
+    pod_spec: dict[str, Any], kubeconfig: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """The container's command with the chart's env (the downward API namespace filled in)."""
+    container = pod_spec["containers"][0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+    for variable in container["env"]:
+        env[variable["name"]] = variable.get("value", NAMESPACE)
+    env.update(KUBECONFIG=str(kubeconfig), **extra)
+    program, *arguments = container["command"]
+    assert program == "python"
+    return subprocess.run(
+        [sys.executable, *arguments],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def uninstall_pod() -> dict[str, Any]:
+    return render().named("Job", "trainhook-uninstall")["spec"]["template"]["spec"]
+
+
+def test_uninstall_hook_deletes_the_configuration_and_the_self_managed_secret(
+    api: ApiEmulator, tmp_path: Path
+) -> None:
+    admission = client.AdmissionregistrationV1Api(api.api)
+    core = client.CoreV1Api(api.api)
+    admission.create_mutating_webhook_configuration(
+        webhook_configuration("https://127.0.0.1:1/mutate", b"x")
+    )
+    core.create_namespaced_secret(
+        NAMESPACE,
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trainhook-webhook-tls"}},
+    )
+    result = run_like_the_pod(uninstall_pod(), api.kubeconfig(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "deleted MutatingWebhookConfiguration trainhook",
+        "deleted Secret trainhook/trainhook-webhook-tls",
+    ]
+    with pytest.raises(client.ApiException) as gone:
+        admission.read_mutating_webhook_configuration("trainhook")
+    assert gone.value.status == 404
+    with pytest.raises(client.ApiException) as secret_gone:
+        core.read_namespaced_secret("trainhook-webhook-tls", NAMESPACE)
+    assert secret_gone.value.status == 404
+
+
+def test_uninstall_hook_succeeds_when_everything_is_already_gone(
+    api: ApiEmulator, tmp_path: Path
+) -> None:
+    result = run_like_the_pod(uninstall_pod(), api.kubeconfig(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "MutatingWebhookConfiguration trainhook was already gone",
+        "Secret trainhook/trainhook-webhook-tls was already gone",
+    ]
+
+
+@pytest.fixture(scope="module")
+def running_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, bytes]]:
+    certs = tmp_path_factory.mktemp("hook-certs")
+    generate(certs, "trainhook-webhook", NAMESPACE)
+    with serving(
+        certs, tmp_path_factory.mktemp("hook-serve") / "serve.log", "--workers=1"
+    ) as webhook:
+        yield webhook.port, (certs / "ca.crt").read_bytes()
+
+
+def helm_test_pod(values: dict[str, Any] | None = None) -> dict[str, Any]:
+    return render(values).named("Pod", "trainhook-test")["spec"]
+
+
+def test_helm_test_gets_an_answer_from_the_webhook_trusting_only_the_configured_ca_bundle(
+    api: ApiEmulator, running_webhook: tuple[int, bytes], tmp_path: Path
+) -> None:
+    port, ca = running_webhook
+    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
+        webhook_configuration(f"https://127.0.0.1:{port}/mutate", ca)
+    )
+    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"webhook https://127.0.0.1:{port}/mutate answered in ")
+    assert ": allowed, uid " in result.stdout
+
+
+def test_helm_test_fails_when_the_ca_bundle_is_not_the_webhook_ca(
+    api: ApiEmulator, running_webhook: tuple[int, bytes], tmp_path: Path
+) -> None:
+    port, _ = running_webhook
+    other = tmp_path / "other-ca"
+    generate(other, "trainhook-webhook", NAMESPACE)
+    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
+        webhook_configuration(f"https://127.0.0.1:{port}/mutate", (other / "ca.crt").read_bytes())
+    )
+    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path), WAIT_SECONDS="0")
+    assert result.returncode == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in result.stderr
+
+
+def test_helm_test_waits_for_the_ca_bundle_and_names_what_is_missing(
+    api: ApiEmulator, tmp_path: Path
+) -> None:
+    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
+        webhook_configuration("https://127.0.0.1:1/mutate", None)
+    )
+    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path), WAIT_SECONDS="0")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "FAILED: MutatingWebhookConfiguration trainhook has no caBundle yet"
+    )
