@@ -24,6 +24,7 @@ class JsonFormatter(logging.Formatter):
             "time": _timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,
             "message": record.getMessage(),
         }
         for key, value in vars(record).items():

@@ -1,0 +1,143 @@
+"""AdmissionReviews the way the API server sends them, and what to do with the answers."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import yaml
+
+from webhook.render import expand
+from webhook.workload import job_of
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+KUBERNETES_VERSION = "1.32"
+
+_GROUPS = {"Pod": ("", "v1"), "StatefulSet": ("apps", "v1"), "Job": ("batch", "v1")}
+_uids = itertools.count(1)
+
+
+def review(
+    obj: Mapping[str, Any] | None,
+    *,
+    kind: str | None = None,
+    operation: str = "CREATE",
+    namespace: str = "default",
+    dry_run: bool = False,
+    old: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    kind = kind or str((obj or {}).get("kind"))
+    group, version = _GROUPS.get(kind, ("example.com", "v1"))
+    name = ((obj or old or {}).get("metadata") or {}).get("name", "")
+    request: dict[str, Any] = {
+        "uid": f"00000000-0000-4000-8000-{next(_uids):012d}",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "operation": operation,
+        "namespace": namespace,
+        "name": name,
+        "userInfo": {"username": "system:serviceaccount:kube-system:statefulset-controller"},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": dry_run,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.title()}Options"},
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def encoded(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document).encode()
+
+
+def patched(obj: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as the API server stores it after applying the answer's patch."""
+    response = answer["response"]
+    if "patch" not in response:
+        return dict(obj)
+    assert response["patchType"] == "JSONPatch"
+    operations = json.loads(base64.b64decode(response["patch"]))
+    result: dict[str, Any] = jsonpatch.apply_patch(obj, operations)
+    return result
+
+
+def validate(obj: Mapping[str, Any]) -> None:
+    kubernetes_validate.validate(dict(obj), KUBERNETES_VERSION, strict=True)
+
+
+def example_documents() -> list[tuple[str, list[dict[str, Any]]]]:
+    """Every example file's documents, by file name."""
+    return [
+        (path.name, [doc for doc in yaml.safe_load_all(path.read_text()) if doc])
+        for path in sorted(EXAMPLES.glob("*.yaml"))
+    ]
+
+
+def workloads_of(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [doc for doc in documents if doc.get("kind") in ("StatefulSet", "Job")]
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"].get("namespace") or "default")
+
+
+def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pods the workload's controller creates, as they reach admission."""
+    return expand(workload, namespace_of(workload))
+
+
+class StoredWorkloads:
+    """The workloads an API server holds, read the way the server's lookup reads them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def store(self, obj: dict[str, Any]) -> None:
+        self.objects[(namespace_of(obj), obj["kind"], obj["metadata"]["name"])] = obj
+
+    def workloads(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        return [
+            obj
+            for (ns, _kind, _name), obj in self.objects.items()
+            if ns == namespace and job_of(obj) == job
+        ]
+
+    def workload(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((namespace, kind, name))
+
+
+def admit_job(
+    documents: list[dict[str, Any]],
+    send: Callable[[dict[str, Any]], dict[str, Any]],
+    stored: StoredWorkloads,
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Admit a job's workloads as `kubectl apply` creates them, then their pods.
+
+    Each workload is stored as admitted, so the next one finds it; once all exist, each is
+    admitted again as an UPDATE (the sweeper's topology pass) so every stamp counts every role.
+    Returns every pod with the answer it got.
+    """
+    workloads = workloads_of(documents)
+    for workload in workloads:
+        answer = send(review(workload, namespace=namespace_of(workload)))
+        stored.store(patched(workload, answer))
+    admitted = []
+    for workload in workloads:
+        key = (namespace_of(workload), workload["kind"], workload["metadata"]["name"])
+        current = stored.objects[key]
+        if workload["kind"] == "StatefulSet":  # a Job's template cannot change after creation
+            answer = send(review(current, operation="UPDATE", namespace=key[0], old=current))
+            current = patched(current, answer)
+            stored.store(current)
+        admitted.append(current)
+    pods = []
+    for workload in admitted:
+        for pod in pods_of(workload):
+            pods.append((pod, send(review(pod, namespace=namespace_of(pod)))))
+    return pods

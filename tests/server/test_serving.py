@@ -1,0 +1,203 @@
+"""The admission server as the API server meets it: real gunicorn, real TLS, keep-alive."""
+
+from __future__ import annotations
+
+import re
+import ssl
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.conftest import Webhook
+from tests.server.reviews import encoded, patched, review, validate
+from tests.server.test_review import BAD_REQUESTS, labelled_pod
+from webhook import contract
+from webhook.server.admission import Context
+from webhook.server.admission import review as answer_in_process
+
+
+def test_healthz_answers_over_tls_verified_against_the_generated_ca(webhook: Webhook) -> None:
+    assert webhook.get("/healthz") == (200, "ok\n")
+
+
+def test_readyz_is_ready_once_the_certificate_is_loaded(webhook: Webhook) -> None:
+    assert webhook.get("/readyz") == (200, "ready\n")
+
+
+def test_connection_negotiates_tls_1_2_or_newer(webhook: Webhook) -> None:
+    connection = webhook.connect()
+    connection.connect()
+    assert isinstance(connection.sock, ssl.SSLSocket)
+    assert connection.sock.version() in ("TLSv1.2", "TLSv1.3")
+    connection.close()
+
+
+def test_client_that_does_not_trust_the_ca_cannot_connect(webhook: Webhook, tmp_path: Path) -> None:
+    from webhook.certs import generate
+
+    generate(tmp_path, "trainhook", "trainhook-system")
+
+    with pytest.raises(ssl.SSLCertVerificationError):
+        webhook.get("/healthz", webhook.connect(ca_file=tmp_path / "ca.crt"))
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "message"), BAD_REQUESTS)
+def test_bad_request_over_https_gets_its_4xx_and_one_line_reason(
+    webhook: Webhook, body: bytes, content_type: str | None, status: int, message: str
+) -> None:
+    got, answer, response = webhook.post(body, content_type)
+
+    assert got == status
+    assert answer["code"] == status
+    assert answer["message"] == message
+    assert response.getheader("Content-Type") == "application/json"
+
+
+def test_unknown_path_and_wrong_method_get_one_line_statuses(webhook: Webhook) -> None:
+    status, answer, _ = webhook.post(encoded(review(labelled_pod())), path="/validate")
+    assert (status, answer["message"]) == (404, "POST /validate: Not Found")
+
+    status, text = webhook.get("/mutate")
+    assert status == 405
+    assert text == (
+        '{"apiVersion":"v1","kind":"Status","status":"Failure","code":405,'
+        '"reason":"MethodNotAllowed","message":"GET /mutate: Method Not Allowed"}'
+    )
+
+
+def test_labelled_pod_gets_a_patch_that_applies_and_validates_strictly(webhook: Webhook) -> None:
+    pod = labelled_pod()
+    document = review(pod)
+
+    status, answer, _ = webhook.post(encoded(document))
+
+    assert status == 200
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    assert answer["response"]["uid"] == document["request"]["uid"]
+    mutated = patched(pod, answer)
+    validate(mutated)
+    assert mutated["metadata"]["labels"][contract.RANK] == "0"
+
+
+def test_invalid_setting_is_refused_with_the_cores_message(webhook: Webhook) -> None:
+    pod = labelled_pod()
+    pod["metadata"]["annotations"] = {contract.SHM_SIZE: "lots"}
+
+    status, answer, _ = webhook.post(encoded(review(pod)))
+
+    assert status == 200
+    assert answer["response"]["allowed"] is False
+    assert answer["response"]["status"]["code"] == 400
+    assert answer["response"]["status"]["message"].startswith("trainhook.io/shm-size: ")
+
+
+def test_dry_run_over_https_is_answered_like_the_real_request(webhook: Webhook) -> None:
+    real = review(labelled_pod())
+    dry = review(labelled_pod(), dry_run=True)
+    dry["request"]["uid"] = real["request"]["uid"]
+
+    assert webhook.post(encoded(dry))[1] == webhook.post(encoded(real))[1]
+
+
+def test_one_connection_carries_many_admissions(webhook: Webhook) -> None:
+    connection = webhook.connect()
+    for _ in range(5):
+        status, _, response = webhook.post(encoded(review(labelled_pod())), connection=connection)
+        assert status == 200
+        assert response.getheader("Connection") != "close"
+    first_socket = connection.sock
+    webhook.post(encoded(review(labelled_pod())), connection=connection)
+    assert connection.sock is first_socket
+    connection.close()
+
+
+def test_200_concurrent_admissions_over_keep_alive_connections_all_get_the_right_patch(
+    webhook: Webhook,
+) -> None:
+    connections, per_connection = 50, 4
+    documents = [
+        review(labelled_pod(**{contract.INDEX: str(n % 8), contract.JOB: f"job-{n % 5}"}))
+        for n in range(connections * per_connection)
+    ]
+    for n, document in enumerate(documents):  # give each one its own topology
+        pod = document["request"]["object"]
+        pod["metadata"]["annotations"] = {contract.TOPOLOGY: f'{{"master":1,"worker":{8 + n}}}'}
+        pod["metadata"]["labels"][contract.ROLE] = "worker"
+    expected = [
+        answer_in_process(encoded(document), "application/json", Context()).body
+        for document in documents
+    ]
+    start = threading.Barrier(connections)
+
+    def client(first: int) -> list[tuple[int, dict[str, Any]]]:
+        start.wait()
+        connection = webhook.connect(timeout=60)
+        got = []
+        for document in documents[first : first + per_connection]:
+            status, answer, _ = webhook.post(encoded(document), connection=connection)
+            got.append((status, answer))
+        connection.close()
+        return got
+
+    with ThreadPoolExecutor(connections) as pool:
+        results = [
+            item
+            for batch in pool.map(client, range(0, len(documents), per_connection))
+            for item in batch
+        ]
+
+    assert [status for status, _ in results] == [200] * len(documents)
+    assert [answer for _, answer in results] == expected
+    for document, (_, answer) in zip(documents, results, strict=True):
+        mutated = patched(document["request"]["object"], answer)
+        assert mutated["metadata"]["labels"][contract.RANK] == str(
+            1 + int(document["request"]["object"]["metadata"]["labels"][contract.INDEX])
+        )
+
+
+def test_each_admission_leaves_one_json_log_line(webhook: Webhook) -> None:
+    document = review(labelled_pod())
+    uid = document["request"]["uid"]
+
+    webhook.post(encoded(document))
+
+    lines = [line for line in webhook.log_lines() if line.get("uid") == uid]
+    assert len(lines) == 1
+    line = lines[0]
+    assert {k: line[k] for k in ("logger", "kind", "object", "operation", "result")} == {
+        "logger": "trainhook.admission",
+        "kind": "Pod",
+        "object": "default/trainer",
+        "operation": "CREATE",
+        "result": "mutated",
+    }
+    assert line["patch_bytes"] > 0
+    assert line["duration_ms"] > 0
+
+
+def test_metrics_count_every_admission_whichever_worker_answered(webhook: Webhook) -> None:
+    def admissions(text: str) -> float:
+        pattern = (
+            r'^trainhook_admissions_total\{kind="Pod",operation="DELETE",result="allowed"\} (\S+)$'
+        )
+        found = re.search(pattern, text, re.MULTILINE)
+        return float(found.group(1)) if found else 0.0
+
+    before = admissions(webhook.get("/metrics")[1])
+    uids = set()
+    for _ in range(60):  # new connections until both workers have answered some
+        document = review(None, kind="Pod", operation="DELETE", old=labelled_pod())
+        uids.add(document["request"]["uid"])
+        assert webhook.post(encoded(document))[0] == 200
+        pids = {line["pid"] for line in webhook.log_lines() if line.get("uid") in uids}
+        if len(pids) == 2 and len(uids) >= 10:
+            break
+    assert len(pids) == 2
+
+    scrapes = {admissions(webhook.get("/metrics")[1]) - before for _ in range(6)}
+
+    assert scrapes == {len(uids)}
