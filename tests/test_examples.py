@@ -509,7 +509,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "PADDLE_JOB_ID": "resnet50",
         "PADDLE_NNODES": "2",
-        "PADDLE_MASTER": "resnet50-0.resnet50.default.svc:36543",
+        "PADDLE_MASTER": "127.0.0.1:36543",
         "PADDLE_TRAINER_ID": "0",
         "PADDLE_TRAINERS_NUM": "2",
         "PADDLE_TRAINER_ENDPOINTS": (
@@ -551,7 +551,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "PADDLE_JOB_ID": "resnet50-gang",
         "PADDLE_NNODES": "2",
-        "PADDLE_MASTER": "resnet50-gang-0.resnet50-gang.default.svc:36543",
+        "PADDLE_MASTER": "127.0.0.1:36543",
         "PADDLE_TRAINER_ID": "0",
         "PADDLE_TRAINERS_NUM": "2",
         "PADDLE_TRAINER_ENDPOINTS": (
@@ -595,7 +595,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "PADDLE_JOB_ID": "ernie",
         "PADDLE_NNODES": "3",
-        "PADDLE_MASTER": "ernie-0.ernie.default.svc:36543",
+        "PADDLE_MASTER": "127.0.0.1:36543",
         "PADDLE_TRAINER_ID": "0",
         "PADDLE_TRAINERS_NUM": "3",
         "PADDLE_TRAINER_ENDPOINTS": (

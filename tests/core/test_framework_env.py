@@ -184,3 +184,14 @@ def test_generic_jobs_get_only_trainhook_variables_with_roles_in_name_order() ->
 def test_role_names_with_dashes_become_underscores_in_variable_names() -> None:
     pods = env(statefulset("g", "generic", role="param-server"))
     assert pods["g-0"]["TRAINHOOK_PARAM_SERVER_HOSTS"] == "g-0.g.default.svc"
+
+
+def test_the_paddle_master_pod_itself_gets_the_loopback_so_paddle_starts_its_rendezvous() -> None:
+    collective = env(statefulset("pd", "paddle", replicas=2))
+    assert collective["pd-0"]["PADDLE_MASTER"] == "127.0.0.1:36543"
+    with_master = env(
+        statefulset("m", "paddle", role="master", job="pm"),
+        statefulset("w", "paddle", role="worker", job="pm"),
+    )
+    assert with_master["m-0"]["PADDLE_MASTER"] == "127.0.0.1:36543"
+    assert with_master["w-0"]["PADDLE_MASTER"] == "m-0.pm.default.svc:36543"

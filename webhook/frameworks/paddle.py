@@ -2,12 +2,18 @@
 
 from webhook.frameworks.base import Framework, Placement
 
+LOOPBACK = "127.0.0.1"
 TRAINING_ROLES = {"ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
 
 
 def env(placement: Placement) -> dict[str, str]:
     topology = placement.topology
-    master = topology.host("master" if topology.has("master") else "worker", 0)
+    master_role = "master" if topology.has("master") else "worker"
+    master = topology.host(master_role, 0)
+    if (placement.role, placement.index) == (master_role, 0):
+        # paddle.distributed.launch starts its rendezvous server only when the master address is
+        # 127.0.0.1 or the pod's own IP; a DNS name, even its own, makes every pod wait forever.
+        master = LOOPBACK
     result = {
         "PADDLE_JOB_ID": topology.job,
         "PADDLE_NNODES": str(topology.total),
