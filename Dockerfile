@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# The Trainhook image: `trainhook serve` (the admission webhook) and `trainhook sweep` (the
+# sweeper), as the Helm chart in charts/trainhook runs them.
+#   docker build -t ghcr.io/trainhook/trainhook:0.1.0 .
+
+# Both stages use the same interpreter, so the virtualenv built in the first runs in the second.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/trainhook
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+# Every dependency ships wheels, so nothing is compiled; pip byte-compiles the modules here,
+# because the running container's root filesystem is read-only.
+RUN /opt/trainhook/bin/pip install --only-binary=:all: . \
+    && /opt/trainhook/bin/pip uninstall --yes pip setuptools
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="trainhook" \
+      org.opencontainers.image.description="Mutating admission webhook and sweeper for distributed training jobs" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/trainhook/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN groupadd --system --gid 10001 trainhook \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home \
+       --home-dir /nonexistent --shell /usr/sbin/nologin trainhook
+COPY --from=build /opt/trainhook /opt/trainhook
+USER 10001:10001
+EXPOSE 8443
+ENTRYPOINT ["trainhook"]
+CMD ["serve"]

@@ -1,0 +1,171 @@
+"""What can be checked of the image without a container engine: the build context holds every
+path the Dockerfile copies, the entry point is the package's console script, the user is not root,
+and nothing is built or installed in the final stage."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field
+
+import yaml
+
+from tests.chart.rendering import CHART, REPO
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def all(self, keyword: str) -> list[str]:
+        return [arguments for word, arguments in self.instructions if word == keyword]
+
+
+def parse(text: str) -> tuple[dict[str, str], list[Stage]]:
+    """Global ARG defaults and the stages, with continuation lines joined and comments dropped."""
+    logical = re.sub(
+        r"\\\n",
+        " ",
+        "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")),
+    )
+    args: dict[str, str] = {}
+    stages: list[Stage] = []
+    for line in filter(None, (line.strip() for line in logical.splitlines())):
+        keyword, _, arguments = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "FROM":
+            words = arguments.split()
+            base = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], words[0])
+            stages.append(
+                Stage(base, words[2] if len(words) == 3 and words[1].upper() == "AS" else None)
+            )
+        elif not stages and keyword == "ARG":
+            name, _, default = arguments.partition("=")
+            args[name] = default
+        elif stages:
+            stages[-1].instructions.append((keyword, arguments.strip()))
+    return args, stages
+
+
+ARGS, STAGES = parse(DOCKERFILE)
+FINAL = STAGES[-1]
+
+
+def dockerignore_patterns() -> list[tuple[bool, re.Pattern[str]]]:
+    patterns = []
+    for line in (REPO / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        glob = line.removeprefix("!").strip("/")
+        regex = (
+            re.escape(glob)
+            .replace(r"\*\*/", "(.*/)?")
+            .replace(r"\*\*", ".*")
+            .replace(r"\*", "[^/]*")
+        )
+        patterns.append((negated, re.compile(regex.replace(r"\?", "[^/]") + "$")))
+    return patterns
+
+
+def in_build_context(path: str) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parents decides."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    included = True
+    for negated, pattern in dockerignore_patterns():
+        if any(pattern.match(candidate) for candidate in candidates):
+            included = negated
+    return included
+
+
+def copied_sources(stage: Stage) -> list[str]:
+    sources = []
+    for arguments in stage.all("COPY"):
+        words = shlex.split(arguments)
+        if any(word.startswith("--from=") for word in words):
+            continue
+        sources += [w for w in words if not w.startswith("--")][:-1]
+    return sources
+
+
+def test_the_image_is_built_in_stages_from_one_slim_python_base() -> None:
+    assert len(STAGES) >= 2
+    assert {stage.base for stage in STAGES} == {"python:3.11-slim-bookworm"}
+    assert STAGES[0].name == "build"
+
+
+def test_every_path_the_dockerfile_copies_exists_and_is_in_the_build_context() -> None:
+    sources = [source for stage in STAGES for source in copied_sources(stage)]
+    assert sources == ["pyproject.toml", "README.md", "webhook"]
+    for source in sources:
+        assert (REPO / source).exists(), source
+        assert in_build_context(source), f"{source} is excluded by .dockerignore"
+    for module in (REPO / "webhook").rglob("*.py"):
+        assert in_build_context(str(module.relative_to(REPO))), module
+
+
+def test_the_build_context_leaves_out_what_the_image_does_not_need() -> None:
+    for path in (
+        ".venv/bin/python",
+        ".git/HEAD",
+        "tests/chart/test_dockerfile.py",
+        "charts/trainhook/Chart.yaml",
+        "webhook/__pycache__/cli.cpython-311.pyc",
+        ".cache/helm/3.17.2/helm",
+        "certs/tls.key",
+    ):
+        assert not in_build_context(path), path
+
+
+def test_the_build_stage_has_everything_pip_install_of_the_project_reads() -> None:
+    sources = copied_sources(STAGES[0])
+    assert PYPROJECT["project"]["readme"] in sources
+    packages = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert packages == ["webhook*"] and "webhook" in sources
+    assert any(
+        run.startswith("/opt/trainhook/bin/pip install")
+        and run.split("&&")[0].rstrip().endswith(" .")
+        for run in STAGES[0].all("RUN")
+    )
+
+
+def test_the_entry_point_is_the_installed_trainhook_console_script() -> None:
+    assert json.loads(FINAL.all("ENTRYPOINT")[-1]) == ["trainhook"]
+    assert PYPROJECT["project"]["scripts"]["trainhook"] == "webhook.cli:main"
+    scripts = importlib.metadata.entry_points(group="console_scripts")
+    assert [s.value for s in scripts if s.name == "trainhook"] == ["webhook.cli:main"]
+    # The console script and the `python` the chart's hooks run come from the copied virtualenv.
+    assert STAGES[0].all("RUN")[0] == "python -m venv /opt/trainhook"
+    assert FINAL.all("COPY") == ["--from=build /opt/trainhook /opt/trainhook"]
+    assert any(env.startswith("PATH=/opt/trainhook/bin:$PATH") for env in FINAL.all("ENV"))
+
+
+def test_the_image_runs_as_the_non_root_user_the_chart_expects() -> None:
+    user, _, group = FINAL.all("USER")[-1].partition(":")
+    assert user.isdigit() and int(user) != 0, "USER must be numeric for runAsNonRoot to verify it"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["securityContext"]
+    assert (int(user), int(group)) == (values["runAsUser"], values["runAsGroup"])
+    assert f"--uid {user}" in FINAL.all("RUN")[0]
+
+
+def test_the_final_stage_installs_and_compiles_nothing() -> None:
+    runs = " ".join(FINAL.all("RUN"))
+    for tool in ("apt-get", "apt ", "pip ", "gcc", "build-essential", "make ", "apk "):
+        assert tool not in runs, tool
+    assert "pip uninstall --yes pip setuptools" in " ".join(STAGES[0].all("RUN"))
+    assert "--only-binary=:all:" in " ".join(STAGES[0].all("RUN"))
+
+
+def test_the_chart_serves_on_the_port_the_image_exposes() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert FINAL.all("EXPOSE") == [str(values["webhook"]["port"])]
