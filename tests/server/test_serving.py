@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import socket
 import ssl
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from tests.server.test_review import BAD_REQUESTS, labelled_pod
 from webhook import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_in_process
+from webhook.server.tls import IO_TIMEOUT
 
 
 def test_healthz_answers_over_tls_verified_against_the_generated_ca(webhook: Webhook) -> None:
@@ -201,3 +204,22 @@ def test_metrics_count_every_admission_whichever_worker_answered(webhook: Webhoo
     scrapes = {admissions(webhook.get("/metrics")[1]) - before for _ in range(6)}
 
     assert scrapes == {len(uids)}
+
+
+def test_clients_that_stall_mid_handshake_cannot_stall_admission(webhook: Webhook) -> None:
+    stalled = []
+    for _ in range(16):  # as many as the two workers have threads
+        client = socket.create_connection(("127.0.0.1", webhook.port))
+        client.sendall(b"\x16\x03\x01")  # the first bytes of a ClientHello, then silence
+        stalled.append(client)
+    try:
+        started = time.monotonic()
+        connection = webhook.connect(timeout=30)
+        status, _, _ = webhook.post(encoded(review(labelled_pod())), connection=connection)
+        waited = time.monotonic() - started
+    finally:
+        for client in stalled:
+            client.close()
+
+    assert status == 200
+    assert waited < 2 * IO_TIMEOUT + 2

@@ -21,6 +21,10 @@ from webhook.server import metrics
 
 log = logging.getLogger("trainhook.tls")
 
+# How long a connection may hold a worker thread without sending or reading anything: the TLS
+# handshake, a request the client stops sending halfway, a response it does not read.
+IO_TIMEOUT = 5.0
+
 Signature = tuple[tuple[int, int, int], tuple[int, int, int]]
 
 
@@ -103,8 +107,30 @@ def _stat(path: str) -> tuple[int, int, int]:
     return (status.st_ino, status.st_mtime_ns, status.st_size)
 
 
+class BoundedSocket(ssl.SSLSocket):
+    """A server-side TLS connection whose blocking reads and writes give up after IO_TIMEOUT.
+
+    gunicorn's gthread worker reads a request in blocking mode with no timeout, so a client that
+    completes the handshake and then sends nothing would hold one of its threads until it
+    disconnects; a few such clients would stall admission for the whole cluster. Kept-alive
+    connections wait in the worker's poller, not in a thread, so this bounds only stalls.
+    """
+
+    def setblocking(self, flag: bool) -> None:
+        if flag:
+            self.settimeout(IO_TIMEOUT)
+        else:
+            super().setblocking(False)
+
+    def do_handshake(self, block: bool = False) -> None:
+        if self.gettimeout() is None:
+            self.settimeout(IO_TIMEOUT)
+        super().do_handshake(block)
+
+
 def _context(cert_file: str, key_file: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.sslsocket_class = BoundedSocket
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.options |= ssl.OP_NO_COMPRESSION
     try:
