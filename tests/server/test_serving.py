@@ -223,3 +223,9 @@ def test_clients_that_stall_mid_handshake_cannot_stall_admission(webhook: Webhoo
 
     assert status == 200
     assert waited < 2 * IO_TIMEOUT + 2
+    stalls = [line for line in webhook.log_lines() if "stalled" in line["message"]]
+    assert stalls
+    assert stalls[0]["level"] == "warning"
+    assert stalls[0]["message"].startswith("closed a connection that stalled: ")
+    assert stalls[0]["message"].endswith("The handshake operation timed out")
+    assert "exception" not in stalls[0]

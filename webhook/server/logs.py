@@ -35,6 +35,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, separators=(",", ":"), default=str)
 
 
+class ClientTimeouts(logging.Filter):
+    """A client that stalls past the connection timeout is logged as one warning line.
+
+    gunicorn reports it as a socket error with a traceback; it is a slow or silent client, not a
+    fault of the server.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, TimeoutError):
+            record.msg = "closed a connection that stalled: %s"
+            record.args = (error,)
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def log_admission(record: Record, seconds: float) -> None:
     """The one line each request to /mutate leaves."""
     fields: dict[str, Any] = {
@@ -60,11 +77,17 @@ def log_admission(record: Record, seconds: float) -> None:
 
 def logging_config(level: str) -> dict[str, Any]:
     """A `logging.config.dictConfig` for gunicorn's `logconfig_dict` setting."""
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "filters": ["client_timeouts"],
+        "stream": "ext://sys.stderr",
+    }
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
+        "filters": {"client_timeouts": {"()": ClientTimeouts}},
         "handlers": {"stderr": handler},
         "root": {"level": level.upper(), "handlers": ["stderr"]},
         "loggers": {
