@@ -1,0 +1,230 @@
+"""Starting, rotating certificates and stopping: what happens around the requests."""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+
+from tests.server.conftest import ROOT, Webhook, serving
+from tests.server.reviews import encoded, review
+from tests.server.test_review import labelled_pod
+from webhook.certs import (
+    Issued,
+    bundle_pem,
+    cert_pem,
+    generate,
+    key_pem,
+    load_certs,
+    load_key,
+    make_ca,
+    make_serving,
+    service_identity,
+    write_private,
+)
+
+ROTATION_SECONDS = 10
+
+
+def ca_of(directory: Path) -> Issued:
+    cert = load_certs((directory / "ca.crt").read_bytes(), "ca.crt")[0]
+    key = load_key((directory / "ca.key").read_bytes(), "ca.key")
+    assert key is not None
+    return Issued(cert, key)
+
+
+def new_serving(ca: Issued) -> Issued:
+    now = datetime.datetime.now(datetime.UTC)
+    return make_serving(ca, service_identity("trainhook", "trainhook-system", loopback=True), now)
+
+
+def fingerprint(der: bytes | None) -> str:
+    assert der is not None
+    from cryptography import x509
+
+    return x509.load_der_x509_certificate(der).fingerprint(hashes.SHA256()).hex()
+
+
+def install(directory: Path, serving_pair: Issued, *, key_too: bool = True) -> str:
+    """Replace the serving pair the way the certificate loop does: each file atomically."""
+    write_private(directory / "tls.crt", cert_pem(serving_pair.cert), 0o644)
+    if key_too:
+        write_private(directory / "tls.key", key_pem(serving_pair.key), 0o600)
+    return serving_pair.cert.fingerprint(hashes.SHA256()).hex()
+
+
+class ClientLoop:
+    """Admissions back to back, as the API server sends them, recording what failed and which
+    certificate each new connection was served with."""
+
+    def __init__(self, webhook: Webhook, ca_file: Path) -> None:
+        self.webhook = webhook
+        self.ca_file = ca_file
+        self.failures: list[str] = []
+        self.seen: list[str] = []
+        self.requests = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        kept_alive = self.webhook.connect(self.ca_file)
+        while not self._stop.is_set():
+            fresh = self.webhook.connect(self.ca_file)
+            for connection in (fresh, kept_alive):
+                try:
+                    status, answer, _ = self.webhook.post(
+                        encoded(review(labelled_pod())), connection=connection
+                    )
+                    if status != 200 or answer["response"]["allowed"] is not True:
+                        self.failures.append(f"{status}: {answer}")
+                except (OSError, http.client.HTTPException) as error:
+                    self.failures.append(repr(error))
+                    connection.close()
+                self.requests += 1
+            assert isinstance(fresh.sock, ssl.SSLSocket)
+            self.seen.append(fingerprint(fresh.sock.getpeercert(binary_form=True)))
+            fresh.close()
+        kept_alive.close()
+
+    def wait_for(self, wanted: str) -> None:
+        deadline = time.monotonic() + ROTATION_SECONDS
+        while wanted not in self.seen[-3:] and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def settle(self, requests: int = 20) -> None:
+        """Let at least `requests` more admissions go through."""
+        target = self.requests + requests
+        deadline = time.monotonic() + ROTATION_SECONDS
+        while self.requests < target and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    @contextmanager
+    def running(self) -> Iterator[ClientLoop]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join(timeout=30)
+
+
+@pytest.fixture
+def own_certs(tmp_path: Path) -> Path:
+    directory = tmp_path / "certs"
+    generate(directory, "trainhook", "trainhook-system")
+    return directory
+
+
+def test_swapped_serving_certificate_is_served_without_restart_or_a_failed_request(
+    own_certs: Path, tmp_path: Path
+) -> None:
+    with serving(own_certs, tmp_path / "serve.log", "--workers=2") as webhook:
+        old = fingerprint_of_file(own_certs / "tls.crt")
+        with ClientLoop(webhook, own_certs / "ca.crt").running() as loop:
+            loop.settle()
+            replacement = new_serving(ca_of(own_certs))
+            new = install(own_certs, replacement, key_too=False)
+            loop.settle()  # the new certificate next to the old key: still the old pair
+            before_key = list(loop.seen)
+            write_private(own_certs / "tls.key", key_pem(replacement.key), 0o600)
+            loop.wait_for(new)
+            loop.settle()
+        metrics = webhook.get("/metrics")[1]
+        pid = webhook.process.pid
+
+    assert loop.failures == []
+    assert set(before_key) == {old}
+    assert loop.seen[-1] == new
+    assert loop.requests > 60
+    assert 'trainhook_certificate_reloads_total{result="loaded"}' in metrics
+    assert pid == webhook.process.pid  # the same server throughout
+
+
+def test_certificate_from_a_new_ca_is_served_without_a_failed_request_while_both_are_trusted(
+    own_certs: Path, tmp_path: Path
+) -> None:
+    old_ca = ca_of(own_certs)
+    new_ca = make_ca(datetime.datetime.now(datetime.UTC))
+    bundle = tmp_path / "bundle.crt"
+    bundle.write_bytes(bundle_pem([new_ca.cert, old_ca.cert]))  # the caBundle during the overlap
+
+    with (
+        serving(own_certs, tmp_path / "serve.log", "--workers=2") as webhook,
+        ClientLoop(webhook, bundle).running() as loop,
+    ):
+        loop.settle()
+        new = install(own_certs, new_serving(new_ca))
+        loop.wait_for(new)
+        loop.settle()
+
+    assert loop.failures == []
+    assert loop.seen[-1] == new
+
+
+def test_sigterm_lets_an_in_flight_admission_finish_then_exits_cleanly(
+    certs: Path, tmp_path: Path
+) -> None:
+    body = encoded(review(labelled_pod()))
+    head = (
+        "POST /mutate?timeout=10s HTTP/1.1\r\nHost: trainhook.trainhook-system.svc\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+
+    with serving(certs, tmp_path / "serve.log", "--workers=1") as webhook:
+        raw = socket.create_connection(("127.0.0.1", webhook.port))
+        client = webhook.tls().wrap_socket(raw, server_hostname="127.0.0.1")
+        client.sendall(head + body[:100])
+        time.sleep(0.5)  # the worker is reading the body now
+        webhook.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        client.sendall(body[100:])
+        response = http.client.HTTPResponse(client)  # type: ignore[arg-type]
+        response.begin()
+        answer = response.read()
+        client.close()
+        exit_code = webhook.process.wait(timeout=30)
+
+    assert response.status == 200
+    assert b'"allowed":true' in answer
+    assert exit_code == 0
+
+
+def test_serve_refuses_to_start_without_a_usable_certificate(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "serve",
+            "--bind=127.0.0.1:0",
+            f"--cert-file={tmp_path / 'tls.crt'}",
+            f"--key-file={tmp_path / 'tls.key'}",
+            "--no-lookup",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"trainhook serve: cannot load the serving certificate: {tmp_path / 'tls.crt'}: "
+        "No such file or directory\n"
+    )
+
+
+def fingerprint_of_file(path: Path) -> str:
+    return load_certs(path.read_bytes(), path.name)[0].fingerprint(hashes.SHA256()).hex()
