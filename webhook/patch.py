@@ -18,7 +18,9 @@ class PatchOp(TypedDict, total=False):
 
 
 def escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
+    if "~" in key or "/" in key:
+        return key.replace("~", "~0").replace("/", "~1")
+    return key
 
 
 def diff(old: Any, new: Any, path: str = "") -> list[PatchOp]:
@@ -27,24 +29,35 @@ def diff(old: Any, new: Any, path: str = "") -> list[PatchOp]:
     return ops
 
 
+_MISSING: Any = object()
+
+
 def _diff(old: Any, new: Any, path: str, ops: list[PatchOp]) -> None:
+    # Children are compared by identity before any call or path is made: on the admission path
+    # almost every child is shared with the original.
     if old is new:
         return
     if isinstance(old, dict) and isinstance(new, dict):
+        added = 0
         for key, value in new.items():
-            child = f"{path}/{escape(key)}"
-            if key not in old:
-                ops.append({"op": "add", "path": child, "value": value})
+            before = old.get(key, _MISSING)
+            if before is value:
+                continue
+            if before is _MISSING:
+                added += 1
+                ops.append({"op": "add", "path": f"{path}/{escape(key)}", "value": value})
             else:
-                _diff(old[key], value, child, ops)
-        for key in old:
-            if key not in new:
-                ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
+                _diff(before, value, f"{path}/{escape(key)}", ops)
+        if len(old) > len(new) - added:
+            for key in old:
+                if key not in new:
+                    ops.append({"op": "remove", "path": f"{path}/{escape(key)}"})
         return
     if isinstance(old, list) and isinstance(new, list):
         if len(new) == len(old):
             for index, (before, after) in enumerate(zip(old, new, strict=True)):
-                _diff(before, after, f"{path}/{index}", ops)
+                if before is not after:
+                    _diff(before, after, f"{path}/{index}", ops)
             return
         if len(new) > len(old) and all(a is b or a == b for a, b in zip(old, new, strict=False)):
             ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in new[len(old) :])
