@@ -83,9 +83,14 @@ class Webhook:
 
 @contextmanager
 def serving(
-    certs: Path, log: Path, *arguments: str, env: dict[str, str] | None = None
+    certs: Path,
+    log: Path,
+    *arguments: str,
+    env: dict[str, str] | None = None,
+    ready_path: str = "/readyz",
 ) -> Iterator[Webhook]:
-    """`trainhook serve` on an ephemeral port of 127.0.0.1, ready when this yields."""
+    """`trainhook serve` on an ephemeral port of 127.0.0.1, answering `ready_path` with 200 when
+    this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -99,7 +104,7 @@ def serving(
         f"--bind=fd://{listener.fileno()}",
         f"--cert-file={certs / 'tls.crt'}",
         f"--key-file={certs / 'tls.key'}",
-        "--no-lookup",
+        *([] if "--lookup" in arguments else ["--no-lookup"]),
         *arguments,
     ]
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHOOK_")}
@@ -117,19 +122,19 @@ def serving(
     listener.close()
     webhook = Webhook(process, port, certs / "ca.crt", log)
     try:
-        _wait_ready(webhook)
+        _wait_ready(webhook, ready_path)
         yield webhook
     finally:
         webhook.stop()
 
 
-def _wait_ready(webhook: Webhook) -> None:
+def _wait_ready(webhook: Webhook, path: str) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if webhook.process.poll() is not None:
             raise RuntimeError(f"trainhook serve exited: {webhook.log.read_text()}")
         try:
-            if webhook.get("/readyz")[0] == 200:
+            if webhook.get(path)[0] == 200:
                 return
         except OSError:
             pass

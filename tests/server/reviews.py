@@ -93,7 +93,7 @@ def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class StoredWorkloads:
-    """The workloads an API server holds, read the way the server's lookup reads them."""
+    """The workloads an API server holds, read the way `webhook.lookup.SiblingCache` reads them."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -101,14 +101,16 @@ class StoredWorkloads:
     def store(self, obj: dict[str, Any]) -> None:
         self.objects[(namespace_of(obj), obj["kind"], obj["metadata"]["name"])] = obj
 
-    def workloads(self, namespace: str, job: str) -> list[dict[str, Any]]:
+    def siblings(
+        self, namespace: str, job: str, *, exclude: tuple[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         return [
             obj
-            for (ns, _kind, _name), obj in self.objects.items()
-            if ns == namespace and job_of(obj) == job
+            for (ns, kind, name), obj in self.objects.items()
+            if ns == namespace and job_of(obj) == job and (kind, name) != exclude
         ]
 
-    def workload(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+    def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((namespace, kind, name))
 
 

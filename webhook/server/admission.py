@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from webhook.admit import admit, owner_to_resolve
+from webhook.admit import HANDLED, admit, owner_to_resolve
 from webhook.errors import TrainhookError
 from webhook.server.reviews import (
     API_VERSION,
@@ -32,19 +32,17 @@ WORKLOAD_KINDS: Final = ("StatefulSet", "Job")
 Result = Literal["mutated", "allowed", "denied", "rejected"]
 
 
-class LookupUnavailable(Exception):
-    """The API server could not be asked in time; the message says what was not read."""
-
-
 class Lookup(Protocol):
-    """Reads of the workloads of a job, as the core needs them (a watch-backed cache)."""
+    """Reads of a job's workloads as the core needs them (`webhook.lookup.SiblingCache`)."""
 
-    def workloads(self, namespace: str, job: str) -> Sequence[Mapping[str, Any]]:
-        """Every StatefulSet and Job labelled with `job` in `namespace`."""
+    def siblings(
+        self, namespace: str, job: str, *, exclude: tuple[str, str] | None = None
+    ) -> Sequence[Mapping[str, Any]] | None:
+        """The StatefulSets and Jobs of `job` but `exclude`; None when the API is unreachable."""
         ...
 
-    def workload(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
-        """One StatefulSet or Job by name; None when it does not exist."""
+    def get(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """One StatefulSet or Job; None when it does not exist or cannot be read."""
         ...
 
 
@@ -271,45 +269,40 @@ def _related(
     warnings: list[str],
     record: Record,
 ) -> tuple[Sequence[Mapping[str, Any]], Mapping[str, Any] | None]:
-    """The other workloads of a workload's job; for a pod without a stamp, also its owner."""
-    if lookup is None:
+    """The other workloads of a workload's job; for a pod without a stamp, its owner and the
+    owner's siblings. Only for what the core acts on, so other requests cost no lookup."""
+    if lookup is None or (request.kind, request.operation) not in HANDLED:
         return (), None
     if request.kind in WORKLOAD_KINDS:
         job = job_of(obj)
         if job is None:
             return (), None
-        return _siblings(lookup, request.namespace, job, warnings, record), None
-    if request.kind != "Pod":
+        itself = (request.kind, request.name or _name_of(obj))
+        return _siblings(lookup, request.namespace, job, itself, warnings, record), None
+    owner_key = owner_to_resolve(obj)
+    if owner_key is None:
         return (), None
-    wanted = owner_to_resolve(obj)
-    if wanted is None:
-        return (), None
-    try:
-        owner = lookup.workload(request.namespace, *wanted)
-    except LookupUnavailable:
-        warnings.append(_unavailable(job_of(obj) or wanted[1]))
-        record.lookup_unavailable = True
-        return (), None
+    owner = lookup.get(request.namespace, *owner_key)
     job = None if owner is None else job_of(owner)
     if owner is None or job is None:
-        return (), owner
-    return _siblings(lookup, request.namespace, job, warnings, record), owner
+        return (), owner  # the core refuses a pod whose topology cannot be known
+    return _siblings(lookup, request.namespace, job, owner_key, warnings, record), owner
 
 
 def _siblings(
     lookup: Lookup,
     namespace: str,
     job: str,
+    itself: tuple[str, str],
     warnings: list[str],
     record: Record,
 ) -> Sequence[Mapping[str, Any]]:
-    """Every workload of the job; the core leaves out the one being admitted."""
-    try:
-        return lookup.workloads(namespace, job)
-    except LookupUnavailable:
+    found = lookup.siblings(namespace, job, exclude=itself)
+    if found is None:
         warnings.append(_unavailable(job))
         record.lookup_unavailable = True
         return ()
+    return found
 
 
 def _unavailable(job: str) -> str:

@@ -119,6 +119,15 @@ def _serve(settings: ServeSettings) -> int:
     except CertificateError as error:
         print(f"trainhook serve: cannot load the serving certificate: {error}", file=sys.stderr)
         return 2
+    if settings.lookup:
+        problem = _api_problem()
+        if problem is not None:
+            print(
+                f"trainhook serve: --lookup reads sibling workloads from the API server, "
+                f"but {problem}; run in the cluster, set KUBECONFIG, or pass --no-lookup",
+                file=sys.stderr,
+            )
+            return 2
     server = _Server(settings)
     try:
         server.run()
@@ -153,8 +162,32 @@ def build_app(settings: ServeSettings) -> Flask:
         return None if certificate.loaded else "the serving certificate is not loaded"
 
     checks: list[ReadinessCheck] = [certificate_loaded]
-    context = Context(cluster_domain=settings.cluster_domain)
+    lookup = None
+    if settings.lookup:
+        from webhook.lookup import start_sibling_cache
+
+        # Each worker watches for itself: the watch threads would not survive the fork.
+        cache = lookup = start_sibling_cache()
+
+        def cache_synced() -> str | None:
+            return None if cache.synced() else "the sibling cache has not synced yet"
+
+        checks.append(cache_synced)
+    context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
     return create_app(context, tuple(checks))
+
+
+def _api_problem() -> str | None:
+    """Why no client for the Kubernetes API can be configured; None when one can."""
+    from kubernetes.config import ConfigException
+
+    from webhook.kubeapi import load_api_client
+
+    try:
+        load_api_client().close()  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as error:
+        return f"no API server is configured ({error})"
+    return None
 
 
 class _Server:
