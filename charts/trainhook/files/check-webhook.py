@@ -73,6 +73,8 @@ def admission_review(uid: str, namespace: str) -> dict[str, Any]:
 
 def check_once(name: str, namespace: str) -> str:
     configuration = client.AdmissionregistrationV1Api().read_mutating_webhook_configuration(name)
+    if not configuration.webhooks:
+        raise SystemExit(f"MutatingWebhookConfiguration {name} has no webhooks")
     hook = configuration.webhooks[0]
     bundle = hook.client_config.ca_bundle
     if not bundle:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
 
 def load_kubernetes_config() -> None:
@@ -27,7 +26,7 @@ def load_kubernetes_config() -> None:
 def delete(what: str, call: Callable[[], Any]) -> None:
     try:
         call()
-    except ApiException as error:
+    except client.ApiException as error:
         if error.status != 404:
             raise SystemExit(
                 f"could not delete {what}: HTTP {error.status} {error.reason}"
