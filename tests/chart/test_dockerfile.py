@@ -169,3 +169,8 @@ def test_the_final_stage_installs_and_compiles_nothing() -> None:
 def test_the_chart_serves_on_the_port_the_image_exposes() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert FINAL.all("EXPOSE") == [str(values["webhook"]["port"])]
+
+
+def test_the_chart_runs_the_image_of_this_version_of_the_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == PYPROJECT["project"]["version"]

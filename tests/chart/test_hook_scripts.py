@@ -211,3 +211,35 @@ def test_helm_test_waits_for_the_ca_bundle_and_names_what_is_missing(
     assert result.stderr.strip().splitlines()[-1] == (
         "FAILED: MutatingWebhookConfiguration trainhook has no caBundle yet"
     )
+
+
+def test_helm_test_pod_is_kept_for_its_logs_and_its_permissions_are_removed() -> None:
+    rendered = render()
+    annotations = rendered.named("Pod", "trainhook-test")["metadata"]["annotations"]
+    assert annotations == {
+        "helm.sh/hook": "test",
+        "helm.sh/hook-delete-policy": "before-hook-creation",
+    }
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+        policy = rendered.named(kind, "trainhook-test")["metadata"]["annotations"]
+        assert policy["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+
+
+def test_uninstall_hook_runs_before_deletion_with_its_permissions_created_first() -> None:
+    rendered = render()
+    weights = {}
+    for document in rendered.documents:
+        annotations = document["metadata"].get("annotations", {})
+        if annotations.get("helm.sh/hook") == "pre-delete":
+            weights[f"{document['kind']}/{document['metadata']['name']}"] = int(
+                annotations["helm.sh/hook-weight"]
+            )
+    job_weight = weights.pop("Job/trainhook-uninstall")
+    assert sorted(weights) == [
+        "ClusterRole/trainhook-uninstall",
+        "ClusterRoleBinding/trainhook-uninstall",
+        "Role/trainhook-uninstall",
+        "RoleBinding/trainhook-uninstall",
+        "ServiceAccount/trainhook-uninstall",
+    ]
+    assert max(weights.values()) < job_weight
