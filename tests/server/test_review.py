@@ -340,3 +340,61 @@ def test_answer_body_is_plain_json() -> None:
     answer = ask(review(labelled_pod()))
 
     assert json.loads(json.dumps(answer.body)) == answer.body
+
+
+def test_object_that_breaks_its_schema_gets_422_naming_the_field() -> None:
+    pod = labelled_pod()
+    pod["spec"]["containers"][0]["env"] = {"RANK": "0"}
+    document = review(pod)
+
+    answer = ask(document)
+
+    assert answer.status == 422
+    assert answer.body["message"] == (  # type: ignore[typeddict-item]
+        "request.object.spec.containers[0].env must be an array, got an object"
+    )
+    assert answer.record.error == "malformed_object"
+    assert (answer.record.uid, answer.record.kind) == (document["request"]["uid"], "Pod")
+
+
+def test_object_of_another_kind_than_the_request_says_gets_422() -> None:
+    document = review(labelled_pod(), kind="StatefulSet")
+
+    answer = ask(document)
+
+    assert answer.status == 422
+    assert answer.body["message"] == (  # type: ignore[typeddict-item]
+        "request.object.kind 'Pod' does not match request.kind.kind 'StatefulSet'"
+    )
+
+
+class BrokenLookup:
+    def siblings(self, namespace: str, job: str, *, exclude: object = None) -> None:
+        raise RuntimeError("lookup is broken")
+
+    def get(self, namespace: str, kind: str, name: str) -> None:
+        raise RuntimeError("lookup is broken")
+
+
+def test_a_fault_of_the_webhook_is_a_500_with_one_line_and_its_traceback_only_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from webhook.server.app import create_app
+
+    app = create_app(Context(lookup=BrokenLookup()))  # type: ignore[arg-type]
+    workload = workloads_of(dict(example_documents())["pytorch.yaml"])[0]
+
+    response = app.test_client().post("/mutate", data=encoded(review(workload)), content_type=JSON)
+
+    assert response.status_code == 500
+    assert response.get_json() == {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": 500,
+        "reason": "InternalError",
+        "message": "internal error; see the webhook's log",
+    }
+    [record] = [r for r in caplog.records if r.name == "trainhook.server"]
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == "lookup is broken"

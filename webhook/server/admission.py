@@ -23,6 +23,7 @@ from webhook.server.reviews import (
     AdmissionReview,
     Status,
 )
+from webhook.server.shape import malformed
 from webhook.workload import job_of
 
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
@@ -103,7 +104,10 @@ def too_large(size: int | None) -> BadRequest:
     )
 
 
-def rejected(bad: BadRequest) -> Answer:
+def rejected(bad: BadRequest, record: Record | None = None) -> Answer:
+    """A 4xx Status for a request that is not one the server can answer with a review."""
+    record = record or Record("rejected")
+    record.result, record.detail, record.error = "rejected", bad.message, bad.error
     reason = _REASONS.get(bad.status, "BadRequest")
     status: Status = {
         "apiVersion": "v1",
@@ -113,7 +117,7 @@ def rejected(bad: BadRequest) -> Answer:
         "reason": reason,
         "message": bad.message,
     }
-    return Answer(bad.status, status, Record("rejected", detail=bad.message, error=bad.error))
+    return Answer(bad.status, status, record)
 
 
 _REASONS: Final = {
@@ -202,6 +206,12 @@ def _read_review(document: object) -> _Request:
                 "missing_field",
                 f"request.object must be the {object_kind} being admitted, got {_what(obj)}",
             )
+        if obj.get("kind") != object_kind:
+            raise _invalid(
+                "missing_field",
+                f"request.object.kind {_shown(obj.get('kind'))} does not match "
+                f"request.kind.kind {_shown(object_kind)}",
+            )
         if not isinstance(obj.get("metadata", {}), dict):
             raise _invalid("missing_field", "request.object.metadata must be an object")
     else:
@@ -248,6 +258,13 @@ def _admit(request: _Request, context: Context) -> Answer:
         record.result = "denied"
         record.detail = message
         return Answer(200, answer_body, record)
+    except Exception:
+        # Only a client other than the API server sends an object its schema does not allow;
+        # for one that the schema allows, this is a fault of the webhook and stays one.
+        problem = malformed(obj, request.kind)
+        if problem is None:
+            raise
+        return rejected(_invalid("malformed_object", problem), record)
     if outcome is not None:
         warnings.extend(outcome.warnings)
         if outcome.patch:
