@@ -1,12 +1,13 @@
 """Topology consistency: a changed job re-stamps every workload and restarts stale pods together."""
 
 import copy
+from datetime import timedelta
 
 from webhook import contract
 from webhook.sweeper.actions import Delete, Emit, Patch
 from webhook.sweeper.resources import JOBS, PODS, STATEFULSETS
 
-from .helpers import decision, of_type
+from .helpers import NOW, decision, of_type
 from .objects import indexed_job, owned, pod, stamped, statefulset
 
 OLD = '{"master":1,"worker":2}'
@@ -172,3 +173,15 @@ def test_two_workloads_claiming_one_role_are_reported():
         "trainhook.io/role: role 'worker' of job 'pt' is played by both StatefulSet a and "
         "StatefulSet b; give each its own role"
     )
+
+
+def test_a_job_still_being_created_is_left_to_settle_before_its_topology_is_enforced():
+    master, workers = scaled_job()
+    for workload in (master, workers):
+        workload["metadata"]["creationTimestamp"] = "2025-01-01T00:59:58Z"
+    pods = [pod(master, 0), pod(workers, 0), pod(workers, 1)]
+    early = decision("pt", [master, workers], pods, services=[service()])
+    assert early.actions == ()
+    assert early.recheck_at == NOW + timedelta(seconds=3)
+    settled = decision("pt", [master, workers], pods, services=[service()], now=early.recheck_at)
+    assert [a.name for a in of_type(settled.actions, Patch)] == ["pt-master", "pt-worker"]

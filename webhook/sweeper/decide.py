@@ -41,6 +41,9 @@ from webhook.sweeper.state import JobState, Owned, WorkloadView, format_time, pa
 from webhook.topology import build_topology, stamp
 
 MPI_SSH_PORT = 22
+# The workloads of one manifest are created one after the other: the job's topology is enforced
+# once its newest workload is this old, not while the rest of the job is still being created.
+SETTLE = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def decide(state: JobState, now: datetime) -> Decision:
     if outcome is None:
         verdict = judge(state)
         if verdict is None:
-            return _running(state)
+            return _running(state, now)
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now)
     return _finished(state, outcome, now)
 
@@ -88,13 +91,17 @@ def recorded_outcome(state: JobState) -> Outcome | None:
 # --- a running job ------------------------------------------------------------------------
 
 
-def _running(state: JobState) -> Decision:
+def _running(state: JobState, now: datetime) -> Decision:
+    created = [w.created for w in state.workloads if w.created is not None]
+    settled = max(created) + SETTLE if created else now
     try:
-        actions = [*_service(state), *_podgroup(state), *_ssh_secret(state), *_topology(state)]
+        actions = [*_service(state), *_podgroup(state), *_ssh_secret(state)]
+        if now >= settled:
+            actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
         return Decision((_event(state, first, "Warning", "InvalidJob", str(error)),))
-    return Decision(tuple(actions))
+    return Decision(tuple(actions), recheck_at=None if now >= settled else settled)
 
 
 def labels(state: JobState) -> dict[str, str]:
