@@ -6,13 +6,15 @@ import base64
 import itertools
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import jsonpatch
 import kubernetes_validate
 import yaml
 
+from tests.lookup.emulator import Emulator
 from webhook.render import expand
 from webhook.workload import job_of
 
@@ -114,16 +116,59 @@ class StoredWorkloads:
         return self.objects.get((namespace, kind, name))
 
 
+class Store(Protocol):
+    """Where admitted workloads are kept, as the API server keeps them."""
+
+    def store(self, obj: dict[str, Any]) -> None: ...
+
+    def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None: ...
+
+
+class EmulatedApi:
+    """Workloads kept in the Kubernetes API emulator, where the server's lookup watches them."""
+
+    def __init__(self, api: Emulator) -> None:
+        self.api = api
+
+    def store(self, obj: dict[str, Any]) -> None:
+        path = _collection(obj["kind"], namespace_of(obj))
+        if self.get(namespace_of(obj), obj["kind"], obj["metadata"]["name"]) is None:
+            self.api.create(path, obj)
+        else:
+            self.api.merge(f"{path}/{obj['metadata']['name']}", obj)
+
+    def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = self.api.read(f"{_collection(kind, namespace)}/{name}")
+        return found
+
+
+def _collection(kind: str, namespace: str) -> str:
+    group = (
+        "apps/v1/namespaces/{}/statefulsets"
+        if kind == "StatefulSet"
+        else "batch/v1/namespaces/{}/jobs"
+    )
+    return "/apis/" + group.format(namespace)
+
+
+@dataclass
+class Admitted:
+    """A job as it ends up in the cluster: its workloads and its pods, with the answers."""
+
+    workloads: list[dict[str, Any]]
+    pods: list[tuple[dict[str, Any], dict[str, Any]]]  # each pod as created, and its answer
+
+
 def admit_job(
     documents: list[dict[str, Any]],
     send: Callable[[dict[str, Any]], dict[str, Any]],
-    stored: StoredWorkloads,
-) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    stored: Store,
+) -> Admitted:
     """Admit a job's workloads as `kubectl apply` creates them, then their pods.
 
-    Each workload is stored as admitted, so the next one finds it; once all exist, each is
-    admitted again as an UPDATE (the sweeper's topology pass) so every stamp counts every role.
-    Returns every pod with the answer it got.
+    Each workload is stored as admitted, so the next one finds it; once all exist, each
+    StatefulSet is admitted again as an UPDATE, as the sweeper's topology pass causes, so every
+    stamp counts every role (a Job's template cannot change after creation).
     """
     workloads = workloads_of(documents)
     for workload in workloads:
@@ -131,15 +176,18 @@ def admit_job(
         stored.store(patched(workload, answer))
     admitted = []
     for workload in workloads:
-        key = (namespace_of(workload), workload["kind"], workload["metadata"]["name"])
-        current = stored.objects[key]
-        if workload["kind"] == "StatefulSet":  # a Job's template cannot change after creation
-            answer = send(review(current, operation="UPDATE", namespace=key[0], old=current))
+        current = stored.get(namespace_of(workload), workload["kind"], workload["metadata"]["name"])
+        assert current is not None
+        if current["kind"] == "StatefulSet":
+            answer = send(
+                review(current, operation="UPDATE", namespace=namespace_of(current), old=current)
+            )
             current = patched(current, answer)
             stored.store(current)
         admitted.append(current)
-    pods = []
-    for workload in admitted:
-        for pod in pods_of(workload):
-            pods.append((pod, send(review(pod, namespace=namespace_of(pod)))))
-    return pods
+    pods = [
+        (pod, send(review(pod, namespace=namespace_of(pod))))
+        for workload in admitted
+        for pod in pods_of(workload)
+    ]
+    return Admitted(admitted, pods)

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import hashes
 
-from tests.server.conftest import ROOT, Webhook, serving
 from tests.server.reviews import encoded, review
+from tests.server.running import ROOT, Webhook, serving
 from tests.server.test_review import labelled_pod
 from webhook.certs import (
     Issued,

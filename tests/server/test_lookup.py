@@ -11,9 +11,20 @@ import pytest
 import yaml
 
 from tests.lookup.emulator import Emulator, emulator
-from tests.server.conftest import Webhook, serving
-from tests.server.reviews import StoredWorkloads, encoded, patched, pods_of, review, validate
+from tests.server.reviews import (
+    EmulatedApi,
+    StoredWorkloads,
+    admit_job,
+    encoded,
+    example_documents,
+    patched,
+    pods_of,
+    review,
+    validate,
+)
+from tests.server.running import Webhook, serving
 from webhook import contract
+from webhook.render import render
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
 
@@ -245,3 +256,32 @@ def test_server_that_cannot_reach_the_api_is_alive_not_ready_and_admits_with_a_w
         "API unreachable: job pt admitted with the roles known so far"
     ]
     assert topology(patched(WORKER, answer)) == {"worker": 3}
+
+
+def test_every_example_served_with_lookup_gets_the_pods_trainhook_render_makes_offline(
+    api: Emulator, certs: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(tmp_path / "kubeconfig", api.url)
+    served: dict[str, list[dict[str, Any]]] = {}
+    with serving(
+        certs, tmp_path / "serve.log", "--lookup", env={"KUBECONFIG": str(config)}
+    ) as hook:
+        connection = hook.connect()
+
+        def send(document: dict[str, Any]) -> dict[str, Any]:
+            status, answer, _ = hook.post(encoded(document), connection=connection)
+            assert status == 200
+            assert answer["response"]["allowed"] is True, answer["response"]
+            return answer
+
+        for name, documents in example_documents():
+            admitted = admit_job(documents, send, EmulatedApi(api))
+            served[name] = [patched(pod, answer) for pod, answer in admitted.pods]
+            for workload in admitted.workloads:
+                validate(workload)
+        connection.close()
+
+    for name, documents in example_documents():
+        for pod in served[name]:
+            validate(pod)
+        assert served[name] == [rendered.pod for rendered in render(documents)], name

@@ -329,7 +329,7 @@ def test_every_example_workload_and_pod_gets_a_patch_that_validates() -> None:
             assert answer.status == 200
             return answer.body  # type: ignore[return-value]
 
-        for pod, answer in admit_job(documents, send, stored):
+        for pod, answer in admit_job(documents, send, stored).pods:
             assert answer["response"]["allowed"] is True, answer["response"]
             validate(patched(pod, answer))
         for workload in stored.objects.values():

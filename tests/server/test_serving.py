@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
 import socket
 import ssl
@@ -13,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import Webhook
 from tests.server.reviews import encoded, patched, review, validate
+from tests.server.running import Webhook
 from tests.server.test_review import BAD_REQUESTS, labelled_pod
 from webhook import contract
-from webhook.server.admission import Context
+from webhook.server.admission import MAX_BODY_BYTES, Context
 from webhook.server.admission import review as answer_in_process
 from webhook.server.tls import IO_TIMEOUT
 
@@ -229,3 +231,25 @@ def test_clients_that_stall_mid_handshake_cannot_stall_admission(webhook: Webhoo
     assert stalls[0]["message"].startswith("closed a connection that stalled: ")
     assert stalls[0]["message"].endswith("The handshake operation timed out")
     assert "exception" not in stalls[0]
+
+
+def test_body_over_the_limit_still_sent_when_refused_gets_its_413_not_a_reset(
+    webhook: Webhook,
+) -> None:
+    size = MAX_BODY_BYTES + 1
+    head = (
+        f"POST /mutate HTTP/1.1\r\nHost: trainhook\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode()
+    raw = socket.create_connection(("127.0.0.1", webhook.port))
+    client = webhook.tls().wrap_socket(raw, server_hostname="127.0.0.1")
+    client.sendall(head + b" " * (size // 2))
+    time.sleep(0.3)  # the server has seen the length and answered by now
+    client.sendall(b" " * (size - size // 2))
+    response = http.client.HTTPResponse(client)  # type: ignore[arg-type]
+    response.begin()
+    answer = json.loads(response.read())
+    client.close()
+
+    assert response.status == 413
+    assert answer["message"] == f"request body is {size} bytes; the limit is 3 MiB"

@@ -20,6 +20,9 @@ log = logging.getLogger("trainhook.server")
 ReadinessCheck = Callable[[], str | None]
 
 _JSON = "application/json"
+# A body over the limit is still read up to this size before the 413, beyond it the connection
+# is closed at once.
+_DRAINED_AT_MOST = 2 * MAX_BODY_BYTES
 
 
 def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> Flask:
@@ -69,12 +72,25 @@ def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> 
 def _answer(context: Context) -> Answer:
     size = request.content_length
     if size is not None and size > MAX_BODY_BYTES:
+        if size <= _DRAINED_AT_MOST:
+            _discard(size)
         return rejected(too_large(size))
     try:
         body = request.get_data(cache=False)
     except RequestEntityTooLarge:
         return rejected(too_large(None))
     return review(body, request.content_type, context)
+
+
+def _discard(size: int) -> None:
+    """Read a refused body to its end, so the client, still sending, gets the answer rather
+    than a reset connection."""
+    stream = request.input_stream
+    while size > 0:
+        chunk = stream.read(min(size, 1 << 16))
+        if not chunk:
+            return
+        size -= len(chunk)
 
 
 def _status(code: int, reason: str, message: str) -> Response:
