@@ -4,14 +4,18 @@ and nothing is built or installed in the final stage."""
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import re
 import shlex
+import sys
 import tomllib
 from dataclasses import dataclass, field
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.chart.rendering import CHART, REPO
 
@@ -174,3 +178,47 @@ def test_the_chart_serves_on_the_port_the_image_exposes() -> None:
 def test_the_chart_runs_the_image_of_this_version_of_the_package() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == PYPROJECT["project"]["version"]
+
+
+def _requirement_name(requirement: str) -> str:
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def _with_their_requirements(names: set[str]) -> set[str]:
+    """The distributions `pip install` brings for these: their requirements, transitively,
+    with environment markers evaluated for this interpreter and no extras."""
+    closure: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        for text in importlib.metadata.requires(name) or []:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                pending.append(canonicalize_name(requirement.name))
+    return closure
+
+
+def test_pip_install_of_the_project_brings_every_module_the_package_imports() -> None:
+    """The image has nothing but `pip install .`: a module missing from the dependencies
+    would make `trainhook serve` or `sweep` fail at start in the cluster."""
+    imported: set[str] = set()
+    for module in (REPO / "webhook").rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names} - {"webhook"}
+    installed = _with_their_requirements(
+        {_requirement_name(r) for r in PYPROJECT["project"]["dependencies"]}
+    )
+    providers = importlib.metadata.packages_distributions()
+    missing = {
+        name
+        for name in third_party
+        if not {_requirement_name(d) for d in providers.get(name, [name])} & installed
+    }
+    assert missing == set()
