@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The real admission path: certificates, gunicorn with TLS, every example's workloads and pods as
+# AdmissionReviews over verified TLS (scripts/demo.py says how).
 demo: $(STAMP)
-	$(BIN)/trainhook render examples/
+	$(BIN)/python scripts/demo.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests
