@@ -39,7 +39,7 @@ DURATION = Histogram(
 ERRORS = Counter(
     "trainhook_admission_errors",
     "Requests to /mutate that got no AdmissionReview back, by reason: not_json, content_type, "
-    "too_large, not_review, version, missing_field (4xx) and internal (500).",
+    "too_large, not_review, version, missing_field, malformed_object (4xx) and internal (500).",
     ["reason"],
 )
 LOOKUP_UNAVAILABLE = Counter(
