@@ -1,0 +1,399 @@
+"""Sibling lookup against kmock's Kubernetes emulator: cache, watch, miss, outage."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kmock
+import pytest
+from kubernetes import client
+
+from tests.lookup.emulator import Emulator, emulator
+from webhook.kubeapi import api_client_for
+from webhook.lookup import SiblingCache
+
+STS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
+JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+
+
+def workload(kind: str, name: str, ns: str = "ml", **labels: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": 1} if kind == "StatefulSet" else {"completions": 2}
+    return {
+        "apiVersion": "apps/v1" if kind == "StatefulSet" else "batch/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    }
+
+
+MASTER = workload("StatefulSet", "pt-master", **{"trainhook.io/framework": "pytorch",
+                  "trainhook.io/job": "pt", "trainhook.io/role": "master"})  # fmt: skip
+WORKER = workload("Job", "pt-worker", **{"trainhook.io/framework": "pytorch",
+                  "trainhook.io/job": "pt", "trainhook.io/role": "worker"})  # fmt: skip
+
+
+def add(api: Emulator, obj: dict[str, Any]) -> None:
+    path = STS if obj["kind"] == "StatefulSet" else JOBS
+    api.create(path.format(ns=obj["metadata"]["namespace"]), obj)
+
+
+def names(objs: list[dict[str, Any]] | None) -> list[str] | None:
+    return None if objs is None else [o["metadata"]["name"] for o in objs]
+
+
+def eventually(check: Callable[[], bool], timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def watching(cache: SiblingCache, api: Emulator) -> bool:
+    """The cache has listed both kinds and its two watches are open."""
+    return cache.wait_synced(5) and eventually(
+        lambda: sum(r.params.get("watch") == "true" for r in api.requests()) >= 2
+    )
+
+
+def requests_after(api: Emulator, count: int) -> list[str]:
+    return [f"{r.method.value} {r.url.path_qs}" for r in api.requests()[count:]]
+
+
+@pytest.fixture
+def api() -> Iterator[Emulator]:
+    with emulator() as running:
+        yield running
+
+
+@pytest.fixture
+def start_cache() -> Iterator[Callable[[client.ApiClient], SiblingCache]]:
+    caches: list[SiblingCache] = []
+
+    def start(api_client: client.ApiClient) -> SiblingCache:
+        cache = SiblingCache(api_client, backoff=(0.05, 0.2)).start()
+        caches.append(cache)
+        return cache
+
+    yield start
+    for cache in caches:
+        cache.stop()
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that is bound but not listening: connections are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port that accepts connections and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield sock.getsockname()[1]
+
+
+def client_for(port: int) -> client.ApiClient:
+    return api_client_for(client.Configuration(host=f"http://127.0.0.1:{port}"))
+
+
+def test_siblings_of_a_synced_job_come_from_the_cache_without_asking_the_api(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    for obj in (MASTER, WORKER, workload("StatefulSet", "plain"),
+                workload("StatefulSet", "pt-master", ns="other", **MASTER["metadata"]["labels"]),
+                workload("Job", "tf", **{"trainhook.io/framework": "tensorflow"})):  # fmt: skip
+        add(api, obj)
+    cache = start_cache(api.api())
+    assert watching(cache, api)
+    seen = len(api.requests())
+
+    siblings = cache.siblings("ml", "pt", exclude=("StatefulSet", "pt-master"))
+
+    assert siblings == [WORKER]
+    assert names(cache.siblings("ml", "pt")) == ["pt-worker", "pt-master"]
+    assert names(cache.siblings("other", "pt")) == ["pt-master"]
+    assert requests_after(api, seen) == []
+
+
+def test_cache_lists_then_watches_labelled_statefulsets_and_jobs_of_every_namespace(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    assert eventually(lambda: len(api.requests()) == 4)
+
+    calls = sorted(
+        ((r.url.path, dict(r.params)) for r in api.requests()),
+        key=lambda call: (call[0], "watch" in call[1]),
+    )
+    timeouts = [int(params.pop("timeoutSeconds", 0)) for _, params in calls]
+    selector = {"labelSelector": "trainhook.io/framework"}
+    assert [path for path, _ in calls] == ["/apis/apps/v1/statefulsets"] * 2 + [
+        "/apis/batch/v1/jobs"
+    ] * 2
+    assert timeouts[0] == timeouts[2] == 0
+    assert 300 <= timeouts[1] <= 330 and 300 <= timeouts[3] <= 330
+    assert [params for _, params in calls] == [
+        selector,
+        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "...", "watch": "true"},
+        selector,
+        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "...", "watch": "true"},
+    ]
+
+
+def test_a_sibling_created_after_sync_arrives_through_the_watch(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    add(api, WORKER)
+
+    assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-worker", "pt-master"])
+
+
+def test_a_deleted_sibling_leaves_the_job(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    add(api, WORKER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    api.delete(JOBS.format(ns="ml") + "/pt-worker")
+
+    assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
+    assert cache.get("ml", "Job", "pt-worker") is None
+
+
+def test_a_relabelled_workload_moves_to_its_new_job(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    add(api, WORKER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    api.merge(
+        JOBS.format(ns="ml") + "/pt-worker", {"metadata": {"labels": {"trainhook.io/job": "pt2"}}}
+    )
+
+    assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
+    assert names(cache.siblings("ml", "pt2")) == ["pt-worker"]
+
+
+def test_a_workload_being_deleted_is_no_sibling(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    add(api, WORKER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    api.merge(JOBS.format(ns="ml") + "/pt-worker",
+              {"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z"}})  # fmt: skip
+
+    assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
+
+
+def test_a_job_the_cache_does_not_hold_is_read_directly_from_its_namespace(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+    cache.stop()  # nothing reaches the cache any more: the watch is behind
+    add(api, MASTER)
+    add(api, WORKER)
+    add(api, workload("StatefulSet", "plain"))
+    seen = len(api.requests())
+
+    siblings = cache.siblings("ml", "pt", exclude=("Job", "pt-worker"))
+
+    assert siblings == [MASTER]
+    assert requests_after(api, seen) == [
+        "GET /apis/apps/v1/namespaces/ml/statefulsets?labelSelector=trainhook.io/framework",
+        "GET /apis/batch/v1/namespaces/ml/jobs?labelSelector=trainhook.io/framework",
+    ]
+
+
+def test_a_job_without_workloads_has_no_siblings_rather_than_unknown_ones(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    assert cache.siblings("ml", "nothing-here") == []
+
+
+def test_a_sibling_without_the_job_label_belongs_to_the_job_named_after_it(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    lone = workload("StatefulSet", "pt", **{"trainhook.io/framework": "pytorch"})
+    add(api, lone)
+    add(api, WORKER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    assert names(cache.siblings("ml", "pt")) == ["pt-worker", "pt"]
+    assert names(SiblingCache(api.api()).siblings("ml", "pt")) == ["pt-worker", "pt"]
+
+
+def test_the_owner_of_a_pod_comes_from_the_cache_or_one_direct_read(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    cache = start_cache(api.api())
+    assert watching(cache, api)
+    seen = len(api.requests())
+
+    cached = cache.get("ml", "StatefulSet", "pt-master")
+    unlabelled = workload("StatefulSet", "plain")
+    cache.stop()
+    add(api, unlabelled)
+    read = cache.get("ml", "StatefulSet", "plain")
+    missing = cache.get("ml", "Job", "nope")
+
+    assert cached == MASTER
+    assert read == unlabelled
+    assert missing is None
+    assert requests_after(api, seen)[-2:] == [
+        "GET /apis/apps/v1/namespaces/ml/statefulsets/plain",
+        "GET /apis/batch/v1/namespaces/ml/jobs/nope",
+    ]
+
+
+def test_only_statefulsets_and_jobs_are_looked_up(api: Emulator) -> None:
+    with pytest.raises(ValueError, match="kind 'Pod': only StatefulSet, Job are looked up"):
+        SiblingCache(api.api()).get("ml", "Pod", "x")
+
+
+def test_returned_objects_are_copies_the_caller_may_change(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    first = cache.siblings("ml", "pt")
+    assert first is not None
+    first[0]["metadata"]["labels"].clear()
+
+    assert cache.siblings("ml", "pt") == [MASTER]
+
+
+def test_managed_fields_are_not_kept(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    managed = copy.deepcopy(MASTER)
+    managed["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
+    add(api, managed)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    assert cache.siblings("ml", "pt") == [MASTER]
+
+
+def test_unreachable_api_gives_unknown_siblings_and_no_owner_at_once(
+    refused_port: int, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    cache = start_cache(client_for(refused_port))
+    started = time.monotonic()
+
+    siblings = cache.siblings("ml", "pt")
+    owner = cache.get("ml", "StatefulSet", "pt-master")
+
+    assert siblings is None
+    assert owner is None
+    assert time.monotonic() - started < 1.0
+    assert not cache.synced()
+
+
+def test_an_api_that_never_answers_costs_a_lookup_at_most_about_a_second(
+    silent_port: int,
+) -> None:
+    cache = SiblingCache(client_for(silent_port))
+    started = time.monotonic()
+
+    siblings = cache.siblings("ml", "pt")
+
+    assert siblings is None
+    assert 0.9 <= time.monotonic() - started < 1.3
+
+
+def test_siblings_known_before_the_api_went_away_are_still_served(
+    start_cache: Callable[[client.ApiClient], SiblingCache],
+) -> None:
+    with emulator() as api:
+        add(api, MASTER)
+        cache = start_cache(api.api())
+        assert cache.wait_synced(5)
+
+    assert cache.synced()
+    assert cache.siblings("ml", "pt", exclude=("Job", "pt-worker")) == [MASTER]
+    assert cache.siblings("ml", "other-job") is None
+
+
+def test_cache_syncs_once_an_unreachable_api_comes_back(
+    start_cache: Callable[[client.ApiClient], SiblingCache],
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cache = start_cache(client_for(port))
+    time.sleep(0.3)
+    assert not cache.synced()
+
+    with emulator(port) as api:
+        add(api, MASTER)
+        synced = cache.wait_synced(5)
+        siblings = cache.siblings("ml", "pt", exclude=("Job", "pt-worker"))
+
+    assert synced
+    assert siblings == [MASTER]
+
+
+def test_an_expired_watch_lists_again_and_drops_what_vanished(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> None:
+    add(api, MASTER)
+    ghost = workload("StatefulSet", "pt-ghost", **MASTER["metadata"]["labels"])
+    served: list[str] = []
+
+    def first_list(request: kmock.Request) -> object:
+        served.append("list")
+        return {"metadata": {"resourceVersion": "1"}, "items": [MASTER, ghost]}
+
+    def first_watch(request: kmock.Request) -> object:
+        served.append("watch")
+        return b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}\n'
+
+    def arrange() -> None:
+        statefulsets = kmock.resource("apps", "v1", "statefulsets")
+        api.handler[kmock.action.LIST, statefulsets][:1] << first_list
+        api.handler[kmock.action.WATCH, statefulsets][:1] << first_watch
+
+    api.run(arrange)
+    cache = start_cache(api.api())
+    assert cache.wait_synced(5)
+
+    assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
+    assert served == ["list", "watch"]
+
+    def statefulset_calls() -> list[str]:
+        calls = [r for r in requests_after(api, 0) if "statefulsets?" in r]
+        return ["watch" if "watch=true" in r else "list" for r in calls]
+
+    assert eventually(lambda: len(statefulset_calls()) == 4)
+    assert statefulset_calls() == ["list", "watch", "list", "watch"]
