@@ -1,0 +1,390 @@
+"""kmock's Kubernetes API emulator, with what the sweeper relies on and kmock leaves out.
+
+kmock serves create, read, list, merge patch, delete and watch over real HTTP. This subclass
+adds, like the API server:
+  * `uid`, `creationTimestamp`, and a cluster-wide `resourceVersion` bumped on every write;
+  * `metadata.resourceVersion` in a patch or PUT as a precondition (409 Conflict), and
+    DeleteOptions `preconditions.uid`;
+  * PUT (replace), which kmock answers with 404;
+  * label selectors (`a`, `!a`, `a=b`, `a!=b`, comma = and) on list and watch;
+  * watches from a resourceVersion replaying the events after it, `timeoutSeconds`;
+  * a garbage collector: objects whose owners (ownerReferences) are all gone are deleted.
+And for tests: injected error statuses, watches answered with 410 Gone, watches ended on demand.
+
+The emulator runs on its own event loop in a background thread (`EmulatorThread`), so the
+sweeper's synchronous client and threads talk to it as to a real API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+from kmock._internal import rendering
+
+from webhook.sweeper.resources import Resource
+
+
+def selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "metadata": {},
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+
+
+@dataclass
+class Fault:
+    status: int
+    method: str | None
+    path: str
+    times: int
+
+
+@dataclass(frozen=True)
+class Change:
+    version: int
+    resource: kmock.resource
+    event: dict[str, Any]
+
+
+@attrs.define(kw_only=True)
+class Emulator(kmock.KubernetesEmulator):
+    version: int = 0
+    history: list[Change] = attrs.field(factory=list)
+    unserved: set[str] = attrs.field(factory=set)  # plurals answered with 404
+    log: list[tuple[str, str, int, float]] = attrs.field(factory=list)  # method, path, status, time
+    _faults: list[Fault] = attrs.field(factory=list)
+    _gone: dict[str, int] = attrs.field(factory=dict)  # plural: watches to answer 410 Gone
+    _watch_epoch: int = 0
+    _tick: asyncio.Event | None = None
+    _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    _guard: threading.Lock = attrs.field(factory=threading.Lock)
+
+    # --- test controls (callable from any thread) -------------------------------------------
+
+    def fail(
+        self, status_code: int, *, method: str | None = None, path: str = "", times: int = 1
+    ) -> None:
+        with self._guard:
+            self._faults.append(Fault(status_code, method, path, times))
+
+    def gone(self, plural: str, watches: int = 1) -> None:
+        """Answer the next `watches` watches of a resource with 410 Gone."""
+        with self._guard:
+            self._gone[plural] = self._gone.get(plural, 0) + watches
+
+    def end_watches(self) -> None:
+        with self._guard:
+            self._watch_epoch += 1
+
+    # --- request handling -------------------------------------------------------------------
+
+    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        response = await self._dispatch(request)
+        entry = (str(request.method.value), str(request.url.path), response.status, time.time())
+        self.log.append(entry)
+        return response
+
+    async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        fault = self._take_fault(request)
+        if fault is not None:
+            return _json(status(fault.status, "InternalError", "injected fault"), fault.status)
+        if request.resource is None:
+            return await super()._handle(request)
+        if request.resource.plural in self.unserved:
+            return _json(status(404, "NotFound", "the server could not find the resource"), 404)
+        action = request.action
+        if str(request.method.value) == "PUT" and request.name:
+            async with self._writes:
+                return self._replace(request)
+        if action in (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELETE):
+            async with self._writes:
+                refused = self._prepare(request)
+                if refused is not None:
+                    return refused
+                response = await super()._handle(request)
+                if response.status < 300:
+                    self._record(request)
+                    if action == kmock.action.CREATE and not response.prepared:
+                        response.set_status(201)
+                return response
+        return await super()._handle(request)
+
+    def _take_fault(self, request: rendering.Request) -> Fault | None:
+        with self._guard:
+            for fault in self._faults:
+                if fault.method and fault.method != str(request.method.value):
+                    continue
+                if fault.path not in str(request.url.path):
+                    continue
+                fault.times -= 1
+                if fault.times <= 0:
+                    self._faults.remove(fault)
+                return fault
+        return None
+
+    def _key(self, request: rendering.Request, name: str | None = None) -> Any:
+        return (request.resource, request.namespace, name or request.name)
+
+    def _current(self, key: Any) -> dict[str, Any] | None:
+        if key in self.objects and not self.objects[key].deleted:
+            raw: dict[str, Any] = self.objects[key].raw
+            return raw
+        return None
+
+    def _bump(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    def _prepare(self, request: rendering.Request) -> aiohttp.web.StreamResponse | None:
+        data = request.data if isinstance(request.data, dict) else {}
+        if request.action == kmock.action.CREATE:
+            meta = data.setdefault("metadata", {})
+            meta["namespace"] = request.namespace or meta.get("namespace")
+            if self._current(self._key(request, meta.get("name"))) is not None:
+                return _json(
+                    status(409, "AlreadyExists", f"{meta.get('name')} already exists"), 409
+                )
+            meta["uid"] = str(uuid.uuid4())
+            meta["resourceVersion"] = self._bump()
+            meta["creationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["generation"] = 1
+            return None
+        current = self._current(self._key(request))
+        if current is None:
+            return _json(status(404, "NotFound", f"{request.name} not found"), 404)
+        meta = current.get("metadata") or {}
+        if request.action == kmock.action.DELETE:
+            wanted = (data.get("preconditions") or {}).get("uid")
+            if wanted and wanted != meta.get("uid"):
+                return _json(status(409, "Conflict", "precondition failed: uid"), 409)
+            return None
+        content_type = request.headers.get("Content-Type", "")
+        if "json-patch" in content_type or not isinstance(request.data, dict):
+            return _json(status(415, "UnsupportedMediaType", "JSON patch is not emulated"), 415)
+        wanted = (data.get("metadata") or {}).get("resourceVersion")
+        if wanted and wanted != meta.get("resourceVersion"):
+            return _json(status(409, "Conflict", "the object has been modified"), 409)
+        data.setdefault("metadata", {})["resourceVersion"] = self._bump()
+        if "spec" in data:
+            data["metadata"]["generation"] = int(meta.get("generation") or 1) + 1
+        return None
+
+    def _replace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        key = self._key(request)
+        current = self._current(key)
+        if current is None:
+            return _json(status(404, "NotFound", f"{request.name} not found"), 404)
+        body = copy.deepcopy(request.data)
+        meta = body.setdefault("metadata", {})
+        old = current.get("metadata") or {}
+        if meta.get("resourceVersion") and meta["resourceVersion"] != old.get("resourceVersion"):
+            return _json(status(409, "Conflict", "the object has been modified"), 409)
+        meta.update(uid=old.get("uid"), creationTimestamp=old.get("creationTimestamp"))
+        meta["resourceVersion"] = self._bump()
+        self.objects[key].create(body)
+        self._remember(request.resource, "MODIFIED", body)
+        return _json(body, 200)
+
+    def _record(self, request: rendering.Request) -> None:
+        if request.action == kmock.action.DELETE:
+            last = copy.deepcopy(self.objects[self._key(request)].last.raw)
+            last["metadata"]["resourceVersion"] = self._bump()
+            self._remember(request.resource, "DELETED", last)
+            self._collect_garbage()
+            return
+        name = request.name
+        if request.action == kmock.action.CREATE:
+            name = (request.data.get("metadata") or {}).get("name")
+        current = self._current(self._key(request, name))
+        kind = "ADDED" if request.action == kmock.action.CREATE else "MODIFIED"
+        if current is not None:
+            self._remember(request.resource, kind, copy.deepcopy(current))
+
+    def _remember(self, resource: Any, kind: str, obj: dict[str, Any]) -> None:
+        version = int(obj["metadata"]["resourceVersion"])
+        self.history.append(Change(version, resource, {"type": kind, "object": obj}))
+        tick, self._tick = self._tick, asyncio.Event()
+        if tick is not None:
+            tick.set()
+
+    def _collect_garbage(self) -> None:
+        while True:
+            live = {
+                (obj.raw.get("metadata") or {}).get("uid")
+                for _, obj in self.objects.items()
+                if not obj.deleted
+            }
+            orphans = [
+                (key, obj)
+                for key, obj in self.objects.items()
+                if not obj.deleted
+                and (refs := (obj.raw.get("metadata") or {}).get("ownerReferences"))
+                and not any(ref.get("uid") in live for ref in refs)
+            ]
+            if not orphans:
+                return
+            for key, obj in orphans:
+                last = copy.deepcopy(obj.raw)
+                obj.delete()
+                last["metadata"]["resourceVersion"] = self._bump()
+                self._remember(key[0], "DELETED", last)
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _matches(self, request: rendering.Request, resource: Any, obj: dict[str, Any]) -> bool:
+        meta = obj.get("metadata") or {}
+        if resource != request.resource:
+            return False
+        if request.namespace and meta.get("namespace") != request.namespace:
+            return False
+        selector = request.params.get("labelSelector", "")
+        return selector_matches(selector, meta.get("labels") or {})
+
+    async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
+        items = [
+            copy.deepcopy(obj.raw)
+            for (resource, _, _), obj in self.objects.items()
+            if not obj.deleted and self._matches(request, resource, obj.raw)
+        ]
+        items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+        return {"kind": "List", "metadata": {"resourceVersion": str(self.version)}, "items": items}
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
+        yield b""
+        plural = request.resource.plural if request.resource else ""
+        with self._guard:
+            gone = self._gone.get(plural, 0) > 0
+            if gone:
+                self._gone[plural] -= 1
+            epoch = self._watch_epoch
+        if gone:
+            error = status(410, "Expired", "too old resource version")
+            yield {"type": "ERROR", "object": error}
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(request.params.get("timeoutSeconds") or 300)
+        since = request.params.get("resourceVersion") or ""
+        if since in ("", "0"):
+            for (resource, _, _), obj in list(self.objects.items()):
+                if not obj.deleted and self._matches(request, resource, obj.raw):
+                    yield {"type": "ADDED", "object": copy.deepcopy(obj.raw)}
+            cursor = len(self.history)
+        else:
+            cursor = next(
+                (i for i, change in enumerate(self.history) if change.version > int(since)),
+                len(self.history),
+            )
+        while True:
+            if self._tick is None:
+                self._tick = asyncio.Event()
+            tick = self._tick
+            while cursor < len(self.history):
+                change = self.history[cursor]
+                cursor += 1
+                if self._matches(request, change.resource, change.event["object"]):
+                    yield change.event
+            transport = request._raw_request.transport if request._raw_request else None
+            if transport is None or transport.is_closing() or self._watch_epoch != epoch:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(tick.wait(), min(remaining, 0.2))
+
+
+def _json(body: dict[str, Any], code: int) -> aiohttp.web.Response:
+    return aiohttp.web.Response(text=json.dumps(body), status=code, content_type="application/json")
+
+
+class EmulatorThread:
+    """The emulator served on 127.0.0.1 from a background thread, until `stop()`."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="emulator", daemon=True)
+        self.emulator = Emulator()
+        self.server = kmock.Server(self.emulator)
+        self.url = ""
+
+    def start(self) -> str:
+        self.thread.start()
+        self.call(self._enter)
+        return f"http://127.0.0.1:{self.server.port}"
+
+    async def _enter(self) -> None:
+        await self.emulator.__aenter__()
+        await self.server.__aenter__()
+
+    async def _exit(self) -> None:
+        await self.server.__aexit__(None, None, None)
+        await self.emulator.__aexit__(None, None, None)
+
+    def stop(self) -> None:
+        try:
+            self.call(self._exit)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=5)
+            self.loop.close()
+
+    def call(self, function: Callable[[], Any], timeout: float = 10) -> Any:
+        """Run `function` (a coroutine function or a plain one) on the emulator's loop."""
+
+        async def run() -> Any:
+            result = function()
+            return await result if asyncio.iscoroutine(result) else result
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def objects(self, resource: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
+        """A snapshot of the live objects of one resource."""
+
+        def read() -> list[dict[str, Any]]:
+            return [
+                copy.deepcopy(obj.raw)
+                for (res, ns, _), obj in self.emulator.objects.items()
+                if res.plural == resource.plural
+                and (res.group or "") == resource.group
+                and not obj.deleted
+                and (namespace is None or ns == namespace)
+            ]
+
+        result: list[dict[str, Any]] = self.call(read)
+        return sorted(result, key=lambda o: o["metadata"]["name"])

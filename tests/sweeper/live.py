@@ -1,0 +1,133 @@
+"""Running sweepers against the emulator: in a thread, or as a `trainhook sweep` process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from webhook.sweeper.kube import Kube
+from webhook.sweeper.runner import Sweeper, SweeperConfig
+
+LEASE_NAMESPACE = "trainhook"
+
+
+def fast_config(identity: str, **overrides: Any) -> SweeperConfig:
+    settings: dict[str, Any] = {
+        "identity": identity,
+        "resync_seconds": 5.0,
+        "lease_namespace": LEASE_NAMESPACE,
+        "lease_duration_seconds": 2,
+        "renew_deadline": 1.5,
+        "retry_period": 0.1,
+        "backoff_base": 0.05,
+    }
+    settings.update(overrides)
+    return SweeperConfig(**settings)
+
+
+class Running:
+    """A sweeper running in a thread; records every action it applies."""
+
+    def __init__(self, kube: Kube, config: SweeperConfig) -> None:
+        self.sweeper = Sweeper(kube, config)
+        self.actions: list[str] = []
+        apply_one = self.sweeper.executor._apply
+
+        def recording(action: Any) -> bool:
+            done = apply_one(action)
+            self.actions.append(action.describe())
+            return done
+
+        self.sweeper.executor._apply = recording  # type: ignore[method-assign]
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.sweeper.run, args=(self.stop_event,))
+
+    def start(self) -> Running:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=15)
+        assert not self.thread.is_alive(), "the sweeper did not stop"
+
+    def leads(self) -> bool:
+        return self.sweeper.elector.is_leader()
+
+
+@contextlib.contextmanager
+def sweeping(kube: Kube, identity: str = "sweeper-a", **overrides: Any) -> Iterator[Running]:
+    running = Running(kube, fast_config(identity, **overrides)).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    """Poll until `check()` is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what or check}")
+        time.sleep(0.05)
+
+
+def write_kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\n"
+        "kind: Config\n"
+        f"clusters: [{{name: emulator, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: tester, user: {}}]\n"
+        "contexts: [{name: test, context: {cluster: emulator, user: tester}}]\n"
+        "current-context: test\n"
+    )
+    return path
+
+
+class SweeperProcess:
+    """`trainhook sweep` as its own process, killed with SIGKILL like a crashed pod."""
+
+    def __init__(self, kubeconfig: Path, identity: str, log: Path) -> None:
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAME": identity}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        self.log = log
+        self._log_file = log.open("a")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "webhook.cli",
+                "sweep",
+                f"--lease-namespace={LEASE_NAMESPACE}",
+                "--resync-seconds=5",
+                "--lease-duration-seconds=2",
+                "--log-level=debug",
+            ],
+            env=env,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+        self._log_file.close()
+
+    def terminate(self) -> int:
+        self.process.terminate()
+        try:
+            return self.process.wait(timeout=15)
+        finally:
+            self._log_file.close()

@@ -1,0 +1,120 @@
+"""The executor against the API emulator: idempotent actions, conflicts reported, not hidden."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from webhook.sweeper.actions import Create, Delete, Emit, ObjectRef, Patch
+from webhook.sweeper.executor import Executor, NotLeading, StaleState
+from webhook.sweeper.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
+
+from .objects import statefulset
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def executor(kube, may_act=lambda: True, written=None):
+    seen = [] if written is None else written
+    return Executor(
+        kube,
+        identity="sweeper-a",
+        clock=lambda: NOW,
+        may_act=may_act,
+        written=lambda resource, namespace, name, obj: seen.append(
+            (resource.kind, name, obj is not None)
+        ),
+    )
+
+
+SERVICE = {"metadata": {"name": "pt", "namespace": "ml"}, "spec": {"clusterIP": "None"}}
+
+
+def test_creating_an_object_that_already_exists_counts_as_done(emulator, kube):
+    written = []
+    run = executor(kube, written=written)
+    run.apply([Create(SERVICES, "ml", SERVICE)])
+    run.apply([Create(SERVICES, "ml", SERVICE)])
+    assert [o["metadata"]["name"] for o in emulator.objects(SERVICES, "ml")] == ["pt"]
+    assert written == [("Service", "pt", True)]
+
+
+def test_a_patch_decided_on_an_older_version_is_refused_and_changes_nothing(emulator, kube):
+    created = kube.create(STATEFULSETS, "ml", statefulset("pt-worker"))
+    version = created["metadata"]["resourceVersion"]
+    kube.patch(STATEFULSETS, "ml", "pt-worker", {"spec": {"replicas": 3}})
+    with pytest.raises(StaleState, match="patch StatefulSet ml/pt-worker"):
+        executor(kube).apply(
+            [Patch(STATEFULSETS, "ml", "pt-worker", {"spec": {"replicas": 0}}, version)]
+        )
+    (current,) = emulator.objects(STATEFULSETS, "ml")
+    assert current["spec"]["replicas"] == 3
+
+
+def test_a_patch_on_the_current_version_applies(emulator, kube):
+    created = kube.create(STATEFULSETS, "ml", statefulset("pt-worker", replicas=2))
+    version = created["metadata"]["resourceVersion"]
+    executor(kube).apply(
+        [Patch(STATEFULSETS, "ml", "pt-worker", {"spec": {"replicas": 0}}, version)]
+    )
+    (current,) = emulator.objects(STATEFULSETS, "ml")
+    assert current["spec"]["replicas"] == 0
+
+
+def test_deleting_an_object_already_gone_counts_as_done(emulator, kube):
+    written = []
+    executor(kube, written=written).apply([Delete(PODS, "ml", "pt-worker-0", "some-uid")])
+    assert written == [("Pod", "pt-worker-0", False)]
+
+
+def test_an_object_replaced_under_the_same_name_is_not_deleted(emulator, kube):
+    kube.create(SERVICES, "ml", SERVICE)
+    with pytest.raises(StaleState, match="delete Service ml/pt"):
+        executor(kube).apply([Delete(SERVICES, "ml", "pt", "uid-of-an-older-service")])
+    assert len(emulator.objects(SERVICES, "ml")) == 1
+
+
+def test_an_event_is_recorded_once_under_its_name(emulator, kube):
+    event = Emit(
+        "ml",
+        "pt-master.0123456789ab",
+        ObjectRef("apps/v1", "StatefulSet", "pt-master", "u-1"),
+        "Normal",
+        "Completed",
+        "master 0 succeeded",
+    )
+    executor(kube).apply([event, event])
+    (recorded,) = emulator.objects(EVENTS, "ml")
+    assert recorded["involvedObject"] == {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "pt-master",
+        "namespace": "ml",
+        "uid": "u-1",
+    }
+    assert (recorded["type"], recorded["reason"], recorded["message"]) == (
+        "Normal",
+        "Completed",
+        "master 0 succeeded",
+    )
+    assert (recorded["reportingInstance"], recorded["firstTimestamp"]) == (
+        "sweeper-a",
+        "2025-01-01T00:00:00Z",
+    )
+
+
+def test_a_sweeper_that_lost_its_lease_stops_before_its_next_write(emulator, kube):
+    leading = iter([True, False])
+    run = executor(kube, may_act=lambda: next(leading))
+    second = {"metadata": {"name": "other", "namespace": "ml"}, "spec": {}}
+    with pytest.raises(NotLeading):
+        run.apply([Create(SERVICES, "ml", SERVICE), Create(SERVICES, "ml", second)])
+    assert [o["metadata"]["name"] for o in emulator.objects(SERVICES, "ml")] == ["pt"]
+
+
+def test_without_volcano_a_podgroup_is_skipped_and_the_next_actions_still_run(emulator, kube):
+    emulator.emulator.unserved.add("podgroups")
+    group = {"metadata": {"name": "pt", "namespace": "ml"}, "spec": {"minMember": 2}}
+    executor(kube).apply([Create(PODGROUPS, "ml", group), Create(SERVICES, "ml", SERVICE)])
+    assert [o["metadata"]["name"] for o in emulator.objects(SERVICES, "ml")] == ["pt"]

@@ -1,0 +1,321 @@
+"""The sweeper against a Kubernetes API emulator over HTTP: from created to cleaned up."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import logging
+import time
+
+from cryptography.hazmat.primitives import serialization
+
+from webhook import contract
+from webhook.sweeper.resources import (
+    EVENTS,
+    JOBS,
+    LEASES,
+    PODGROUPS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+)
+from webhook.sweeper.state import parse_time
+
+from .conftest import kube_for
+from .live import (
+    LEASE_NAMESPACE,
+    Running,
+    SweeperProcess,
+    eventually,
+    fast_config,
+    sweeping,
+    write_kubeconfig,
+)
+from .objects import indexed_job, pod, stamped, statefulset
+
+
+def names(emulator, resource):
+    return [obj["metadata"]["name"] for obj in emulator.objects(resource, "ml")]
+
+
+def annotations(emulator, resource, name):
+    found = [o for o in emulator.objects(resource, "ml") if o["metadata"]["name"] == name]
+    return found[0]["metadata"].get("annotations") or {} if found else {}
+
+
+def create_mpi_job(kube, settings):
+    launcher, workers = stamped(
+        indexed_job("hvd-launcher", role="launcher", job="hvd", annotations=settings),
+        statefulset(
+            "hvd-worker",
+            framework="mpi",
+            role="worker",
+            job="hvd",
+            replicas=2,
+            annotations=settings,
+        ),
+    )
+    launcher = kube.create(JOBS, "ml", launcher)
+    workers = kube.create(STATEFULSETS, "ml", workers)
+    pods = [pod(launcher, 0), pod(workers, 0), pod(workers, 1)]
+    pods = [kube.create(PODS, "ml", p) for p in pods]
+    return launcher, workers, pods
+
+
+def succeed(kube, obj, phase="Succeeded"):
+    status = {
+        "phase": phase,
+        "containerStatuses": [
+            {
+                "name": "mpi",
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0}},
+                "lastState": {},
+            }
+        ],
+    }
+    kube.patch(PODS, "ml", obj["metadata"]["name"], {"status": status})
+
+
+def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emulator, kube):
+    settings = {
+        contract.SCHEDULER: "volcano",
+        contract.QUEUE: "research",
+        contract.CLEAN_POD_POLICY: "All",
+        contract.TTL_SECONDS_AFTER_FINISHED: "1",
+    }
+    with sweeping(kube) as sweeper:
+        launcher, workers, pods = create_mpi_job(kube, settings)
+        eventually(
+            lambda: (
+                names(emulator, SERVICES) == ["hvd"]
+                and names(emulator, PODGROUPS) == ["hvd"]
+                and names(emulator, SECRETS) == ["hvd-ssh"]
+            ),
+            what="Service, PodGroup and Secret",
+        )
+        (service,) = emulator.objects(SERVICES, "ml")
+        assert service["spec"]["clusterIP"] == "None"
+        assert service["spec"]["selector"] == {contract.JOB: "hvd"}
+        owners = {ref["uid"] for ref in service["metadata"]["ownerReferences"]}
+        assert owners == {launcher["metadata"]["uid"], workers["metadata"]["uid"]}
+        (group,) = emulator.objects(PODGROUPS, "ml")
+        assert group["spec"] == {"minMember": 3, "queue": "research"}
+        (secret,) = emulator.objects(SECRETS, "ml")
+        files = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+        key = serialization.load_ssh_private_key(files["id_ed25519"].encode(), None)
+        public = (
+            key.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
+        assert files["authorized_keys"].startswith(public + " ")
+        assert "Host *.hvd.ml.svc *.hvd.ml.svc.*" in files["config"]
+
+        succeed(kube, pods[0])
+        eventually(
+            lambda: all(
+                annotations(emulator, r, n).get(contract.PHASE) == "Succeeded"
+                for r, n in ((JOBS, "hvd-launcher"), (STATEFULSETS, "hvd-worker"))
+            ),
+            what="phase recorded",
+        )
+        events = [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == "Completed"]
+        assert sorted(e["involvedObject"]["name"] for e in events) == ["hvd-launcher", "hvd-worker"]
+        assert {e["reportingInstance"] for e in events} == {"sweeper-a"}
+        eventually(lambda: not names(emulator, PODS), what="pods cleaned (clean-pod-policy All)")
+        eventually(
+            lambda: (
+                not any(
+                    names(emulator, r) for r in (JOBS, STATEFULSETS, SERVICES, PODGROUPS, SECRETS)
+                )
+            ),
+            what="job deleted after its TTL",
+        )
+    assert "create Service ml/hvd" in sweeper.actions
+
+
+def create_pytorch_job(kube, settings):
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt", annotations=settings),
+        statefulset("pt-worker", role="worker", job="pt", replicas=2, annotations=settings),
+    )
+    master = kube.create(STATEFULSETS, "ml", master)
+    workers = kube.create(STATEFULSETS, "ml", workers)
+    pods = [kube.create(PODS, "ml", p) for p in (pod(master, 0), pod(workers, 0), pod(workers, 1))]
+    return master, workers, pods
+
+
+def exit_0(kube, obj):
+    status = {
+        "containerStatuses": [
+            {
+                "name": "pytorch",
+                "restartCount": 1,
+                "state": {"running": {}},
+                "lastState": {"terminated": {"exitCode": 0}},
+            }
+        ]
+    }
+    kube.patch(PODS, "ml", obj["metadata"]["name"], {"status": status})
+
+
+def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, kube, tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    log = tmp_path / "sweeper.log"
+    settings = {contract.SCHEDULER: "volcano", contract.TTL_SECONDS_AFTER_FINISHED: "3"}
+    _, _, pods = create_mpi_job(kube, settings)
+
+    first = SweeperProcess(kubeconfig, "sweeper-0", log)
+    eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="Service", timeout=20)
+    first.kill()  # possibly before the PodGroup and the Secret
+
+    second = SweeperProcess(kubeconfig, "sweeper-0", log)  # the same pod, restarted
+    eventually(
+        lambda: names(emulator, PODGROUPS) == ["hvd"] and names(emulator, SECRETS) == ["hvd-ssh"],
+        what="PodGroup and Secret",
+        timeout=20,
+    )
+    succeed(kube, pods[0])
+    finished = eventually(
+        lambda: annotations(emulator, STATEFULSETS, "hvd-worker").get(contract.FINISHED_AT),
+        what="phase recorded",
+        timeout=20,
+    )
+    second.kill()  # before the TTL expires
+    assert annotations(emulator, JOBS, "hvd-launcher")[contract.FINISHED_AT] == finished
+    assert [o["spec"]["replicas"] for o in emulator.objects(STATEFULSETS, "ml")] == [0]
+
+    third = SweeperProcess(kubeconfig, "sweeper-1", log)  # another replica, once the lease expires
+    try:
+        eventually(
+            lambda: (
+                not any(
+                    names(emulator, r) for r in (JOBS, STATEFULSETS, SERVICES, PODGROUPS, SECRETS)
+                )
+            ),
+            what="TTL cleanup",
+            timeout=20,
+        )
+    finally:
+        assert third.terminate() == 0
+    completed = [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == "Completed"]
+    assert sorted(e["involvedObject"]["name"] for e in completed) == ["hvd-launcher", "hvd-worker"]
+    assert {e["reportingInstance"] for e in completed} == {"sweeper-0"}
+    deletes = [t for method, path, _, t in emulator.emulator.log if method == "DELETE"]
+    assert min(deletes) >= parse_time(finished).timestamp() + 3
+    assert "sweeper-1 leads" in log.read_text()
+
+
+def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
+    emulator.emulator.fail(500, method="GET", path="/api/v1/pods", times=2)
+    emulator.emulator.fail(500, method="POST", path="/namespaces/ml/services", times=3)
+    create_pytorch_job(kube, {})
+    with sweeping(kube, backoff_base=0.1) as sweeper:
+        eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
+        assert sweeper.sweeper.informers[PODS].lists >= 1
+    posts = [
+        (code, t)
+        for method, path, code, t in emulator.emulator.log
+        if method == "POST" and path.endswith("/services")
+    ]
+    assert [code for code, _ in posts] == [500, 500, 500, 201]
+    pauses = [b - a for (_, a), (_, b) in itertools.pairwise(posts)]
+    assert pauses[0] >= 0.09 and pauses[1] >= 0.19 and pauses[2] >= 0.39
+    pod_lists = [
+        code
+        for method, path, code, _ in emulator.emulator.log
+        if method == "GET" and path == "/api/v1/pods"
+    ]
+    assert pod_lists[:3] == [500, 500, 200]
+
+
+def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, SECRETS, PODGROUPS):
+        emulator.emulator.gone(resource.plural)  # its first watch
+    with sweeping(kube) as sweeper:
+        informers = sweeper.sweeper.informers.values()
+        eventually(lambda: all(i.lists >= 2 for i in informers), what="relist after 410 Gone")
+        create_pytorch_job(kube, {})
+        eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
+        emulator.emulator.end_watches()
+        eventually(
+            lambda: all(i.lists >= 3 for i in informers), what="relist after the watch ended"
+        )
+        create_mpi_job(kube, {})
+        eventually(lambda: names(emulator, SERVICES) == ["hvd", "pt"], what="second Service")
+
+
+def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(emulator, kube):
+    create_pytorch_job(kube, {})
+    first = Running(kube, fast_config("sweeper-a")).start()
+    eventually(first.leads, what="first sweeper leads")
+    second = Running(kube_for(emulator.url), fast_config("sweeper-b")).start()
+    try:
+        eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
+        time.sleep(0.5)
+        assert first.actions == ["create Service ml/pt"]
+        assert second.actions == [] and not second.leads()
+        first.stop()
+        eventually(second.leads, timeout=1.5, what="takeover of a released lease")
+        create_mpi_job(kube, {})
+        eventually(lambda: names(emulator, SECRETS) == ["hvd-ssh"], what="Secret by the second")
+        assert first.actions == ["create Service ml/pt"]
+        assert "create Secret ml/hvd-ssh with a new SSH key pair" in second.actions
+    finally:
+        second.stop()
+        if first.thread.is_alive():
+            first.stop()
+
+
+def test_a_killed_leaders_lease_expires_and_the_standby_takes_over(emulator, kube, tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    leader = SweeperProcess(kubeconfig, "sweeper-a", tmp_path / "a.log")
+    eventually(lambda: lease_holder(emulator) == "sweeper-a", timeout=20, what="first leader")
+    with sweeping(kube, "sweeper-b") as standby:
+        time.sleep(0.5)
+        assert not standby.leads()
+        leader.kill()
+        killed = time.monotonic()
+        create_pytorch_job(kube, {})
+        eventually(standby.leads, timeout=10, what="takeover after expiry")
+        assert time.monotonic() - killed >= 1.0  # it waited for the lease to expire
+        eventually(lambda: standby.actions == ["create Service ml/pt"], what="the standby acts")
+    assert lease_transitions(emulator) == 1
+
+
+def lease(emulator):
+    found = emulator.objects(LEASES, LEASE_NAMESPACE)
+    return found[0]["spec"] if found else {}
+
+
+def lease_holder(emulator):
+    return lease(emulator).get("holderIdentity")
+
+
+def lease_transitions(emulator):
+    return lease(emulator).get("leaseTransitions")
+
+
+def test_a_write_that_conflicts_is_decided_again_on_state_read_afresh(emulator, kube, caplog):
+    caplog.set_level(logging.INFO, logger="trainhook.sweeper")
+    _, _, pods = create_mpi_job(kube, {})
+    with sweeping(kube) as sweeper:
+        eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="Service")
+        emulator.emulator.fail(409, method="PATCH", path="/statefulsets/hvd-worker")
+        succeed(kube, pods[0])
+        eventually(
+            lambda: annotations(emulator, STATEFULSETS, "hvd-worker").get(contract.PHASE),
+            what="phase recorded after the conflict",
+        )
+    assert "patch StatefulSet ml/hvd-worker: injected fault; deciding again on fresh state" in (
+        caplog.text
+    )
+    fresh_reads = [
+        path
+        for method, path, _, _ in emulator.emulator.log
+        if method == "GET" and path.startswith("/api/v1/namespaces/ml/pods")
+    ]
+    assert fresh_reads  # the job's pods were read straight from the API, not from the cache
+    assert sweeper.actions.count("patch StatefulSet ml/hvd-worker") == 1

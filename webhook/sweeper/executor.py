@@ -1,0 +1,163 @@
+"""The thin executor: applies decided actions idempotently, one API call each."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.sweeper.kube import ApiError, Kube
+from webhook.sweeper.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
+from webhook.sweeper.sshkeys import new_key_pair, secret_body
+from webhook.sweeper.state import format_time
+
+log = logging.getLogger("trainhook.sweeper")
+
+EVENT_MESSAGE_LIMIT = 1024
+
+
+class StaleState(Exception):
+    """An object changed since the state the actions were decided on; decide again."""
+
+
+class NotLeading(Exception):
+    """This sweeper lost its lease; another one acts now."""
+
+
+Written = Callable[[Resource, str, str, "dict[str, Any] | None"], None]
+
+
+def _ignore(resource: Resource, namespace: str, name: str, obj: dict[str, Any] | None) -> None:
+    pass
+
+
+class Executor:
+    """`written(resource, namespace, name, object or None when gone)` hears of every write, so
+    the caches can hold what was written before its watch event arrives."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        identity: str,
+        clock: Callable[[], datetime],
+        may_act: Callable[[], bool] = lambda: True,
+        written: Written = _ignore,
+    ) -> None:
+        self.kube = kube
+        self.identity = identity
+        self.clock = clock
+        self.may_act = may_act
+        self.written = written
+
+    def apply(self, actions: Sequence[Action]) -> None:
+        """Apply in order; stop at the first failure (the next decision starts from there)."""
+        for action in actions:
+            if not self.may_act():
+                raise NotLeading()
+            done = self._apply(action)
+            log.info("%s%s", action.describe(), "" if done else " (already done)")
+
+    def _apply(self, action: Action) -> bool:
+        if isinstance(action, Create):
+            return self._create(action.resource, action.namespace, action.body)
+        if isinstance(action, CreateSshSecret):
+            keys = new_key_pair(f"trainhook@{action.namespace}/{action.name}")
+            body = secret_body(
+                namespace=action.namespace,
+                name=action.name,
+                labels=action.labels,
+                owners=action.owners,
+                config=action.ssh_config,
+                keys=keys,
+            )
+            return self._create(action.resource, action.namespace, body)
+        if isinstance(action, Patch):
+            return self._patch(action)
+        if isinstance(action, Delete):
+            return self._delete(action)
+        return self._emit(action)
+
+    def _create(self, resource: Resource, namespace: str, body: Mapping[str, Any]) -> bool:
+        try:
+            created = self.kube.create(resource, namespace, body)
+        except ApiError as error:
+            if error.status == 409:
+                return False
+            if error.status == 404 and resource.group:
+                log.warning("%s are not served by this cluster; skipped", resource.plural)
+                return False
+            raise
+        self.written(resource, namespace, body["metadata"]["name"], created)
+        return True
+
+    def _patch(self, action: Patch) -> bool:
+        patch = copy.deepcopy(dict(action.patch))
+        if action.resource_version:
+            patch.setdefault("metadata", {})["resourceVersion"] = action.resource_version
+        try:
+            patched = self.kube.patch(action.resource, action.namespace, action.name, patch)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            if error.status == 409:
+                raise StaleState(f"{action.describe()}: {error.message}") from None
+            raise
+        self.written(action.resource, action.namespace, action.name, patched)
+        return True
+
+    def _delete(self, action: Delete) -> bool:
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": "Background",
+        }
+        if action.uid:
+            body["preconditions"] = {"uid": action.uid}
+        try:
+            answer = self.kube.delete(action.resource, action.namespace, action.name, body)
+        except ApiError as error:
+            if error.status == 404:
+                self.written(action.resource, action.namespace, action.name, None)
+                return False
+            if error.status == 409:
+                raise StaleState(f"{action.describe()}: {error.message}") from None
+            raise
+        lingers = answer.get("kind") == action.resource.kind and bool(
+            (answer.get("metadata") or {}).get("deletionTimestamp")
+        )
+        self.written(action.resource, action.namespace, action.name, answer if lingers else None)
+        return True
+
+    def _emit(self, action: Emit) -> bool:
+        now = format_time(self.clock())
+        involved = action.involved
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": action.name,
+                "namespace": action.namespace,
+                "labels": {MANAGED_BY: MANAGER},
+            },
+            "involvedObject": {
+                "apiVersion": involved.api_version,
+                "kind": involved.kind,
+                "name": involved.name,
+                "namespace": action.namespace,
+                "uid": involved.uid,
+            },
+            "type": action.type,
+            "reason": action.reason,
+            "message": action.message[:EVENT_MESSAGE_LIMIT],
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        return self._create(EVENTS, action.namespace, body)

@@ -1,0 +1,234 @@
+"""The sweeper process: caches fed by watches, a work queue of jobs, one leader acting."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook import contract
+from webhook.sweeper.decide import decide
+from webhook.sweeper.executor import Executor, NotLeading, StaleState
+from webhook.sweeper.kube import ApiError, Kube
+from webhook.sweeper.lease import LeaderElector
+from webhook.sweeper.resources import (
+    JOBS,
+    MANAGED_BY,
+    MANAGER,
+    PODGROUPS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+    Resource,
+)
+from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
+from webhook.sweeper.watch import Informer, WorkQueue, backoff
+
+log = logging.getLogger("trainhook.sweeper")
+
+OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+SELECTORS: dict[Resource, str] = {
+    STATEFULSETS: contract.FRAMEWORK,
+    JOBS: contract.FRAMEWORK,
+    PODS: contract.JOB,
+    SERVICES: OWNED_SELECTOR,
+    SECRETS: OWNED_SELECTOR,
+    PODGROUPS: OWNED_SELECTOR,
+}
+CONFLICT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class SweeperConfig:
+    identity: str
+    namespace: str | None = None  # None: every namespace
+    resync_seconds: float = 60.0
+    lease_name: str = "trainhook-sweeper"
+    lease_namespace: str = "default"
+    lease_duration_seconds: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    backoff_base: float = 1.0  # first delay after an API error; doubles up to a minute
+
+
+def fetch_state(kube: Kube, key: JobKey) -> JobState:
+    """A job's state read straight from the API, for deciding again after a conflict."""
+    namespace, job = key
+    found: dict[Resource, list[dict[str, Any]]] = {}
+    for resource, selector in SELECTORS.items():
+        if resource == PODS:
+            selector = f"{contract.JOB}={job}"
+        elif selector == OWNED_SELECTOR:
+            selector = f"{OWNED_SELECTOR},{contract.JOB}={job}"
+        try:
+            items, _ = kube.list(resource, namespace, selector)
+        except ApiError as error:
+            if resource == PODGROUPS and error.status == 404:
+                items = []
+            else:
+                raise
+        found[resource] = [obj for obj in items if job_key(resource, obj) == key]
+    return read_job_state(
+        namespace,
+        job,
+        workloads=found[STATEFULSETS] + found[JOBS],
+        pods=found[PODS],
+        services=found[SERVICES],
+        podgroups=found[PODGROUPS],
+        secrets=found[SECRETS],
+    )
+
+
+class Sweeper:
+    def __init__(
+        self,
+        kube: Kube,
+        config: SweeperConfig,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.clock = clock
+        self.queue = WorkQueue()
+        self.informers = {
+            resource: Informer(
+                kube,
+                resource,
+                namespace=config.namespace,
+                selector=selector,
+                on_change=self._changed,
+                resync_seconds=config.resync_seconds,
+                backoff_base=config.backoff_base,
+                optional=resource == PODGROUPS,
+            )
+            for resource, selector in SELECTORS.items()
+        }
+        self.elector = LeaderElector(
+            kube,
+            namespace=config.lease_namespace,
+            name=config.lease_name,
+            identity=config.identity,
+            duration_seconds=config.lease_duration_seconds,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+        )
+        self.executor = Executor(
+            kube,
+            identity=config.identity,
+            clock=clock,
+            may_act=self.elector.is_leader,
+            written=self._written,
+        )
+        self._failures: dict[JobKey, int] = {}
+
+    def run(self, stop: threading.Event) -> None:
+        """Sweep until `stop` is set; then hand the lease over and stop every thread."""
+        threads = [
+            threading.Thread(target=informer.run, name=f"watch-{resource.plural}", daemon=True)
+            for resource, informer in self.informers.items()
+        ]
+        elector = threading.Thread(target=self.elector.run, name="lease", daemon=True)
+        for thread in [*threads, elector]:
+            thread.start()
+        log.info(
+            "sweeper %s started, watching %s",
+            self.config.identity,
+            f"namespace {self.config.namespace}" if self.config.namespace else "every namespace",
+        )
+        leading = False
+        try:
+            while not stop.is_set():
+                now_leading = self.elector.is_leader() and self.synced()
+                if now_leading and not leading:
+                    for key in self.known_jobs():
+                        self.queue.add(key)
+                leading = now_leading
+                if not leading:
+                    stop.wait(min(0.2, self.config.retry_period))
+                    continue
+                due = self.queue.pop(timeout=min(0.5, self.config.retry_period))
+                if due is not None:
+                    self.reconcile(due)
+        finally:
+            self.elector.stop()
+            for informer in self.informers.values():
+                informer.stop()
+            elector.join(timeout=30)
+            self.elector.release()  # only once no renewal can take the lease back
+            for thread in threads:
+                thread.join(timeout=5)
+            log.info("sweeper %s stopped", self.config.identity)
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers.values())
+
+    def known_jobs(self) -> set[JobKey]:
+        keys: set[JobKey] = set()
+        for informer in self.informers.values():
+            keys |= informer.jobs()
+        return keys
+
+    def cached_state(self, key: JobKey) -> JobState:
+        objects = {res: informer.objects_of(key) for res, informer in self.informers.items()}
+        return read_job_state(
+            key[0],
+            key[1],
+            workloads=objects[STATEFULSETS] + objects[JOBS],
+            pods=objects[PODS],
+            services=objects[SERVICES],
+            podgroups=objects[PODGROUPS],
+            secrets=objects[SECRETS],
+        )
+
+    def reconcile(self, key: JobKey) -> None:
+        """Decide on the cached state and act; on a conflict decide again on fresh state."""
+        now = self.clock()
+        try:
+            state = self.cached_state(key)
+            for _ in range(CONFLICT_RETRIES):
+                decision = decide(state, now)
+                try:
+                    self.executor.apply(decision.actions)
+                except StaleState as stale:
+                    log.info("job %s/%s: %s; deciding again on fresh state", *key, stale)
+                    state = fetch_state(self.kube, key)
+                    continue
+                self._failures.pop(key, None)
+                if decision.recheck_at is not None:
+                    self.queue.add(key, (decision.recheck_at - now).total_seconds())
+                return
+            self._retry_later(key, f"conflicts {CONFLICT_RETRIES} times in a row")
+        except NotLeading:
+            self.queue.add(key)
+        except ApiError as error:
+            self._retry_later(key, str(error))
+        except Exception:
+            log.exception("job %s/%s: unexpected error", *key)
+            self._retry_later(key, "unexpected error")
+
+    def _written(
+        self, resource: Resource, namespace: str, name: str, obj: dict[str, Any] | None
+    ) -> None:
+        informer = self.informers.get(resource)
+        if informer is None:
+            return
+        if obj is None:
+            informer.forget(namespace, name)
+        else:
+            informer.remember(obj)
+
+    def _changed(self, key: JobKey) -> None:
+        if key not in self._failures:  # a job backing off after an error waits its turn
+            self.queue.add(key)
+
+    def _retry_later(self, key: JobKey, why: str) -> None:
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        delay = backoff(failures, self.config.backoff_base)
+        log.warning("job %s/%s: %s; retrying in %.1fs", key[0], key[1], why, delay)
+        self.queue.add(key, delay)
