@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "certs": ("webhook.certs", "make the CA and serving certificate the webhook serves with"),
     "serve": ("webhook.server.cmd", "run the admission webhook under gunicorn with TLS"),
+    "sweep": ("webhook.sweeper.cmd", "run the sweeper: Services, PodGroups, completion, cleanup"),
+    "status": ("webhook.sweeper.status", "show the training jobs: roles ready, phase, age"),
 }
 
 

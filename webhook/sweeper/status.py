@@ -1,0 +1,138 @@
+"""`trainhook status [-n NAMESPACE] [JOB]`: the training jobs of a cluster, at a glance."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook import contract
+from webhook.sweeper.decide import recorded_outcome
+from webhook.sweeper.kube import ApiError, Kube
+from webhook.sweeper.policy import role_counts
+from webhook.sweeper.resources import JOBS, PODS, STATEFULSETS
+from webhook.sweeper.state import JobKey, JobState, is_bare_pod, job_key, read_job_state
+
+
+@dataclass(frozen=True)
+class JobRow:
+    namespace: str
+    job: str
+    framework: str
+    roles: str  # e.g. "master 1/1, worker 2/3": ready pods / replicas, per role
+    phase: str
+    age: str
+    finished: str
+
+
+def human_duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 120 * 60:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def job_rows(
+    workloads: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], now: datetime
+) -> list[JobRow]:
+    """One row per job, from its StatefulSets and Jobs (`workloads`) and its pods."""
+    grouped: dict[JobKey, dict[str, list[Mapping[str, Any]]]] = {}
+    for obj in workloads:
+        resource = STATEFULSETS if obj.get("kind") == "StatefulSet" else JOBS
+        key = job_key(resource, obj)
+        if key is not None:
+            grouped.setdefault(key, {"workloads": [], "pods": []})["workloads"].append(obj)
+    for obj in pods:
+        key = job_key(PODS, obj)
+        if key is not None and (key in grouped or is_bare_pod(obj)):
+            grouped.setdefault(key, {"workloads": [], "pods": []})["pods"].append(obj)
+    rows = []
+    for (namespace, job), objects in sorted(grouped.items()):
+        state = read_job_state(namespace, job, workloads=objects["workloads"], pods=objects["pods"])
+        rows.append(_row(state, now))
+    return rows
+
+
+def _row(state: JobState, now: datetime) -> JobRow:
+    outcome = recorded_outcome(state) if state.workloads else None
+    if outcome is not None:
+        phase = outcome.phase
+    elif state.problems:
+        phase = "Invalid"
+    elif any(pod.phase == "Running" and not pod.terminating for pod in state.pods):
+        phase = "Running"
+    else:
+        phase = "Pending"
+    totals = role_counts(state) if state.workloads else {}
+    for workload in state.workloads:  # roles scaled to 0, a finished job's StatefulSets too
+        totals.setdefault(workload.role, 0)
+    order = state.framework.order(totals) if state.workloads else []
+    roles = ", ".join(f"{role} {_ready(state, role)}/{totals[role]}" for role in order)
+    created = [w.created for w in state.workloads if w.created is not None]
+    finished = outcome.finished_at if outcome else None
+    return JobRow(
+        namespace=state.namespace,
+        job=state.job,
+        framework=state.framework.name if state.workloads else "?",
+        roles=roles or "-",
+        phase=phase,
+        age=human_duration((now - min(created)).total_seconds()) if created else "-",
+        finished=f"{human_duration((now - finished).total_seconds())} ago" if finished else "-",
+    )
+
+
+def _ready(state: JobState, role: str) -> int:
+    return sum(1 for pod in state.pods if pod.role == role and pod.ready and not pod.terminating)
+
+
+def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
+    header = ["JOB", "FRAMEWORK", "ROLES", "PHASE", "AGE", "FINISHED"]
+    lines = [[r.job, r.framework, r.roles, r.phase, r.age, r.finished] for r in rows]
+    if with_namespace:
+        header.insert(0, "NAMESPACE")
+        for line, row in zip(lines, rows, strict=True):
+            line.insert(0, row.namespace)
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *lines]
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n", "--namespace", default=None, help="only this namespace (default: every namespace)"
+    )
+    parser.add_argument("job", nargs="?", help="only this job")
+
+
+def run(args: argparse.Namespace) -> int:
+    namespace: str | None = args.namespace
+    try:
+        kube = Kube.from_environment()
+        workloads = [
+            obj
+            for resource in (STATEFULSETS, JOBS)
+            for obj in kube.list(resource, namespace, contract.FRAMEWORK)[0]
+        ]
+        pods, _ = kube.list(PODS, namespace, contract.JOB)
+    except ApiError as error:
+        print(f"trainhook status: {error.message or error}", file=sys.stderr)
+        return 1
+    rows = job_rows(workloads, pods, datetime.now(UTC))
+    if args.job:
+        rows = [row for row in rows if row.job == args.job]
+    where = f" in namespace {namespace}" if namespace else ""
+    if not rows:
+        what = f"training job {args.job}" if args.job else "training jobs"
+        print(f"No {what} found{where}.", file=sys.stderr)
+        return 1 if args.job else 0
+    print(format_table(rows, with_namespace=namespace is None))
+    return 0
