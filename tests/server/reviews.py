@@ -124,10 +124,12 @@ class Store(Protocol):
     def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None: ...
 
 
-class EmulatedApi:
-    """Workloads kept in the Kubernetes API emulator, where the server's lookup watches them."""
+class EmulatedApi(StoredWorkloads):
+    """Workloads kept in the Kubernetes API emulator too, where the server's lookup watches
+    them; read back from the local copy."""
 
     def __init__(self, api: Emulator) -> None:
+        super().__init__()
         self.api = api
 
     def store(self, obj: dict[str, Any]) -> None:
@@ -136,10 +138,7 @@ class EmulatedApi:
             self.api.create(path, obj)
         else:
             self.api.merge(f"{path}/{obj['metadata']['name']}", obj)
-
-    def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-        found: dict[str, Any] | None = self.api.read(f"{_collection(kind, namespace)}/{name}")
-        return found
+        super().store(obj)
 
 
 def _collection(kind: str, namespace: str) -> str:

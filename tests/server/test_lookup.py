@@ -277,8 +277,6 @@ def test_every_example_served_with_lookup_gets_the_pods_trainhook_render_makes_o
         for name, documents in example_documents():
             admitted = admit_job(documents, send, EmulatedApi(api))
             served[name] = [patched(pod, answer) for pod, answer in admitted.pods]
-            for workload in admitted.workloads:
-                validate(workload)
         connection.close()
 
     for name, documents in example_documents():
