@@ -28,19 +28,20 @@ class Draft:
         return self._walk(path, list)  # type: ignore[no-any-return]
 
     def _walk(self, path: tuple[Key, ...], last: type) -> Any:
+        # One loop, no call per step: mutations walk these paths many times per admission.
         node: Any = self.root
+        owned = self._owned
+        final = len(path) - 1
         for depth, key in enumerate(path):
-            node = self._child(node, key, last if depth == len(path) - 1 else dict)
+            child = node[key] if isinstance(node, list) else node.get(key)
+            if child is None:
+                child = last() if depth == final else {}
+            elif id(child) in owned:
+                node = child
+                continue
+            else:
+                child = type(child)(child)
+            node[key] = child
+            owned.add(id(child))
+            node = child
         return node
-
-    def _child(self, node: Any, key: Key, kind: type) -> Any:
-        child = node[key] if isinstance(node, list) else node.get(key)  # type: ignore[index]
-        if child is None:
-            child = kind()
-        elif id(child) in self._owned:
-            return child
-        else:
-            child = type(child)(child)
-        node[key] = child
-        self._owned.add(id(child))
-        return child
