@@ -33,7 +33,7 @@ class Draft:
         owned = self._owned
         final = len(path) - 1
         for depth, key in enumerate(path):
-            child = node[key] if isinstance(node, list) else node.get(key)
+            child = node[key] if isinstance(node, list) else node.get(key)  # type: ignore[index]
             if child is None:
                 child = last() if depth == final else {}
             elif id(child) in owned:
