@@ -372,6 +372,28 @@ def test_a_secret_with_unusable_contents_is_replaced(api: Emulator, tmp_path: Pa
     assert certs.load_certs(secret_pem(api, "tls.crt"), "tls.crt")[0] == served(tmp_path)
 
 
+def test_emptying_the_ca_in_the_secret_replaces_the_ca_and_serving_certificate_at_once(
+    api: Emulator, tmp_path: Path
+) -> None:
+    manager = SelfManagedCertificates(settings(tmp_path), api.api())
+    manager.reconcile()
+    (old_ca,) = certs.load_certs(secret_pem(api, "ca.crt"), "ca.crt")
+
+    api.send(
+        "PATCH",
+        SECRET_PATH,
+        [{"op": "replace", "path": "/data/ca.crt", "value": ""},
+         {"op": "replace", "path": "/data/ca.key", "value": ""}],
+        "application/json-patch+json",
+    )  # fmt: skip
+    manager.reconcile()
+
+    (new_ca,) = certs.load_certs(secret_pem(api, "ca.crt"), "ca.crt")
+    assert new_ca != old_ca
+    assert certs.is_issued_by(served(tmp_path), new_ca)
+    assert ca_bundles(api) == [certs.cert_pem(new_ca)] * 2
+
+
 def test_unreachable_api_at_start_fails_naming_the_secret_and_the_reason(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
