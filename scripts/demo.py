@@ -31,7 +31,7 @@ from tests.server.reviews import (  # noqa: E402
     example_documents,
     patched,
 )
-from tests.server.running import serving  # noqa: E402
+from tests.server.running import kubeconfig, serving  # noqa: E402
 from webhook import contract  # noqa: E402
 from webhook.frameworks import FRAMEWORKS  # noqa: E402
 from webhook.render import RenderedPod, render, table, training_env  # noqa: E402
@@ -49,11 +49,10 @@ def main() -> int:
     )
     print(f"certificates: {CERTS.relative_to(ROOT)}/ca.crt signs tls.crt for {SERVICE}.{NAMESPACE}")
     with tempfile.TemporaryDirectory(prefix="trainhook-demo-") as scratch, emulator() as api:
-        kubeconfig = Path(scratch) / "kubeconfig"
-        kubeconfig.write_text(_kubeconfig(api.url))
+        config = kubeconfig(Path(scratch) / "kubeconfig", api.url)
         log = Path(scratch) / "serve.log"
         try:
-            with serving(CERTS, log, "--lookup", env={"KUBECONFIG": str(kubeconfig)}) as webhook:
+            with serving(CERTS, log, "--lookup", env={"KUBECONFIG": str(config)}) as webhook:
                 print(
                     f"trainhook serve: https://127.0.0.1:{webhook.port}/mutate (gunicorn, TLS), "
                     f"sibling lookup from the API emulator at {api.url}\n"
@@ -122,16 +121,6 @@ def _admissions(metrics: str) -> str:
     total = int(sum(counts.values()))
     parts = ", ".join(f"{int(n)} {result}" for result, n in sorted(counts.items()))
     return f"{total} admissions over TLS ({parts})"
-
-
-def _kubeconfig(server: str) -> str:
-    return (
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: emulator, cluster: {{server: '{server}'}}}}]\n"
-        "users: [{name: demo, user: {}}]\n"
-        "contexts: [{name: emulator, context: {cluster: emulator, user: demo}}]\n"
-        "current-context: emulator\n"
-    )
 
 
 if __name__ == "__main__":

@@ -19,24 +19,35 @@ from http.client import HTTPResponse, HTTPSConnection
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 20
 
 
 class Webhook:
-    """A running server: where it listens, the CA it is trusted through, and its log."""
+    """A running server: where it listens, the CA it is trusted through, the name its
+    certificate is checked against, and its log."""
 
-    def __init__(self, process: subprocess.Popen[bytes], port: int, ca_file: Path, log: Path):
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        port: int,
+        ca_file: Path,
+        log: Path,
+        server_name: str = "127.0.0.1",
+    ) -> None:
         self.process = process
         self.port = port
         self.ca_file = ca_file
         self.log = log
+        self.server_name = server_name
 
     def tls(self, ca_file: Path | None = None) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(ca_file or self.ca_file))
 
     def connect(self, ca_file: Path | None = None, timeout: float = 10) -> HTTPSConnection:
-        return HTTPSConnection("127.0.0.1", self.port, context=self.tls(ca_file), timeout=timeout)
+        return _Connection(self.port, self.tls(ca_file), self.server_name, timeout)
 
     def post(
         self,
@@ -87,6 +98,7 @@ def serving(
     *arguments: str,
     env: dict[str, str] | None = None,
     ready_path: str = "/readyz",
+    server_name: str = "127.0.0.1",
 ) -> Iterator[Webhook]:
     """`trainhook serve` on an ephemeral port of 127.0.0.1, answering `ready_path` with 200 when
     this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`."""
@@ -119,12 +131,28 @@ def serving(
             pass_fds=(listener.fileno(),),
         )
     listener.close()
-    webhook = Webhook(process, port, certs / "ca.crt", log)
+    webhook = Webhook(process, port, certs / "ca.crt", log, server_name)
     try:
         _wait_ready(webhook, ready_path)
         yield webhook
     finally:
         webhook.stop()
+
+
+class _Connection(HTTPSConnection):
+    """HTTPS to 127.0.0.1, checking the certificate against `server_name`, as the API server
+    checks the name of the Service it calls."""
+
+    def __init__(
+        self, port: int, context: ssl.SSLContext, server_name: str, timeout: float
+    ) -> None:
+        super().__init__("127.0.0.1", port, context=context, timeout=timeout)
+        self.tls_context = context
+        self.server_name = server_name
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self.tls_context.wrap_socket(raw, server_hostname=self.server_name)
 
 
 def _wait_ready(webhook: Webhook, path: str) -> None:
@@ -141,3 +169,22 @@ def _wait_ready(webhook: Webhook, path: str) -> None:
     raise RuntimeError(
         f"trainhook serve not ready in {STARTUP_SECONDS}s: {webhook.log.read_text()}"
     )
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for an API server at `server` that asks for no credentials."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
+                "users": [{"name": "tests", "user": {}}],
+                "contexts": [
+                    {"name": "emulator", "context": {"cluster": "emulator", "user": "tests"}}
+                ],
+                "current-context": "emulator",
+            }
+        )
+    )
+    return path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import http.client
 import signal
@@ -18,8 +19,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import hashes
 
+from tests.lookup.emulator import emulator
 from tests.server.reviews import encoded, review
-from tests.server.running import ROOT, Webhook, serving
+from tests.server.running import ROOT, Webhook, kubeconfig, serving
 from tests.server.test_review import labelled_pod
 from webhook.certs import (
     Issued,
@@ -223,7 +225,7 @@ def test_clients_that_stall_mid_handshake_hold_a_thread_for_a_bounded_time_only(
         finally:
             for client in stalled:
                 client.close()
-        stalls = [line for line in webhook.log_lines() if "stalled" in line["message"]]
+    stalls = [line for line in webhook.log_lines() if "stalled" in line["message"]]
 
     assert status == 200
     assert IO_TIMEOUT - 1 < waited < IO_TIMEOUT + 3  # queued behind them, then served
@@ -261,3 +263,70 @@ def test_serve_refuses_to_start_without_a_usable_certificate(tmp_path: Path) -> 
 
 def fingerprint_of_file(path: Path) -> str:
     return load_certs(path.read_bytes(), path.name)[0].fingerprint(hashes.SHA256()).hex()
+
+
+def test_self_managed_mode_issues_a_certificate_publishes_its_ca_and_serves_with_it(
+    tmp_path: Path,
+) -> None:
+    config_path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+    with emulator() as api:
+        api.create(
+            config_path,
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "trainhook"},
+                "webhooks": [{"name": "pods.trainhook.io", "clientConfig": {}}],
+            },
+        )
+        config = kubeconfig(tmp_path / "kubeconfig", api.url)
+        with serving(
+            tmp_path / "certs",
+            tmp_path / "serve.log",
+            "--cert-mode=self",
+            "--cert-secret=trainhook-certs",
+            "--webhook-config=trainhook",
+            "--service=trainhook",
+            "--namespace=trainhook-system",
+            env={"KUBECONFIG": str(config)},
+            server_name="trainhook.trainhook-system.svc",  # the name the API server checks
+        ) as webhook:
+            published = api.read(f"{config_path}/trainhook")["webhooks"][0]["clientConfig"]
+            bundle = tmp_path / "bundle.crt"
+            bundle.write_bytes(base64.b64decode(published["caBundle"]))
+            status, answer, _ = webhook.post(
+                encoded(review(labelled_pod())), connection=webhook.connect(ca_file=bundle)
+            )
+        secret = api.read("/api/v1/namespaces/trainhook-system/secrets/trainhook-certs")
+
+    assert status == 200
+    assert answer["response"]["patchType"] == "JSONPatch"
+    assert base64.b64decode(secret["data"]["ca.crt"]) == bundle.read_bytes()
+
+
+def test_self_managed_mode_without_its_settings_refuses_to_start(tmp_path: Path) -> None:
+    config = kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:1")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "webhook.cli",
+            "serve",
+            f"--cert-file={tmp_path / 'tls.crt'}",
+            f"--key-file={tmp_path / 'tls.key'}",
+            "--no-lookup",
+            "--cert-mode=self",
+            "--namespace=trainhook-system",
+        ],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert result.returncode == 2
+    assert result.stderr == (
+        "trainhook serve: cannot set up self-managed certificates: "
+        "self-managed certificates need --cert-secret, --webhook-config, --service\n"
+    )

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.lookup.emulator import Emulator, emulator
 from tests.server.reviews import (
@@ -22,7 +21,7 @@ from tests.server.reviews import (
     review,
     validate,
 )
-from tests.server.running import Webhook, serving
+from tests.server.running import Webhook, kubeconfig, serving
 from webhook import contract
 from webhook.render import render
 from webhook.server.admission import Context
@@ -163,24 +162,6 @@ def test_admissions_that_need_no_siblings_read_nothing(document: dict[str, Any])
 def api() -> Iterator[Emulator]:
     with emulator() as running:
         yield running
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
-                "users": [{"name": "tests", "user": {}}],
-                "contexts": [
-                    {"name": "emulator", "context": {"cluster": "emulator", "user": "tests"}}
-                ],
-                "current-context": "emulator",
-            }
-        )
-    )
-    return path
 
 
 def send(webhook: Webhook, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:

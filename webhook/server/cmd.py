@@ -6,12 +6,14 @@ Every flag can also be set through the environment variable named in its help.
 from __future__ import annotations
 
 import argparse
+import logging.config
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,24 +103,27 @@ def run(args: argparse.Namespace) -> int:
         service=args.service,
         namespace=args.namespace,
     )
+    from webhook.server.logs import logging_config
+
+    # JSON lines from the start: setting up certificates logs before gunicorn configures logging.
+    logging.config.dictConfig(logging_config(settings.log_level))
     metrics_dir, private = _metrics_dir()
     master = os.getpid()
+    cleanups: list[Callable[[], None]] = []
     try:
-        return _serve(settings)
+        return _serve(settings, cleanups)
     finally:
-        if private and os.getpid() == master:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        if os.getpid() == master:  # gunicorn's workers leave through here too: not theirs to do
+            for cleanup in cleanups:
+                cleanup()
+            if private:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _serve(settings: ServeSettings) -> int:
+def _serve(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> int:
     # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when it is imported.
     from webhook.server.tls import CertificateError, serving_certificate
 
-    try:
-        serving_certificate(settings.cert_file, settings.key_file).load()
-    except CertificateError as error:
-        print(f"trainhook serve: cannot load the serving certificate: {error}", file=sys.stderr)
-        return 2
     if settings.lookup:
         problem = _api_problem()
         if problem is not None:
@@ -128,6 +133,20 @@ def _serve(settings: ServeSettings) -> int:
                 file=sys.stderr,
             )
             return 2
+    if settings.cert_mode == "self":
+        try:
+            settings = _self_managed(settings, cleanups)
+        except _SetupError as error:
+            print(
+                f"trainhook serve: cannot set up self-managed certificates: {error}",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        serving_certificate(settings.cert_file, settings.key_file).load()
+    except CertificateError as error:
+        print(f"trainhook serve: cannot load the serving certificate: {error}", file=sys.stderr)
+        return 2
     server = _Server(settings)
     try:
         server.run()
@@ -175,6 +194,41 @@ def build_app(settings: ServeSettings) -> Flask:
         checks.append(cache_synced)
     context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
     return create_app(context, tuple(checks))
+
+
+class _SetupError(Exception):
+    pass
+
+
+def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> ServeSettings:
+    """Issue or load the certificates in the cluster, and keep them renewed from a thread of
+    this (gunicorn's master) process; the settings then name the files it writes."""
+    from kubernetes.config import ConfigException
+
+    from webhook.certs import CertificateError
+    from webhook.selfcerts import SelfManagedSettings, start_self_managed
+
+    directory = Path(settings.cert_file).parent
+    if Path(settings.key_file).parent != directory:
+        raise _SetupError(
+            f"--cert-file {settings.cert_file} and --key-file {settings.key_file} must be in one "
+            "directory, where tls.crt and tls.key are written"
+        )
+    try:
+        manager = start_self_managed(
+            SelfManagedSettings(
+                namespace=settings.namespace,
+                secret=settings.cert_secret,
+                webhook_config=settings.webhook_config,
+                service=settings.service,
+                directory=directory,
+            )
+        )
+    except (CertificateError, ConfigException, OSError) as error:
+        raise _SetupError(str(error)) from None
+    cleanups.append(manager.stop)
+    files = manager.files
+    return replace(settings, cert_file=files.cert_file, key_file=files.key_file)
 
 
 def _api_problem() -> str | None:
