@@ -195,3 +195,10 @@ def test_the_paddle_master_pod_itself_gets_the_loopback_so_paddle_starts_its_ren
     )
     assert with_master["m-0"]["PADDLE_MASTER"] == "127.0.0.1:36543"
     assert with_master["w-0"]["PADDLE_MASTER"] == "m-0.pm.default.svc:36543"
+
+
+def test_a_paddle_parameter_server_job_without_workers_yet_still_gets_its_env() -> None:
+    pods = env(statefulset("only-ps", "paddle", role="ps", job="ps-first", replicas=2))
+    assert pods["only-ps-1"]["PADDLE_MASTER"] == "only-ps-0.ps-first.default.svc:36543"
+    assert pods["only-ps-1"]["PADDLE_TRAINERS_NUM"] == "0"
+    assert pods["only-ps-1"]["PADDLE_TRAINER_ENDPOINTS"] == ""

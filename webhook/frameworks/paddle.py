@@ -8,7 +8,11 @@ TRAINING_ROLES = {"ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
 
 def env(placement: Placement) -> dict[str, str]:
     topology = placement.topology
-    master_role = "master" if topology.has("master") else "worker"
+    # Master 0, else worker 0; a parameter-server job whose workers are not there yet uses its
+    # first role, so its servers still start.
+    master_role = next(
+        (role for role in ("master", "worker") if topology.has(role)), topology.roles[0].name
+    )
     master = topology.host(master_role, 0)
     if (placement.role, placement.index) == (master_role, 0):
         # paddle.distributed.launch starts its rendezvous server only when the master address is
