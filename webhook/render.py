@@ -190,12 +190,14 @@ def _job_pod(workload: Mapping[str, Any], name: str, index: int, namespace: str)
     index_ref = f"metadata.annotations['{contract.JOB_COMPLETION_INDEX}']"
     for field in ("initContainers", "containers"):
         for container in pod["spec"].get(field) or []:
-            container.setdefault("env", []).append(
-                {
-                    "name": "JOB_COMPLETION_INDEX",
-                    "valueFrom": {"fieldRef": {"fieldPath": index_ref}},
-                }
-            )
+            env = container.setdefault("env", [])
+            if not any(item.get("name") == "JOB_COMPLETION_INDEX" for item in env):
+                env.append(
+                    {
+                        "name": "JOB_COMPLETION_INDEX",
+                        "valueFrom": {"fieldRef": {"fieldPath": index_ref}},
+                    }
+                )
     return pod
 
 
