@@ -227,3 +227,15 @@ def test_body_over_the_limit_still_sent_when_refused_gets_its_413_not_a_reset(
 
     assert response.status == 413
     assert answer["message"] == f"request body is {size} bytes; the limit is 3 MiB"
+
+
+def test_metrics_show_when_the_served_certificate_expires(webhook: Webhook) -> None:
+    from cryptography import x509
+
+    served = x509.load_pem_x509_certificate((webhook.ca_file.parent / "tls.crt").read_bytes())
+
+    text = webhook.get("/metrics")[1]
+
+    found = re.search(r"^trainhook_certificate_expiry_timestamp_seconds (\S+)$", text, re.MULTILINE)
+    assert found is not None
+    assert float(found.group(1)) == served.not_valid_after_utc.timestamp()
