@@ -12,6 +12,9 @@ from webhook.topology import Topology, build_topology, stamp
 from webhook.workload import Workload, annotations_of, job_of, labels_of, read_workload
 
 
+FINISHED = ("Succeeded", "Failed")
+
+
 @dataclass(frozen=True)
 class WorkloadMutation:
     workload: dict[str, Any]
@@ -30,6 +33,9 @@ def mutate_workload(
     peers = [workload, *sibling_workloads(workload, siblings)]
     topology = build_topology(peers, cluster_domain)
     draft = Draft(obj)
+    if operation == "UPDATE" and annotations_of(obj).get(contract.PHASE) in FINISHED:
+        # The sweeper scales a finished job to zero; its template keeps the stamp it ran with.
+        return WorkloadMutation(draft.root, [], topology)
     _label_template(draft, obj, workload)
     _annotate_template(draft, obj, topology)
     spec = obj.get("spec") or {}

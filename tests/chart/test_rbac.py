@@ -43,14 +43,13 @@ SELF_SECRET = expand("", "secrets", "create") | expand(
     "", "secrets", "get update patch", "trainhook-webhook-tls"
 )
 SWEEPER = (
-    expand("apps", "statefulsets", "get list watch patch update delete")
+    expand("apps", "statefulsets", "get list watch patch delete")
     | expand("batch", "jobs", "get list watch patch delete")
-    | expand("", "pods", "get list watch delete")
+    | expand("", "pods", "get list watch patch delete")
     | expand("", "services", "get list watch create patch delete")
     | expand("", "secrets", "get list watch create delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
-    | expand("", "events", "create patch")
-    | expand("events.k8s.io", "events", "create patch")
+    | expand("", "events", "create")
 )
 LEASE = expand("coordination.k8s.io", "leases", "create") | expand(
     "coordination.k8s.io", "leases", "get update", "trainhook-sweeper"

@@ -151,3 +151,14 @@ def test_a_role_scaled_to_zero_leaves_the_topology() -> None:
     worker = statefulset("pt-worker", "pytorch", role="worker", job="pt", replicas=2)
     stamp = admitted(worker, siblings=[master])["spec"]["template"]["metadata"]["annotations"]
     assert stamp["trainhook.io/topology"] == '{"worker":2}'
+
+
+def test_a_finished_statefulset_scaled_to_zero_keeps_the_stamp_it_ran_with() -> None:
+    sts = admitted(statefulset("ddp", "pytorch", replicas=3))
+    sts["metadata"]["annotations"] = {"trainhook.io/phase": "Succeeded"}
+    sts["spec"]["replicas"] = 0
+    outcome = admit(sts, kind="StatefulSet", operation="UPDATE", namespace="default")
+    assert outcome is not None and outcome.patch == []
+    assert sts["spec"]["template"]["metadata"]["annotations"]["trainhook.io/topology"] == (
+        '{"worker":3}'
+    )

@@ -53,14 +53,15 @@ sweeper.watchNamespace when that is set).
 # Labelled workloads: completion, failure, cleanup, scaling a finished StatefulSet to zero.
 - apiGroups: [apps]
   resources: [statefulsets]
-  verbs: [get, list, watch, patch, update, delete]
+  verbs: [get, list, watch, patch, delete]
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, patch, delete]
-# Pods of a job: their exit codes decide success; cleanPodPolicy deletes them.
+# Pods of a job: their exit codes decide success; cleanPodPolicy deletes them; a job of bare
+# Pods has its phase recorded on them.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, patch, delete]
 # The headless Service of each job.
 - apiGroups: [""]
   resources: [services]
@@ -76,10 +77,7 @@ sweeper.watchNamespace when that is set).
 # Events that explain what the sweeper did.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
-- apiGroups: [events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
+  verbs: [create]
 {{- end }}
 
 {{- /* Sweeper, release namespace (Role): its leader-election Lease, by name once it exists. */ -}}
