@@ -11,7 +11,6 @@ from webhook.draft import Draft
 from webhook.topology import Topology, build_topology, stamp
 from webhook.workload import Workload, annotations_of, job_of, labels_of, read_workload
 
-
 FINISHED = ("Succeeded", "Failed")
 
 
