@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from webhook import jsoncodec
 from webhook.admit import HANDLED, admit, owner_to_resolve
 from webhook.errors import TrainhookError
 from webhook.server.reviews import (
@@ -150,7 +151,7 @@ def _parse(body: bytes, content_type: str | None) -> _Request:
     if not body.strip():
         raise BadRequest(400, "not_json", "request body is empty; expected an AdmissionReview")
     try:
-        document = json.loads(body)
+        document = jsoncodec.loads(body)
     except UnicodeDecodeError as error:
         raise BadRequest(
             400, "not_json", f"request body is not UTF-8 text: {error.reason}"
@@ -268,7 +269,7 @@ def _admit(request: _Request, context: Context) -> Answer:
     if outcome is not None:
         warnings.extend(outcome.warnings)
         if outcome.patch:
-            patch = json.dumps(outcome.patch, separators=(",", ":")).encode()
+            patch = jsoncodec.dumps(outcome.patch)
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(patch).decode("ascii")
             record.result = "mutated"

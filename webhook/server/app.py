@@ -10,6 +10,7 @@ from collections.abc import Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from webhook import jsoncodec
 from webhook.server import metrics
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context, rejected, review, too_large
 from webhook.server.logs import log_admission
@@ -41,7 +42,7 @@ def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> 
         seconds = time.perf_counter() - started
         log_admission(answer.record, seconds)
         metrics.observe(answer.record, seconds)
-        body = json.dumps(answer.body, separators=(",", ":"))
+        body = jsoncodec.dumps(answer.body)
         return Response(body, status=answer.status, mimetype=_JSON)
 
     @app.get("/healthz")
