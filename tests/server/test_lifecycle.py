@@ -39,7 +39,7 @@ from webhook.certs import (
 from webhook.server import gunicorn_conf
 from webhook.server.tls import IO_TIMEOUT
 
-ROTATION_SECONDS = 10
+ROTATION_SECONDS = 20  # an upper bound on waiting; the loop ends as soon as it sees the change
 THREADS = gunicorn_conf.threads
 
 
