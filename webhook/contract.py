@@ -68,6 +68,9 @@ VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
 # Kubernetes limits that the webhook must stay under.
 ENV_VALUE_FILE_THRESHOLD: Final = 64 * 1024
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024
+# Every pod lists its peers; past this many pods the lists cannot fit a pod's annotations anyway,
+# so larger stamps are refused before any work is spent on them.
+MAX_PODS_PER_JOB: Final = 10_000
 
 WORKDIR_FILES: Final = "/etc/trainhook"
 MPI_HOSTFILE_PATH: Final = "/etc/mpi/hostfile"

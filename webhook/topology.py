@@ -53,6 +53,12 @@ class Topology:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
+        total = sum(role.replicas for role in self.roles)
+        if total > contract.MAX_PODS_PER_JOB:
+            raise Refused(
+                f"job {self.job} has {total} pods; Trainhook supports up to "
+                f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+            )
 
     @cached_property
     def total(self) -> int:

@@ -404,3 +404,14 @@ def test_keys_with_slashes_and_tildes_are_escaped_in_patch_paths() -> None:
     ops = admit_pod(pod).patch
     assert {"op": "add", "path": "/metadata/labels/trainhook.io~1rank", "value": "0"} in ops
     assert json.loads(base64.b64decode(base64.b64encode(json.dumps(ops).encode()))) == ops
+
+
+def test_a_stamp_claiming_billions_of_replicas_is_refused_before_any_work() -> None:
+    pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 0)
+    pod["metadata"]["annotations"]["trainhook.io/topology"] = '{"worker":2000000000}'
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+    assert str(caught.value) == (
+        "job ddp has 2000000000 pods; Trainhook supports up to 10000 per job "
+        "(every pod lists its peers)"
+    )
