@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, TypedDict
 
 from webhook import contract
@@ -50,9 +50,11 @@ class Topology:
     roles: tuple[Role, ...]
     cluster_domain: str = ""
     _by_name: dict[str, Role] = field(init=False, repr=False, compare=False)
+    _hosts: dict[str, list[str]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
+        object.__setattr__(self, "_hosts", {})
         total = sum(role.replicas for role in self.roles)
         if total > contract.MAX_PODS_PER_JOB:
             raise Refused(
@@ -82,11 +84,16 @@ class Topology:
         return self._fqdn(entry.hostname(index), entry.service)
 
     def hosts(self, role: str) -> list[str]:
-        entry = self._by_name.get(role)
-        if entry is None:
-            return []
-        suffix = self._fqdn("", entry.service)
-        return [f"{entry.pod}-{i + entry.start}{suffix}" for i in range(entry.replicas)]
+        # Made once per topology: the common env and most frameworks list the same hosts.
+        found = self._hosts.get(role)
+        if found is None:
+            entry = self._by_name.get(role)
+            if entry is None:
+                return []
+            suffix = self._fqdn("", entry.service)
+            found = [f"{entry.pod}-{i + entry.start}{suffix}" for i in range(entry.replicas)]
+            self._hosts[role] = found
+        return list(found)
 
     def first_rank(self, role: str) -> int:
         rank = 0
@@ -157,17 +164,41 @@ def topology_from_stamp(
     role_order: Sequence[str],
     cluster_domain: str = "",
 ) -> Topology | None:
-    """Read a stamped topology back; None when the annotations carry none."""
+    """Read a stamped topology back; None when the annotations carry none.
+
+    Every pod of a job carries the same stamp, so what was read is kept for the next pods (a
+    topology is immutable); a stamp that does not read raises each time.
+    """
     raw = annotations.get(contract.TOPOLOGY)
     if raw is None:
         return None
+    return _read_stamp(
+        raw,
+        annotations.get(contract.HOSTS),
+        job,
+        namespace,
+        framework,
+        tuple(role_order),
+        cluster_domain,
+    )
+
+
+@lru_cache(maxsize=32)
+def _read_stamp(
+    raw: str,
+    raw_hosts: str | None,
+    job: str,
+    namespace: str,
+    framework: str,
+    role_order: tuple[str, ...],
+    cluster_domain: str,
+) -> Topology:
     counts = _json_object(contract.TOPOLOGY, raw, 'a JSON object such as {"master":1,"worker":3}')
     replicas: dict[str, int] = {}
     for name, count in counts.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise InvalidSetting(contract.TOPOLOGY, raw, f"replicas of {name!r} must be >= 0")
         replicas[name] = count
-    raw_hosts = annotations.get(contract.HOSTS)
     hosts = (
         _json_object(contract.HOSTS, raw_hosts, 'a JSON object such as {"worker":{"pod":...}}')
         if raw_hosts
