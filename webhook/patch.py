@@ -59,7 +59,7 @@ def _diff(old: Any, new: Any, path: str, ops: list[PatchOp]) -> None:
                 if before is not after:
                     _diff(before, after, f"{path}/{index}", ops)
             return
-        if len(new) > len(old) and all(a is b or a == b for a, b in zip(old, new, strict=False)):
+        if len(new) > len(old) and new[: len(old)] == old:  # elements compare by identity first
             ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in new[len(old) :])
             return
     if old != new or type(old) is not type(new):
