@@ -7,6 +7,8 @@ import logging
 import time
 from typing import Any, Final
 
+import orjson
+
 from webhook.server.admission import Record
 
 ADMISSION_LOGGER: Final = "trainhook.admission"
@@ -32,7 +34,10 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, separators=(",", ":"), default=str)
+        try:
+            return orjson.dumps(line, default=str).decode()
+        except TypeError:  # e.g. a dict with keys that are not strings, passed through `extra=`
+            return json.dumps(line, separators=(",", ":"), default=str)
 
 
 class ClientTimeouts(logging.Filter):
@@ -72,7 +77,12 @@ def log_admission(record: Record, seconds: float) -> None:
     if record.lookup_unavailable:
         fields["lookup_unavailable"] = True
     level = logging.WARNING if record.result == "rejected" else logging.INFO
-    _admissions.log(level, "admission", extra=fields)
+    if _admissions.isEnabledFor(level):
+        # What `Logger.log` does, less finding the caller's file and line: the line has neither.
+        line = _admissions.makeRecord(
+            ADMISSION_LOGGER, level, __file__, 0, "admission", (), None, extra=fields
+        )
+        _admissions.handle(line)
 
 
 def logging_config(level: str) -> dict[str, Any]:
@@ -97,6 +107,13 @@ def logging_config(level: str) -> dict[str, Any]:
     }
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+
 def _timestamp(created: float) -> str:
-    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+    global _second
+    whole, text = _second
+    if int(created) != whole:
+        whole, text = int(created), time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+        _second = (whole, text)
+    return f"{text}.{int(created % 1 * 1000):03d}Z"
