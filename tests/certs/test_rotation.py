@@ -141,11 +141,12 @@ def self_managed(api: Emulator, directory: Path, policy: RenewalPolicy) -> Itera
         manager.stop()
 
 
-def test_serving_certificate_renewed_every_two_seconds_costs_no_request(
+def test_serving_certificate_renewed_every_second_and_a_half_costs_no_request(
     api: Emulator, tmp_path: Path
 ) -> None:
-    policy = RenewalPolicy(
-        serving_lifetime=3 * SECOND,
+    policy = RenewalPolicy(  # renewed with 3 s of its 4.5 s left: room for a slow machine
+        serving_lifetime=4.5 * SECOND,
+        renew_fraction=2 / 3,
         ca_overlap=datetime.timedelta(days=30),
         handover=0.5 * SECOND,
         backdate=datetime.timedelta(0),
@@ -188,5 +189,6 @@ def test_ca_rotating_every_three_seconds_costs_no_request_to_a_client_that_follo
     assert client.failures == []
     assert client.requests > 100
     assert len(client.issuers) >= 3  # served by at least three successive CAs
-    assert client.bundles[:2] == [1, 2]  # the next CA is trusted before it signs anything
+    assert len(client.bundles) >= 3
+    assert min(client.bundles[1:]) >= 2  # once rotating, old and new CAs are trusted together
     assert any(b < a for a, b in itertools.pairwise(client.bundles))  # expired CAs leave
