@@ -300,8 +300,9 @@ class SelfManagedCertificates:
                 timeout=self.settings.request_timeout,
             )
         except ApiError as e:
-            # 409: the resourceVersion moved; 422: a test failed; 404: deleted meanwhile;
-            # 500: what an emulated API answers to a failed test.
+            # 422: a test failed (the Secret moved on since it was read); 409: a conflict;
+            # 404: deleted meanwhile; 500: the patch failed otherwise. Each time, reading
+            # again and deciding anew is safe: the patch only ever applies to what was read.
             if e.status in (404, 409, 422, 500):
                 raise _Changed() from None
             raise
