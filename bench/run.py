@@ -26,6 +26,7 @@ from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
+from bench.wsgi import AppCost, app_costs
 
 GROWTH_SIZES = (8, 64, 512, 2048, 4096)
 
@@ -79,7 +80,7 @@ def served_table(results: Sequence[Served]) -> str:
                 r.case,
                 f"{r.ours.requests_per_second:.0f}",
                 f"{r.null.requests_per_second:.0f}",
-                f"{r.ratio:.0%}",
+                f"{r.ratio:.0%} / {r.paired_ratio:.0%}",
                 f"{r.ours_cpu_us:.0f} / {r.null_cpu_us:.0f}",
                 f"{rate:.0f}",
                 f"{r.ours_latency.p50_ms:.1f} / {r.ours_latency.p99_ms:.1f}",
@@ -90,11 +91,35 @@ def served_table(results: Sequence[Served]) -> str:
         "review",
         "ours req/s",
         "do-nothing req/s",
-        "ours / do-nothing",
+        "ours / do-nothing (best / paired median)",
         "server CPU us/req, ours / do-nothing",
         "half our peak, req/s",
         "ours p50 / p99 ms",
         "do-nothing p50 / p99 ms",
+    ]
+    return table(header, rows)
+
+
+def app_table(costs: Sequence[AppCost], handlers: Sequence[HandlerCost]) -> str:
+    rows = []
+    for c, h in zip(costs, handlers, strict=True):
+        rows.append(
+            [
+                c.case,
+                f"{c.null_us:.0f}",
+                f"{c.ours_us:.0f}",
+                f"{c.ours_us - c.ours_without_log_line_us:.0f}",
+                f"{h.handler_us:.0f}",
+                f"{c.ours_without_log_line_us - c.null_us - h.handler_us:.0f}",
+            ]
+        )
+    header = [
+        "review",
+        "do-nothing app us",
+        "our app us",
+        "of which the log line",
+        "the handler (table 1)",
+        "the rest (metrics, response)",
     ]
     return table(header, rows)
 
@@ -105,7 +130,7 @@ def growth_table(rows: Sequence[Growth]) -> str:
     for g in rows:
         added = (
             "-"
-            if previous is None
+            if previous is None or g.refused
             else f"{(g.pod_us - previous.pod_us) / (g.pods - previous.pods):.2f} / "
             f"{(g.cold_pod_us - previous.cold_pod_us) / (g.pods - previous.pods):.2f}"
         )
@@ -155,8 +180,8 @@ def _short(message: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4, help="one load run (4)")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating load runs (5)")
+    parser.add_argument("--seconds", type=float, default=3, help="one load run (3)")
+    parser.add_argument("--rounds", type=int, default=8, help="alternating load runs (8)")
     parser.add_argument("--inprocess-rounds", type=int, default=30, help="timed blocks (30)")
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server")
@@ -172,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 1. Handler cost against the JSON floor (in-process)\n", flush=True)
     costs = handler_costs(cases, args.inprocess_rounds)
     print(handler_table(costs), flush=True)
+    print("\nThe Flask apps called in-process, as gunicorn calls them (no sockets, no TLS):\n")
+    print(app_table(app_costs(cases, args.inprocess_rounds), costs), flush=True)
 
     with tempfile.TemporaryDirectory(prefix="trainhook-bench-") as directory:
         workdir = Path(directory)
