@@ -105,17 +105,37 @@ def loops_for(function: Callable[[], object]) -> int:
         loops *= 4
 
 
-def fastest(functions: Sequence[Callable[[], object]], rounds: int) -> list[float]:
-    """Seconds per call of each function: the fastest of `rounds` alternating timed blocks."""
-    loops = [loops_for(function) for function in functions]
+def fastest(
+    functions: Sequence[Callable[[], object]],
+    rounds: int,
+    settings: Sequence[Callable[[bool], None] | None] = (),
+) -> list[float]:
+    """Seconds per call of each function: the fastest of `rounds` alternating timed blocks.
+
+    `settings[i]`, when given, is called with True before each block of function i and with
+    False after it, to put the process in the state that function is measured in.
+    """
+    setters = list(settings) + [None] * (len(functions) - len(settings))
+    loops = []
+    for function, setter in zip(functions, setters, strict=True):
+        if setter is not None:
+            setter(True)
+        loops.append(loops_for(function))
+        if setter is not None:
+            setter(False)
     best = [float("inf")] * len(functions)
     gc.collect()
     for _ in range(rounds):
         for position, (function, count) in enumerate(zip(functions, loops, strict=True)):
+            setter = setters[position]
+            if setter is not None:
+                setter(True)
             started = time.thread_time()
             for _ in range(count):
                 function()
             best[position] = min(best[position], (time.thread_time() - started) / count)
+            if setter is not None:
+                setter(False)
     return best
 
 

@@ -161,6 +161,13 @@ class Served:
     def ratio(self) -> float:
         return self.ours.requests_per_second / self.null.requests_per_second
 
+    @property
+    def paired_ratio(self) -> float:
+        """The median over the rounds of ours / do-nothing, each pair measured back to back."""
+        ours = [rate for name, rate in self.runs if name == "trainhook serve"]
+        null = [rate for name, rate in self.runs if name != "trainhook serve"]
+        return statistics.median(a / b for a, b in zip(ours, null, strict=True))
+
 
 def measure(
     tools: Tools,
