@@ -229,7 +229,9 @@ def test_clients_that_stall_mid_handshake_hold_a_thread_for_a_bounded_time_only(
 
     assert status == 200
     assert IO_TIMEOUT - 1 < waited < IO_TIMEOUT + 3  # queued behind them, then served
-    assert len(stalls) == THREADS
+    # At least the stall that freed a thread for the admission is logged; the others may be
+    # closed by the client first when the machine is busy and the timeouts spread out.
+    assert 1 <= len(stalls) <= THREADS
     assert {line["level"] for line in stalls} == {"warning"}
     assert stalls[0]["message"].startswith("closed a connection that stalled: ")
     assert stalls[0]["message"].endswith("The handshake operation timed out")
