@@ -14,7 +14,7 @@ from webhook.frameworks import Framework, Placement
 from webhook.frameworks.common import common_env
 from webhook.frameworks.mpi import hostfile
 from webhook.settings import Settings, read_settings
-from webhook.topology import Topology, build_topology, topology_from_stamp
+from webhook.topology import Role, Topology, build_topology, topology_from_stamp
 from webhook.workload import (
     annotations_of,
     job_of,
@@ -24,6 +24,7 @@ from webhook.workload import (
     read_role,
     read_workload,
 )
+from webhook.workloads import sibling_workloads
 
 ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
 SHM_VOLUME = "dshm"
@@ -155,25 +156,12 @@ def _topology(
     if stamped is not None:
         return stamped
     if owner is not None:
-        workloads = [read_workload(owner, namespace)]
-        workloads += [
-            read_workload(sibling, namespace)
-            for sibling in siblings
-            if job_of(sibling) == job and _name(sibling) != _name(owner)
-        ]
-        return build_topology(workloads, cluster_domain)
+        workload = read_workload(owner, namespace)
+        return build_topology([workload, *sibling_workloads(workload, siblings)], cluster_domain)
     if identity.owner_kind == "Pod" and identity.index is None:
-        return (
-            topology_from_stamp(
-                {contract.TOPOLOGY: f'{{"{role}":1}}'},
-                job=job,
-                namespace=namespace,
-                framework=framework.name,
-                role_order=framework.roles,
-                cluster_domain=cluster_domain,
-            )
-            or _unreachable()
-        )
+        # A lone bare pod: a job of one, named as bare pods are by default.
+        alone = Role(role, 1, pod=f"{job}-{role}", start=0, service=job)
+        return Topology(job, namespace, framework.name, (alone,), cluster_domain)
     source = (
         f"its {identity.owner_kind} {identity.owner_name} could not be read"
         if identity.owner_kind != "Pod"
@@ -183,14 +171,6 @@ def _topology(
         f"pod of job {job} has no {contract.TOPOLOGY} annotation and {source}; "
         "a wrong world size is worse than a retry"
     )
-
-
-def _unreachable() -> Topology:
-    raise AssertionError("a one-role stamp always parses")
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _role_index(identity: PodIdentity, topology: Topology, role: str) -> int:

@@ -15,9 +15,9 @@ from typing import Any
 
 from webhook import contract
 from webhook.errors import TrainhookError
-from webhook.frameworks import Framework
+from webhook.frameworks import FRAMEWORKS, Framework
 from webhook.pod import mutate_pod
-from webhook.workload import job_of, read_framework, read_workload
+from webhook.workload import job_of, read_workload
 from webhook.workloads import mutate_workload
 
 DEFAULT_NAMESPACE = "default"
@@ -120,7 +120,7 @@ def _mutated(pod: Mapping[str, Any], namespace: str, cluster_domain: str) -> Ren
     placement = result.placement
     return RenderedPod(
         pod=result.pod,
-        framework=_framework(result.pod),
+        framework=FRAMEWORKS[placement.topology.framework],
         job=placement.topology.job,
         role=placement.role,
         index=placement.index,
@@ -128,10 +128,6 @@ def _mutated(pod: Mapping[str, Any], namespace: str, cluster_domain: str) -> Ren
         env=training_env(result.pod),
         warnings=result.warnings,
     )
-
-
-def _framework(pod: Mapping[str, Any]) -> Framework:
-    return read_framework(pod["metadata"]["labels"])
 
 
 def training_env(pod: Mapping[str, Any]) -> dict[str, str]:
