@@ -67,6 +67,43 @@ def indexed_job(
     }
 
 
+def bare_pod(
+    name: str,
+    framework: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Pod the user labels directly, with no controller behind it."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {"trainhook.io/framework": framework, **(labels or {})},
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": [{"name": framework, "image": "trainer:1"}]},
+    }
+
+
+def mpi_job(nproc_per_worker: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Horovod-style job: one launcher and two workers running `nproc_per_worker` each."""
+    return (
+        statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
+        statefulset(
+            "hv-worker",
+            "mpi",
+            role="worker",
+            job="hv",
+            replicas=2,
+            annotations={"trainhook.io/nproc-per-node": str(nproc_per_worker)},
+        ),
+    )
+
+
 def pods(*documents: dict[str, Any]) -> dict[str, RenderedPod]:
     """The rendered pods of a job, by pod name."""
     return {pod.name: pod for pod in render(list(documents))}

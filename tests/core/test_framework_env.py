@@ -2,7 +2,7 @@
 
 import json
 
-from tests.core.builders import env, indexed_job, statefulset
+from tests.core.builders import env, indexed_job, mpi_job, statefulset
 
 
 def framework_vars(values: dict[str, str]) -> dict[str, str]:
@@ -120,17 +120,7 @@ def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
 
 
 def test_mpi_pods_point_every_mpi_at_the_projected_hostfile() -> None:
-    pods = env(
-        statefulset("hv-launcher", "mpi", role="launcher", job="hv"),
-        statefulset(
-            "hv-worker",
-            "mpi",
-            role="worker",
-            job="hv",
-            replicas=2,
-            annotations={"trainhook.io/nproc-per-node": "4"},
-        ),
-    )
+    pods = env(*mpi_job(nproc_per_worker=4))
     assert framework_vars(pods["hv-worker-1"]) == {
         "K_MPI_JOB_ROLE": "worker",
         "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
