@@ -141,6 +141,21 @@ def self_managed(api: Emulator, directory: Path, policy: RenewalPolicy) -> Itera
         manager.stop()
 
 
+def client_loop_while_rotating(
+    api: Emulator, tmp_path: Path, policy: RenewalPolicy, seconds: float
+) -> ApiServerSide:
+    """A 2-worker `trainhook serve` on self-managed certificates renewed by `policy`, admitting
+    requests from a client that follows the caBundle, for `seconds`."""
+    with (
+        self_managed(api, tmp_path / "certs", policy),
+        serving(tmp_path / "certs", tmp_path / "serve.log", "--workers=2") as webhook,
+    ):
+        client = ApiServerSide(api, webhook, tmp_path / "bundle.crt")
+        with client.running():
+            time.sleep(seconds)
+    return client
+
+
 def test_serving_certificate_renewed_every_second_and_a_half_costs_no_request(
     api: Emulator, tmp_path: Path
 ) -> None:
@@ -151,13 +166,7 @@ def test_serving_certificate_renewed_every_second_and_a_half_costs_no_request(
         handover=0.5 * SECOND,
         backdate=datetime.timedelta(0),
     )
-    with (
-        self_managed(api, tmp_path / "certs", policy),
-        serving(tmp_path / "certs", tmp_path / "serve.log", "--workers=2") as webhook,
-    ):
-        client = ApiServerSide(api, webhook, tmp_path / "bundle.crt")
-        with client.running():
-            time.sleep(5)
+    client = client_loop_while_rotating(api, tmp_path, policy, seconds=5)
 
     assert client.failures == []
     assert client.requests > 50
@@ -178,13 +187,7 @@ def test_ca_rotating_every_three_seconds_costs_no_request_to_a_client_that_follo
         handover=1.5 * SECOND,
         backdate=datetime.timedelta(0),
     )
-    with (
-        self_managed(api, tmp_path / "certs", policy),
-        serving(tmp_path / "certs", tmp_path / "serve.log", "--workers=2") as webhook,
-    ):
-        client = ApiServerSide(api, webhook, tmp_path / "bundle.crt")
-        with client.running():
-            time.sleep(9)
+    client = client_loop_while_rotating(api, tmp_path, policy, seconds=9)
 
     assert client.failures == []
     assert client.requests > 100
