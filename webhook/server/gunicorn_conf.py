@@ -13,6 +13,7 @@ from typing import Any
 
 from prometheus_client import multiprocess
 
+from webhook.server.logs import GunicornLogger
 from webhook.server.tls import serving_certificate
 
 worker_class = "gthread"
@@ -22,6 +23,7 @@ keepalive = 120
 graceful_timeout = 25
 timeout = 30
 accesslog = None  # each admission logs its own structured line
+logger_class = GunicornLogger  # and gunicorn does not build an access line per request either
 proc_name = "trainhook"
 control_socket_disable = True  # nothing drives gunicorn at run time; no socket file to leave behind
 # The server works with untrusted bodies; keep gunicorn's own request-line and header limits.

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import orjson
+from gunicorn import glogging
 
 from webhook.server.admission import Record
 
@@ -34,10 +36,54 @@ class JsonFormatter(logging.Formatter):
                 line[key] = value
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
+        return _encode(line)
+
+
+class JsonLines(logging.StreamHandler[TextIO]):
+    """A stream of JSON lines that can also take a line's fields directly.
+
+    `write_fields` writes what `JsonFormatter` makes of a record with those fields, without
+    making the record: the admission line is written once per request, and a LogRecord with
+    its handler and filter calls costs several times the line itself.
+    """
+
+    def write_fields(self, level: int, logger: str, message: str, fields: dict[str, Any]) -> None:
+        line = {
+            "time": _timestamp(time.time()),
+            "level": logging.getLevelName(level).lower(),
+            "logger": logger,
+            "pid": os.getpid(),
+            "message": message,
+            **fields,
+        }
         try:
-            return orjson.dumps(line, default=str).decode()
-        except TypeError:  # e.g. a dict with keys that are not strings, passed through `extra=`
-            return json.dumps(line, separators=(",", ":"), default=str)
+            text = _encode(line) + self.terminator
+            with self.lock:  # type: ignore[union-attr]
+                self.stream.write(text)
+                self.flush()
+        except RecursionError:
+            raise
+        except Exception:  # as `emit` does: a failed log write must not fail the request
+            self.handleError(logging.makeLogRecord({"name": logger, "levelno": level, **fields}))
+
+
+def _encode(line: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(line, default=str).decode()
+    except TypeError:  # e.g. a dict with keys that are not strings, passed through `extra=`
+        return json.dumps(line, separators=(",", ":"), default=str)
+
+
+class GunicornLogger(glogging.Logger):  # type: ignore[misc]
+    """gunicorn's logger, less the access line it builds for every request.
+
+    gunicorn builds that line (a dict of every header and environ entry) whenever logging is
+    configured by a dict, even with its access logger off; each admission logs its own line.
+    """
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        if self.access_log.isEnabledFor(logging.INFO):
+            super().access(resp, req, environ, request_time)
 
 
 class ClientTimeouts(logging.Filter):
@@ -77,18 +123,43 @@ def log_admission(record: Record, seconds: float) -> None:
     if record.lookup_unavailable:
         fields["lookup_unavailable"] = True
     level = logging.WARNING if record.result == "rejected" else logging.INFO
-    if _admissions.isEnabledFor(level):
-        # What `Logger.log` does, less finding the caller's file and line: the line has neither.
-        line = _admissions.makeRecord(
-            ADMISSION_LOGGER, level, __file__, 0, "admission", (), None, extra=fields
-        )
-        _admissions.handle(line)
+    if not _admissions.isEnabledFor(level):
+        return
+    direct = _only_handler(_admissions, level)
+    if direct is not None:
+        direct.write_fields(level, ADMISSION_LOGGER, "admission", fields)
+        return
+    # What `Logger.log` does, less finding the caller's file and line: the line has neither.
+    line = _admissions.makeRecord(
+        ADMISSION_LOGGER, level, __file__, 0, "admission", (), None, extra=fields
+    )
+    _admissions.handle(line)
+
+
+def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:
+    """The JSON lines handler a record at `level` would reach, if it is the only handler it
+    would reach and nothing on the way could change or drop the record; else None."""
+    if logger.filters:
+        return None
+    found: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        found.extend(current.handlers)
+        current = current.parent if current.propagate else None
+    if len(found) != 1:
+        return None
+    [handler] = found
+    if type(handler) is not JsonLines or level < handler.level:
+        return None
+    if not all(type(f) is ClientTimeouts for f in handler.filters):
+        return None
+    return handler
 
 
 def logging_config(level: str) -> dict[str, Any]:
     """A `logging.config.dictConfig` for gunicorn's `logconfig_dict` setting."""
     handler = {
-        "class": "logging.StreamHandler",
+        "class": f"{__name__}.JsonLines",
         "formatter": "json",
         "filters": ["client_timeouts"],
         "stream": "ext://sys.stderr",
