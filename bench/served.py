@@ -72,19 +72,21 @@ class Server:
 
 @contextmanager
 def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Iterator[Server]:
-    """`python -m <module> --bind=fd://N ...` on an ephemeral port, ready when this yields."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1024)
-    port = listener.getsockname()[1]
+    """`python -m <module> --bind=127.0.0.1:PORT ...` on an ephemeral port, ready when this
+    yields. Bound by address, as in a cluster, so each worker listens on its own socket."""
+    # Holds the port for the server's workers, which bind it with SO_REUSEPORT too; it never
+    # listens, so it takes no connections.
+    reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    reserved.bind(("127.0.0.1", 0))
+    port = reserved.getsockname()[1]
     serve = [] if module == "bench.nullapp" else ["serve"]
     command = [
         sys.executable,
         "-m",
         module,
         *serve,
-        f"--bind=fd://{listener.fileno()}",
+        f"--bind=127.0.0.1:{port}",
         f"--cert-file={certs / 'tls.crt'}",
         f"--key-file={certs / 'tls.key'}",
         f"--workers={workers}",
@@ -99,14 +101,13 @@ def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Ite
             env=environment,
             stdout=output,
             stderr=subprocess.STDOUT,
-            pass_fds=(listener.fileno(),),
         )
-    listener.close()
     server = Server(name, process, port, certs / "ca.crt")
     try:
         _wait_ready(server, log)
         yield server
     finally:
+        reserved.close()
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:

@@ -101,18 +101,20 @@ def serving(
     server_name: str = "127.0.0.1",
 ) -> Iterator[Webhook]:
     """`trainhook serve` on an ephemeral port of 127.0.0.1, answering `ready_path` with 200 when
-    this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(256)
-    port = listener.getsockname()[1]
+    this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`.
+
+    Bound by address as in a cluster: each worker listens on its own SO_REUSEPORT socket, and a
+    socket of the same kind that never listens holds the port until then."""
+    reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    reserved.bind(("127.0.0.1", 0))
+    port = reserved.getsockname()[1]
     command = [
         sys.executable,
         "-m",
         "webhook.cli",
         "serve",
-        f"--bind=fd://{listener.fileno()}",
+        f"--bind=127.0.0.1:{port}",
         f"--cert-file={certs / 'tls.crt'}",
         f"--key-file={certs / 'tls.key'}",
         *([] if "--lookup" in arguments else ["--no-lookup"]),
@@ -128,15 +130,14 @@ def serving(
             env=environment,
             stdout=log_file,
             stderr=subprocess.STDOUT,
-            pass_fds=(listener.fileno(),),
         )
-    listener.close()
     webhook = Webhook(process, port, certs / "ca.crt", log, server_name)
     try:
         _wait_ready(webhook, ready_path)
         yield webhook
     finally:
         webhook.stop()
+        reserved.close()
 
 
 class _Connection(HTTPSConnection):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import socket
 import ssl
@@ -205,6 +206,51 @@ def test_metrics_count_every_admission_whichever_worker_answered(webhook: Webhoo
     scrapes = {admissions(webhook.get("/metrics")[1]) - before for _ in range(6)}
 
     assert scrapes == {len(uids)}
+
+
+def listening_sockets(port: int) -> dict[str, set[int]]:
+    """The TCP sockets listening on `port`, by inode, with the processes holding each."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # 0A: LISTEN
+            inodes.add(fields[9])
+    holders: dict[str, set[int]] = {inode: set() for inode in inodes}
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        inode = target.removeprefix("socket:[").removesuffix("]")
+        if inode in holders:
+            holders[inode].add(int(fd.parts[2]))
+    return holders
+
+
+def test_each_worker_listens_on_its_own_socket_so_kept_alive_connections_spread(
+    webhook: Webhook,
+) -> None:
+    # On one shared socket the first worker awake accepts; the API server keeps its connections
+    # alive, so one worker could hold all of them while the other idles.
+    master = webhook.process.pid
+    children = Path(f"/proc/{master}/task/{master}/children")
+    deadline = time.monotonic() + 10
+    while len(sockets := listening_sockets(webhook.port)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = {int(pid) for pid in children.read_text().split()}
+
+    assert len(workers) == 2
+    assert sorted(map(sorted, sockets.values())) == sorted([pid] for pid in workers)
+
+    uids = []
+    for _ in range(100):  # new connections: the kernel picks a socket by the client's port
+        document = review(labelled_pod())
+        assert webhook.post(encoded(document))[0] == 200
+        uids.append(document["request"]["uid"])
+        served = {line["pid"] for line in webhook.log_lines() if line.get("uid") in uids}
+        if served == workers:
+            break
+    assert served == workers
 
 
 def test_body_over_the_limit_still_sent_when_refused_gets_its_413_not_a_reset(

@@ -22,6 +22,11 @@ keepalive = 120
 # In-flight requests get this long to finish after SIGTERM; admission calls time out within 30 s.
 graceful_timeout = 25
 timeout = 30
+# Each worker listens on its own socket (SO_REUSEPORT) and the kernel spreads new connections
+# across them. On one shared socket the first worker awake accepts, and since the API server keeps
+# its few connections alive, one worker can end up with all of them while the others idle.
+# A socket passed as fd:// stays one socket, shared by all workers.
+reuse_port = True
 accesslog = None  # each admission logs its own structured line
 logger_class = GunicornLogger  # and gunicorn does not build an access line per request either
 proc_name = "trainhook"
