@@ -56,7 +56,40 @@ class Settings:
         return self.gpus if self.gpus else 1
 
 
+SETTING_KEYS = (
+    contract.PORT,
+    contract.GPUS,
+    contract.GPU_RESOURCE,
+    contract.SHM_SIZE,
+    contract.SCHEDULER,
+    contract.CONTAINER,
+    contract.NPROC_PER_NODE,
+    contract.ELASTIC,
+    contract.QUEUE,
+    contract.ORDERED_START,
+    contract.SUCCESS_POLICY,
+    contract.CLEAN_POD_POLICY,
+    contract.BACKOFF_LIMIT,
+    contract.RESTART_POLICY,
+    contract.TTL_SECONDS_AFTER_FINISHED,
+)
+_READ_AT_MOST = 256
+# Every pod of a job carries the same settings: they are parsed once and found again by value.
+_read: dict[tuple[str, tuple[str | None, ...]], Settings] = {}
+
+
 def read_settings(annotations: Mapping[str, str], framework: str) -> Settings:
+    key = (framework, tuple(map(annotations.get, SETTING_KEYS)))
+    settings = _read.get(key)
+    if settings is None:
+        settings = _parse(annotations, framework)
+        if len(_read) >= _READ_AT_MOST:
+            _read.clear()
+        _read[key] = settings
+    return settings
+
+
+def _parse(annotations: Mapping[str, str], framework: str) -> Settings:
     get = annotations.get
     elastic = _elastic(get(contract.ELASTIC))
     if elastic is not None and framework != "pytorch":
