@@ -15,15 +15,17 @@ Start one cache per gunicorn worker, after the fork (threads do not survive a fo
     cache.siblings(namespace, job, exclude=(kind, name))  # list of dicts, or None
     cache.get(namespace, "StatefulSet", name)           # the owner of an unstamped pod
 
-The objects are dicts shaped like the API's JSON (camelCase keys), without managedFields.
-Workloads being deleted (with a deletionTimestamp) are not siblings.
+The objects are dicts shaped like the API's JSON (camelCase keys), without managedFields. They
+are the cache's own, handed out without a copy: a change in the cluster replaces an object
+whole and never changes one in place, so what a caller holds stays as it was read, and callers
+only read them (the core never changes what it is given). Workloads being deleted (with a
+deletionTimestamp) are not siblings.
 
 RBAC: get, list and watch on statefulsets (apps) and jobs (batch), cluster-wide.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import threading
@@ -138,7 +140,7 @@ class SiblingCache:
         None when that read fails (the API server is unreachable or refuses)."""
         with self._lock:
             keys = sorted(self._by_job.get((namespace, job), ()))
-            found = [copy.deepcopy(self._objects[k]) for k in keys if (k[0], k[2]) != exclude]
+            found = [self._objects[k] for k in keys if (k[0], k[2]) != exclude]
         if found:
             return found
         return self._read_siblings(namespace, job, exclude)
@@ -152,7 +154,7 @@ class SiblingCache:
         with self._lock:
             cached = self._objects.get((kind, namespace, name))
             if cached is not None:
-                return copy.deepcopy(cached)
+                return cached
         try:
             obj = request(
                 self._api, "GET", resource.path(namespace, name), timeout=self._read_timeout

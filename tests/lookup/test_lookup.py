@@ -279,7 +279,7 @@ def test_only_statefulsets_and_jobs_are_looked_up(api: Emulator) -> None:
         SiblingCache(api.api()).get("ml", "Pod", "x")
 
 
-def test_returned_objects_are_copies_the_caller_may_change(
+def test_returned_objects_are_not_copied_and_never_change_once_handed_out(
     api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
 ) -> None:
     add(api, MASTER)
@@ -288,9 +288,14 @@ def test_returned_objects_are_copies_the_caller_may_change(
 
     first = cache.siblings("ml", "pt")
     assert first is not None
-    first[0]["metadata"]["labels"].clear()
+    assert cache.get("ml", "StatefulSet", "pt-master") is first[0]
 
-    assert cache.siblings("ml", "pt") == [MASTER]
+    api.merge(STS.format(ns="ml") + "/pt-master", {"spec": {"replicas": 3}})
+
+    assert eventually(
+        lambda: (cache.get("ml", "StatefulSet", "pt-master") or {})["spec"]["replicas"] == 3
+    )
+    assert first == [MASTER]  # the object handed out before the change is as it was read
 
 
 def test_managed_fields_are_not_kept(
