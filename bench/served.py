@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ from typing import Any
 from bench.inprocess import answer, body_of
 from bench.load import Latency, LoadError, Rate, Tools
 from bench.reviews import Case
+from tests.server.running import reserved_port
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 30
@@ -74,12 +74,13 @@ class Server:
 def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Iterator[Server]:
     """`python -m <module> --bind=127.0.0.1:PORT ...` on an ephemeral port, ready when this
     yields. Bound by address, as in a cluster, so each worker listens on its own socket."""
-    # Holds the port for the server's workers, which bind it with SO_REUSEPORT too; it never
-    # listens, so it takes no connections.
-    reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    reserved.bind(("127.0.0.1", 0))
-    port = reserved.getsockname()[1]
+    with reserved_port() as port:
+        yield from _served(name, module, certs, log, workers, port)
+
+
+def _served(
+    name: str, module: str, certs: Path, log: Path, workers: int, port: int
+) -> Iterator[Server]:
     serve = [] if module == "bench.nullapp" else ["serve"]
     command = [
         sys.executable,
@@ -107,7 +108,6 @@ def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Ite
         _wait_ready(server, log)
         yield server
     finally:
-        reserved.close()
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:

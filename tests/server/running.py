@@ -103,12 +103,35 @@ def serving(
     """`trainhook serve` on an ephemeral port of 127.0.0.1, answering `ready_path` with 200 when
     this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`.
 
-    Bound by address as in a cluster: each worker listens on its own SO_REUSEPORT socket, and a
-    socket of the same kind that never listens holds the port until then."""
+    Bound by address as in a cluster: each worker listens on its own socket (`reserved_port`)."""
+    with reserved_port() as port:
+        yield from _served(certs, log, port, arguments, env, ready_path, server_name)
+
+
+@contextmanager
+def reserved_port() -> Iterator[int]:
+    """An ephemeral port of 127.0.0.1 for a server whose workers each bind it with SO_REUSEPORT.
+
+    A socket of the same kind holds the port until the server is gone; it never listens, so it
+    takes no connections."""
     reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    reserved.bind(("127.0.0.1", 0))
-    port = reserved.getsockname()[1]
+    try:
+        reserved.bind(("127.0.0.1", 0))
+        yield reserved.getsockname()[1]
+    finally:
+        reserved.close()
+
+
+def _served(
+    certs: Path,
+    log: Path,
+    port: int,
+    arguments: tuple[str, ...],
+    env: dict[str, str] | None,
+    ready_path: str,
+    server_name: str,
+) -> Iterator[Webhook]:
     command = [
         sys.executable,
         "-m",
@@ -137,7 +160,6 @@ def serving(
         yield webhook
     finally:
         webhook.stop()
-        reserved.close()
 
 
 class _Connection(HTTPSConnection):
