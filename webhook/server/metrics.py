@@ -23,11 +23,14 @@ from prometheus_client import (
 from webhook.server.admission import Record
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
+# The kinds the webhook configuration sends. Any other kind a client names is counted as
+# "other": a label value per kind would let any client add series without bound.
+KINDS: Final = frozenset({"Pod", "StatefulSet", "Job"})
 
 ADMISSIONS = Counter(
     "trainhook_admissions",
-    "AdmissionReviews answered, by object kind, operation and result "
-    "(mutated, allowed without a patch, denied).",
+    "AdmissionReviews answered, by object kind (Pod, StatefulSet, Job or other), operation and "
+    "result (mutated, allowed without a patch, denied).",
     ["kind", "operation", "result"],
 )
 DURATION = Histogram(
@@ -62,8 +65,9 @@ def observe(record: Record, seconds: float) -> None:
     if record.result == "rejected":
         ERRORS.labels(record.error).inc()
         return
-    ADMISSIONS.labels(record.kind, record.operation, record.result).inc()
-    DURATION.labels(record.kind).observe(seconds)
+    kind = record.kind if record.kind in KINDS else "other"
+    ADMISSIONS.labels(kind, record.operation, record.result).inc()
+    DURATION.labels(kind).observe(seconds)
     if record.lookup_unavailable:
         LOOKUP_UNAVAILABLE.inc()
 
