@@ -81,7 +81,8 @@ def served_table(results: Sequence[Served]) -> str:
                 f"{r.ours.requests_per_second:.0f}",
                 f"{r.null.requests_per_second:.0f}",
                 f"{r.ratio:.0%} / {r.paired_ratio:.0%}",
-                f"{r.ours_cpu_us:.0f} / {r.null_cpu_us:.0f}",
+                f"{r.replay.requests_per_second / r.null.requests_per_second:.0%}",
+                f"{r.ours_cpu_us:.0f} / {r.replay_cpu_us:.0f} / {r.null_cpu_us:.0f}",
                 f"{rate:.0f}",
                 f"{r.ours_latency.p50_ms:.1f} / {r.ours_latency.p99_ms:.1f}",
                 f"{r.null_latency.p50_ms:.1f} / {r.null_latency.p99_ms:.1f}",
@@ -92,7 +93,8 @@ def served_table(results: Sequence[Served]) -> str:
         "ours req/s",
         "do-nothing req/s",
         "ours / do-nothing (best / paired median)",
-        "server CPU us/req, ours / do-nothing",
+        "admission replayed / do-nothing (best)",
+        "server CPU us/req, ours / replayed / do-nothing",
         "half our peak, req/s",
         "ours p50 / p99 ms",
         "do-nothing p50 / p99 ms",
@@ -206,9 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n## 2. Served: trainhook serve against a do-nothing app ({tools.name})\n")
         print(
             f"{args.workers} gunicorn workers each, TLS, keep-alive, {args.connections} "
-            f"connections; best of {args.rounds} alternating {args.seconds:g} s runs (server CPU: "
+            f"connections; best of {args.rounds} rotating {args.seconds:g} s runs (server CPU: "
             f"median); latency over {args.seconds * 1.5:g} s at half our best rate, the same "
-            "rate for both.\n",
+            "rate for both. 'Admission replayed' is ours with the admission replaced by a replay "
+            "of its own answer: everything else our app does, without the mutation.\n",
             flush=True,
         )
         results, memory = served(

@@ -1,9 +1,10 @@
 """The served benchmark: `trainhook serve` and a do-nothing app on the same stack, same run.
 
-Both servers are the real command (gunicorn, gthread workers with keep-alive, TLS with a CA and
-serving certificate from `webhook.certs`) on 127.0.0.1, the do-nothing one with its app swapped
-(`bench.nullapp`). They run side by side and are measured in alternation, so a burst of load
-from elsewhere on the machine touches both.
+Every server is the real command (gunicorn, gthread workers with keep-alive, TLS with a CA and
+serving certificate from `webhook.certs`) on 127.0.0.1: ours, ours with the admission replaced
+by a replay of its own answer (`bench.replayapp`, which splits the gap between the other two),
+and the do-nothing one with its app swapped (`bench.nullapp`). They run side by side and are
+measured in rotation, so a burst of load from elsewhere on the machine touches all of them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.server.running import reserved_port
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_SECONDS = 30
 PATH = "/mutate?timeout=10s"
+OURS, REPLAY, NULL = "trainhook serve", "admission replayed", "do-nothing app"
 
 
 @dataclass
@@ -81,7 +83,7 @@ def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Ite
 def _served(
     name: str, module: str, certs: Path, log: Path, workers: int, port: int
 ) -> Iterator[Server]:
-    serve = [] if module == "bench.nullapp" else ["serve"]
+    serve = ["serve"] if module == "webhook.cli" else []
     command = [
         sys.executable,
         "-m",
@@ -135,13 +137,15 @@ def _wait_ready(server: Server, log: Path) -> None:
     raise RuntimeError(f"{server.name} not ready in {STARTUP_SECONDS} s: {log.read_text()[-2000:]}")
 
 
-def check_answers(ours: Server, null: Server, case: Case) -> None:
-    """Our server answers exactly as the handler does in-process; the other one allows."""
+def check_answers(ours: Server, replay: Server, null: Server, case: Case) -> None:
+    """Our server, and ours replaying, answer exactly as the handler does in-process; the
+    do-nothing one allows."""
     body = body_of(case)
     expected = answer(case, lookup=False)
-    status, got = ours.post(body)
-    if status != 200 or got != expected.body:
-        raise SystemExit(f"bench: {case.name}: the server answered {status} {got}")
+    for server in (ours, replay, replay):  # the replay server's first answer, then a replayed one
+        status, got = server.post(body)
+        if status != 200 or got != expected.body:
+            raise SystemExit(f"bench: {case.name}: {server.name} answered {status} {got}")
     status, got = null.post(body)
     if status != 200 or got["response"]["allowed"] is not True:
         raise SystemExit(f"bench: the do-nothing app answered {status} {got}")
@@ -151,10 +155,12 @@ def check_answers(ours: Server, null: Server, case: Case) -> None:
 class Served:
     case: str
     ours: Rate
+    replay: Rate  # ours with the admission replaced by a replay of its answer
     null: Rate
     ours_latency: Latency
     null_latency: Latency
     ours_cpu_us: float  # server CPU per request (all processes), median over the runs
+    replay_cpu_us: float
     null_cpu_us: float
     runs: list[tuple[str, float]] = field(default_factory=list)  # every saturation run, in order
 
@@ -164,16 +170,15 @@ class Served:
 
     @property
     def paired_ratio(self) -> float:
-        """The median over the rounds of ours / do-nothing, each pair measured back to back."""
-        ours = [rate for name, rate in self.runs if name == "trainhook serve"]
-        null = [rate for name, rate in self.runs if name != "trainhook serve"]
+        """The median over the rounds of ours / do-nothing, each pair measured in one round."""
+        ours = [rate for name, rate in self.runs if name == OURS]
+        null = [rate for name, rate in self.runs if name == NULL]
         return statistics.median(a / b for a, b in zip(ours, null, strict=True))
 
 
 def measure(
     tools: Tools,
-    ours: Server,
-    null: Server,
+    servers: Servers,
     case: Case,
     body: Path,
     *,
@@ -182,15 +187,18 @@ def measure(
     rounds: int,
 ) -> Served:
     """Best of `rounds` alternating saturation runs each; then latency at half our best rate."""
-    check_answers(ours, null, case)
+    ours, replay, null = servers
+    check_answers(ours, replay, null, case)
     body.write_bytes(body_of(case))
-    for server in (ours, null):  # warm every worker before anything counts
+    for server in servers:  # warm every worker before anything counts
         tools.saturate(server.url, body, connections, 1)
     best: dict[str, Rate] = {}
     runs: list[tuple[str, float]] = []
-    cpu: dict[str, list[float]] = {ours.name: [], null.name: []}
+    cpu: dict[str, list[float]] = {server.name: [] for server in servers}
     for turn in range(rounds):
-        order = (ours, null) if turn % 2 == 0 else (null, ours)
+        order = servers[turn % 3 :] + servers[: turn % 3]
+        if turn % 2:
+            order = order[::-1]
         for server in order:
             before = server.cpu_seconds()
             rate = tools.saturate(server.url, body, connections, seconds)
@@ -210,10 +218,12 @@ def measure(
     return Served(
         case.name,
         best[ours.name],
+        best[replay.name],
         best[null.name],
         latencies[ours.name],
         latencies[null.name],
         statistics.median(cpu[ours.name]),
+        statistics.median(cpu[replay.name]),
         statistics.median(cpu[null.name]),
         runs,
     )
@@ -247,20 +257,26 @@ def _kib_fields(text: str) -> dict[str, int]:
     return fields
 
 
+Servers = tuple[Server, Server, Server]  # ours, ours replaying its answers, do-nothing
+
+
 @contextmanager
-def both_servers(workdir: Path, workers: int) -> Iterator[tuple[Server, Server]]:
+def all_servers(workdir: Path, workers: int) -> Iterator[Servers]:
     from webhook.certs import generate
 
     certs = workdir / "certs"
     generate(certs, "trainhook", "trainhook-system")
     with ExitStack() as stack:
         ours = stack.enter_context(
-            serving("trainhook serve", "webhook.cli", certs, workdir / "serve.log", workers)
+            serving(OURS, "webhook.cli", certs, workdir / "serve.log", workers)
+        )
+        replay = stack.enter_context(
+            serving(REPLAY, "bench.replayapp", certs, workdir / "replay.log", workers)
         )
         null = stack.enter_context(
-            serving("do-nothing app", "bench.nullapp", certs, workdir / "null.log", workers)
+            serving(NULL, "bench.nullapp", certs, workdir / "null.log", workers)
         )
-        yield ours, null
+        yield ours, replay, null
 
 
 def served(
@@ -273,12 +289,11 @@ def served(
     seconds: float,
     rounds: int,
 ) -> tuple[list[Served], list[Memory]]:
-    with both_servers(workdir, workers) as (ours, null):
+    with all_servers(workdir, workers) as servers:
         results = [
             measure(
                 tools,
-                ours,
-                null,
+                servers,
                 case,
                 workdir / "body.json",
                 connections=connections,
@@ -287,4 +302,5 @@ def served(
             )
             for case in cases
         ]
+        ours, _, null = servers
         return results, memory(ours) + memory(null)
