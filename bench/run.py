@@ -183,7 +183,7 @@ def _short(message: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3, help="one load run (3)")
-    parser.add_argument("--rounds", type=int, default=8, help="alternating load runs (8)")
+    parser.add_argument("--rounds", type=int, default=8, help="rotating load runs (8)")
     parser.add_argument("--inprocess-rounds", type=int, default=30, help="timed blocks (30)")
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server")

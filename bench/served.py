@@ -9,15 +9,8 @@ measured in rotation, so a burst of load from elsewhere on the machine touches a
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import signal
-import ssl
 import statistics
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -27,10 +20,9 @@ from typing import Any
 from bench.inprocess import answer, body_of
 from bench.load import Latency, LoadError, Rate, Tools
 from bench.reviews import Case
-from tests.server.running import reserved_port
+from tests.server import running
+from tests.server.running import Webhook
 
-ROOT = Path(__file__).resolve().parents[1]
-STARTUP_SECONDS = 30
 PATH = "/mutate?timeout=10s"
 OURS, REPLAY, NULL = "trainhook serve", "admission replayed", "do-nothing app"
 
@@ -38,35 +30,26 @@ OURS, REPLAY, NULL = "trainhook serve", "admission replayed", "do-nothing app"
 @dataclass
 class Server:
     name: str
-    process: subprocess.Popen[bytes]
-    port: int
-    ca_file: Path
+    webhook: Webhook
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}{PATH}"
-
-    def connect(self) -> http.client.HTTPSConnection:
-        context = ssl.create_default_context(cafile=str(self.ca_file))
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=10)
+        return f"https://127.0.0.1:{self.webhook.port}{PATH}"
 
     def post(self, body: bytes) -> tuple[int, Any]:
-        connection = self.connect()
-        try:
-            connection.request("POST", PATH, body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            return response.status, json.loads(response.read())
-        finally:
-            connection.close()
+        status, answer, _ = self.webhook.post(body, path=PATH)
+        return status, answer
 
     def workers(self) -> list[int]:
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        return [int(pid) for pid in children.read_text().split()]
+        pid = self.webhook.process.pid
+        return [
+            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
 
     def cpu_seconds(self) -> float:
         """User and system CPU time of the master and its workers so far."""
         ticks = 0
-        for pid in [self.process.pid, *self.workers()]:
+        for pid in [self.webhook.process.pid, *self.workers()]:
             fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
             ticks += int(fields[11]) + int(fields[12])  # utime, stime
         return ticks / os.sysconf("SC_CLK_TCK")
@@ -74,67 +57,10 @@ class Server:
 
 @contextmanager
 def serving(name: str, module: str, certs: Path, log: Path, workers: int) -> Iterator[Server]:
-    """`python -m <module> --bind=127.0.0.1:PORT ...` on an ephemeral port, ready when this
-    yields. Bound by address, as in a cluster, so each worker listens on its own socket."""
-    with reserved_port() as port:
-        yield from _served(name, module, certs, log, workers, port)
-
-
-def _served(
-    name: str, module: str, certs: Path, log: Path, workers: int, port: int
-) -> Iterator[Server]:
-    serve = ["serve"] if module == "webhook.cli" else []
-    command = [
-        sys.executable,
-        "-m",
-        module,
-        *serve,
-        f"--bind=127.0.0.1:{port}",
-        f"--cert-file={certs / 'tls.crt'}",
-        f"--key-file={certs / 'tls.key'}",
-        f"--workers={workers}",
-        "--no-lookup",
-    ]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHOOK_")}
-    environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    with open(log, "wb") as output:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=environment,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(name, process, port, certs / "ca.crt")
-    try:
-        _wait_ready(server, log)
-        yield server
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _wait_ready(server: Server, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"{server.name} exited: {log.read_text()[-2000:]}")
-        try:
-            connection = server.connect()
-            connection.request("GET", "/readyz")
-            if connection.getresponse().status == 200:
-                connection.close()
-                if len(server.workers()) > 0:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{server.name} not ready in {STARTUP_SECONDS} s: {log.read_text()[-2000:]}")
+    """`python -m <module>` with serve's arguments, bound by address on 127.0.0.1 as in a
+    cluster (each worker listens on its own socket), ready when this yields."""
+    with running.serving(certs, log, f"--workers={workers}", module=module) as webhook:
+        yield Server(name, webhook)
 
 
 def check_answers(ours: Server, replay: Server, null: Server, case: Case) -> None:

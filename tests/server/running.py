@@ -99,13 +99,15 @@ def serving(
     env: dict[str, str] | None = None,
     ready_path: str = "/readyz",
     server_name: str = "127.0.0.1",
+    module: str = "webhook.cli",
 ) -> Iterator[Webhook]:
     """`trainhook serve` on an ephemeral port of 127.0.0.1, answering `ready_path` with 200 when
-    this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`.
+    this yields. Without `--lookup` among `arguments`, it runs with `--no-lookup`. `module`
+    names another entry point that takes serve's arguments (the benchmark's apps).
 
     Bound by address as in a cluster: each worker listens on its own socket (`reserved_port`)."""
     with reserved_port() as port:
-        yield from _served(certs, log, port, arguments, env, ready_path, server_name)
+        yield from _served(certs, log, port, arguments, env, ready_path, server_name, module)
 
 
 @contextmanager
@@ -131,12 +133,13 @@ def _served(
     env: dict[str, str] | None,
     ready_path: str,
     server_name: str,
+    module: str,
 ) -> Iterator[Webhook]:
     command = [
         sys.executable,
         "-m",
-        "webhook.cli",
-        "serve",
+        module,
+        *(["serve"] if module == "webhook.cli" else []),
         f"--bind=127.0.0.1:{port}",
         f"--cert-file={certs / 'tls.crt'}",
         f"--key-file={certs / 'tls.key'}",
