@@ -24,13 +24,9 @@ _admissions = logging.getLogger(ADMISSION_LOGGER)
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": _timestamp(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-        }
+        line = _head(
+            record.created, record.levelno, record.name, record.process, record.getMessage()
+        )
         for key, value in vars(record).items():
             if key not in _STANDARD:
                 line[key] = value
@@ -48,14 +44,7 @@ class JsonLines(logging.StreamHandler[TextIO]):
     """
 
     def write_fields(self, level: int, logger: str, message: str, fields: dict[str, Any]) -> None:
-        line = {
-            "time": _timestamp(time.time()),
-            "level": logging.getLevelName(level).lower(),
-            "logger": logger,
-            "pid": os.getpid(),
-            "message": message,
-            **fields,
-        }
+        line = _head(time.time(), level, logger, os.getpid(), message) | fields
         try:
             text = _encode(line) + self.terminator
             with self.lock:  # type: ignore[union-attr]
@@ -65,6 +54,17 @@ class JsonLines(logging.StreamHandler[TextIO]):
             raise
         except Exception:  # as `emit` does: a failed log write must not fail the request
             self.handleError(logging.makeLogRecord({"name": logger, "levelno": level, **fields}))
+
+
+def _head(created: float, level: int, logger: str, pid: int | None, message: str) -> dict[str, Any]:
+    """What every line starts with, whichever way it is written."""
+    return {
+        "time": _timestamp(created),
+        "level": logging.getLevelName(level).lower(),
+        "logger": logger,
+        "pid": pid,
+        "message": message,
+    }
 
 
 def _encode(line: dict[str, Any]) -> str:
