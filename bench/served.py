@@ -41,10 +41,7 @@ class Server:
         return status, answer
 
     def workers(self) -> list[int]:
-        pid = self.webhook.process.pid
-        return [
-            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        ]
+        return self.webhook.workers()
 
     def cpu_seconds(self) -> float:
         """User and system CPU time of the master and its workers so far."""

@@ -77,6 +77,13 @@ class Webhook:
             conn.close()
         return response.status, text
 
+    def workers(self) -> list[int]:
+        """The pids of gunicorn's workers now."""
+        pid = self.process.pid
+        return [
+            int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        ]
+
     def log_lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
@@ -107,7 +114,34 @@ def serving(
 
     Bound by address as in a cluster: each worker listens on its own socket (`reserved_port`)."""
     with reserved_port() as port:
-        yield from _served(certs, log, port, arguments, env, ready_path, server_name, module)
+        command = [
+            sys.executable,
+            "-m",
+            module,
+            *(["serve"] if module == "webhook.cli" else []),
+            f"--bind=127.0.0.1:{port}",
+            f"--cert-file={certs / 'tls.crt'}",
+            f"--key-file={certs / 'tls.key'}",
+            *([] if "--lookup" in arguments else ["--no-lookup"]),
+            *arguments,
+        ]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHOOK_")}
+        environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        environment.update(env or {})
+        with open(log, "wb") as log_file:
+            process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=environment,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        webhook = Webhook(process, port, certs / "ca.crt", log, server_name)
+        try:
+            _wait_ready(webhook, ready_path)
+            yield webhook
+        finally:
+            webhook.stop()
 
 
 @contextmanager
@@ -123,46 +157,6 @@ def reserved_port() -> Iterator[int]:
         yield reserved.getsockname()[1]
     finally:
         reserved.close()
-
-
-def _served(
-    certs: Path,
-    log: Path,
-    port: int,
-    arguments: tuple[str, ...],
-    env: dict[str, str] | None,
-    ready_path: str,
-    server_name: str,
-    module: str,
-) -> Iterator[Webhook]:
-    command = [
-        sys.executable,
-        "-m",
-        module,
-        *(["serve"] if module == "webhook.cli" else []),
-        f"--bind=127.0.0.1:{port}",
-        f"--cert-file={certs / 'tls.crt'}",
-        f"--key-file={certs / 'tls.key'}",
-        *([] if "--lookup" in arguments else ["--no-lookup"]),
-        *arguments,
-    ]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRAINHOOK_")}
-    environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    environment.update(env or {})
-    with open(log, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=environment,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-    webhook = Webhook(process, port, certs / "ca.crt", log, server_name)
-    try:
-        _wait_ready(webhook, ready_path)
-        yield webhook
-    finally:
-        webhook.stop()
 
 
 class _Connection(HTTPSConnection):

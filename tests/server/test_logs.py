@@ -61,6 +61,19 @@ def served_alone() -> Iterator[JsonLines]:
             root.addHandler(handler)
 
 
+@contextmanager
+def caught(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
+    """The records a handler of its own on `logger` receives, while this lasts."""
+    records: list[logging.LogRecord] = []
+    catcher = logging.Handler()
+    catcher.emit = records.append  # type: ignore[method-assign]
+    logger.addHandler(catcher)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(catcher)
+
+
 def mutated_pod() -> Record:
     record = Record(
         "mutated",
@@ -130,17 +143,10 @@ def test_the_line_written_directly_is_the_line_the_formatter_makes_of_a_record(
 def test_another_handler_on_the_admission_logger_gets_the_line_as_a_record_too(
     stream: io.StringIO,
 ) -> None:
-    records: list[logging.LogRecord] = []
-    catcher = logging.Handler()
-    catcher.emit = records.append  # type: ignore[method-assign]
     admissions = logging.getLogger(ADMISSION_LOGGER)
-    admissions.addHandler(catcher)
-    try:
-        with served_alone():
-            assert _only_handler(admissions, logging.INFO) is None
-            log_admission(mutated_pod(), 0.0001)
-    finally:
-        admissions.removeHandler(catcher)
+    with caught(admissions) as records, served_alone():
+        assert _only_handler(admissions, logging.INFO) is None
+        log_admission(mutated_pod(), 0.0001)
 
     [line] = lines(stream)
     [record] = records
@@ -220,13 +226,10 @@ def test_gunicorn_still_writes_access_lines_when_its_access_logger_is_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     logger, built = access_logger(logging.INFO, monkeypatch)
-    records: list[logging.LogRecord] = []
-    catcher = logging.Handler()
-    catcher.emit = records.append  # type: ignore[method-assign]
-    logger.access_log.addHandler(catcher)
     logger.cfg.set("access_log_format", "%(s)s")
 
-    logger.access(None, None, {}, None)
+    with caught(logger.access_log) as records:
+        logger.access(None, None, {}, None)
 
     assert built == ["atoms"]
     assert [record.getMessage() for record in records] == ["200"]
