@@ -86,6 +86,22 @@ def start_cache() -> Iterator[Callable[[client.ApiClient], SiblingCache]]:
 
 
 @pytest.fixture
+def synced(
+    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+) -> Callable[..., SiblingCache]:
+    """A started cache that has listed these workloads, created in the emulator first."""
+
+    def start(*workloads: dict[str, Any]) -> SiblingCache:
+        for obj in workloads:
+            add(api, obj)
+        cache = start_cache(api.api())
+        assert cache.wait_synced(5)
+        return cache
+
+    return start
+
+
+@pytest.fixture
 def refused_port() -> Iterator[int]:
     """A port on 127.0.0.1 that is bound but not listening: connections are refused."""
     with socket.socket() as sock:
@@ -126,10 +142,9 @@ def test_siblings_of_a_synced_job_come_from_the_cache_without_asking_the_api(
 
 
 def test_cache_lists_then_watches_labelled_statefulsets_and_jobs_of_every_namespace(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    synced()
 
     assert eventually(lambda: len(api.requests()) == 4)
 
@@ -153,11 +168,9 @@ def test_cache_lists_then_watches_labelled_statefulsets_and_jobs_of_every_namesp
 
 
 def test_a_sibling_created_after_sync_arrives_through_the_watch(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    add(api, MASTER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(MASTER)
 
     add(api, WORKER)
 
@@ -165,12 +178,9 @@ def test_a_sibling_created_after_sync_arrives_through_the_watch(
 
 
 def test_a_deleted_sibling_leaves_the_job(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    add(api, MASTER)
-    add(api, WORKER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(MASTER, WORKER)
 
     api.delete(JOBS.format(ns="ml") + "/pt-worker")
 
@@ -179,12 +189,9 @@ def test_a_deleted_sibling_leaves_the_job(
 
 
 def test_a_relabelled_workload_moves_to_its_new_job(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    add(api, MASTER)
-    add(api, WORKER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(MASTER, WORKER)
 
     api.merge(
         JOBS.format(ns="ml") + "/pt-worker", {"metadata": {"labels": {"trainhook.io/job": "pt2"}}}
@@ -195,12 +202,9 @@ def test_a_relabelled_workload_moves_to_its_new_job(
 
 
 def test_a_workload_being_deleted_is_no_sibling(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    add(api, MASTER)
-    add(api, WORKER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(MASTER, WORKER)
 
     api.merge(JOBS.format(ns="ml") + "/pt-worker",
               {"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z"}})  # fmt: skip
@@ -209,10 +213,9 @@ def test_a_workload_being_deleted_is_no_sibling(
 
 
 def test_a_job_the_cache_does_not_hold_is_read_directly_from_its_namespace(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced()
     cache.stop()  # nothing reaches the cache any more: the watch is behind
     add(api, MASTER)
     add(api, WORKER)
@@ -229,22 +232,18 @@ def test_a_job_the_cache_does_not_hold_is_read_directly_from_its_namespace(
 
 
 def test_a_job_without_workloads_has_no_siblings_rather_than_unknown_ones(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    synced: Callable[..., SiblingCache],
 ) -> None:
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced()
 
     assert cache.siblings("ml", "nothing-here") == []
 
 
 def test_a_sibling_without_the_job_label_belongs_to_the_job_named_after_it(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
     lone = workload("StatefulSet", "pt", **{"trainhook.io/framework": "pytorch"})
-    add(api, lone)
-    add(api, WORKER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(lone, WORKER)
 
     assert names(cache.siblings("ml", "pt")) == ["pt-worker", "pt"]
     assert names(SiblingCache(api.api()).siblings("ml", "pt")) == ["pt-worker", "pt"]
@@ -280,11 +279,9 @@ def test_only_statefulsets_and_jobs_are_looked_up(api: Emulator) -> None:
 
 
 def test_returned_objects_are_not_copied_and_never_change_once_handed_out(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    add(api, MASTER)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(MASTER)
 
     first = cache.siblings("ml", "pt")
     assert first is not None
@@ -298,14 +295,10 @@ def test_returned_objects_are_not_copied_and_never_change_once_handed_out(
     assert first == [MASTER]  # the object handed out before the change is as it was read
 
 
-def test_managed_fields_are_not_kept(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
-) -> None:
+def test_managed_fields_are_not_kept(synced: Callable[..., SiblingCache]) -> None:
     managed = copy.deepcopy(MASTER)
     managed["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
-    add(api, managed)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced(managed)
 
     assert cache.siblings("ml", "pt") == [MASTER]
 
@@ -370,7 +363,7 @@ def test_cache_syncs_once_an_unreachable_api_comes_back(
 
 
 def test_an_expired_watch_lists_again_and_drops_what_vanished(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
     add(api, MASTER)
     ghost = workload("StatefulSet", "pt-ghost", **MASTER["metadata"]["labels"])
@@ -390,8 +383,7 @@ def test_an_expired_watch_lists_again_and_drops_what_vanished(
         api.handler[kmock.action.WATCH, statefulsets][:1] << first_watch
 
     api.run(arrange)
-    cache = start_cache(api.api())
-    assert cache.wait_synced(5)
+    cache = synced()
 
     assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
     assert served == ["list", "watch"]
