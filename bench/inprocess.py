@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook import contract, topology
-from webhook.jsoncodec import dumps as encode  # as /mutate encodes its answer
+from webhook.core import contract, topology
+from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
 from webhook.server.admission import Answer, Context, review
 
 JSON = "application/json"

@@ -13,7 +13,7 @@ import sys
 from flask import Flask, Response, request
 
 from webhook import cli
-from webhook.server import cmd
+from webhook.server import launch
 
 ALLOWED = (
     b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
@@ -21,7 +21,7 @@ ALLOWED = (
 )
 
 
-def null_app(settings: cmd.ServeSettings) -> Flask:
+def null_app(settings: launch.ServeSettings) -> Flask:
     app = Flask("trainhook-null")
 
     @app.post("/mutate")
@@ -37,5 +37,5 @@ def null_app(settings: cmd.ServeSettings) -> Flask:
 
 
 if __name__ == "__main__":
-    cmd.build_app = null_app
+    launch.build_app = null_app
     sys.exit(cli.main(["serve", *sys.argv[1:]]))

@@ -1,7 +1,7 @@
 """The AdmissionReviews the benchmark sends, built the way the API server would send them.
 
 Workloads are admitted by the core and expanded into pods the way the StatefulSet controller
-makes them (`webhook.render.expand`); every object then gets what the API server has added by
+makes them (`webhook.core.render.expand`); every object then gets what the API server has added by
 the time mutating webhooks see it: field defaults, the service account token volume, owner
 references and the controller's labels. So the bodies have the size and shape of real ones.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import contract
-from webhook.render import expand
-from webhook.workloads import mutate_workload
+from webhook.core import contract
+from webhook.core.render import expand
+from webhook.core.workload_mutation import mutate_workload
 
 NAMESPACE = "research"
 _uids = itertools.count(1)

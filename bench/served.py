@@ -1,10 +1,11 @@
 """The served benchmark: `trainhook serve` and a do-nothing app on the same stack, same run.
 
-Every server is the real command (gunicorn, gthread workers with keep-alive, TLS with a CA and
-serving certificate from `webhook.certs`) on 127.0.0.1: ours, ours with the admission replaced
-by a replay of its own answer (`bench.replayapp`, which splits the gap between the other two),
-and the do-nothing one with its app swapped (`bench.nullapp`). They run side by side and are
-measured in rotation, so a burst of load from elsewhere on the machine touches all of them.
+Every server is the real command (gunicorn, gthread workers with keep-alive, TLS with a CA
+and serving certificate from `webhook.certs.material`) on 127.0.0.1: ours, ours with the
+admission replaced by a replay of its own answer (`bench.replayapp`, which splits the gap
+between the other two), and the do-nothing one with its app swapped (`bench.nullapp`). They
+run side by side and are measured in rotation, so a burst of load from elsewhere on the
+machine touches all of them.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ Servers = tuple[Server, Server, Server]  # ours, ours replaying its answers, do-
 
 @contextmanager
 def all_servers(workdir: Path, workers: int) -> Iterator[Servers]:
-    from webhook.certs import generate
+    from webhook.certs.material import generate
 
     certs = workdir / "certs"
     generate(certs, "trainhook", "trainhook-system")

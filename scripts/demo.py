@@ -32,9 +32,9 @@ from tests.server.reviews import (  # noqa: E402
     patched,
 )
 from tests.server.running import kubeconfig, serving  # noqa: E402
-from webhook import contract  # noqa: E402
-from webhook.frameworks import FRAMEWORKS  # noqa: E402
-from webhook.render import RenderedPod, render, table, training_env  # noqa: E402
+from webhook.core import contract  # noqa: E402
+from webhook.core.frameworks import FRAMEWORKS  # noqa: E402
+from webhook.core.render import RenderedPod, render, table, training_env  # noqa: E402
 
 CERTS = ROOT / "certs"
 SERVICE, NAMESPACE = "trainhook", "trainhook-system"

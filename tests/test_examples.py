@@ -17,8 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from webhook import cli, contract
-from webhook.render import RenderedPod, render
+from webhook import cli
+from webhook.core import contract
+from webhook.core.render import RenderedPod, render
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))

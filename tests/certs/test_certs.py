@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from webhook import certs, cli
+from webhook import cli
+from webhook.certs import material as certs
 
 T0 = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)

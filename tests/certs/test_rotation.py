@@ -22,8 +22,8 @@ from cryptography.hazmat.primitives import hashes
 from tests.lookup.emulator import Emulator, emulator
 from tests.server.reviews import encoded, review
 from tests.server.running import Webhook, serving
-from webhook.certs import RenewalPolicy, write_private
-from webhook.selfcerts import SelfManagedCertificates, SelfManagedSettings
+from webhook.certs.material import RenewalPolicy, write_private
+from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 
 NS = "trainhook-system"
 CONFIG_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/trainhook"

@@ -18,14 +18,14 @@ import pytest
 from cryptography import x509
 
 from tests.lookup.emulator import Emulator, emulator
-from webhook import certs
-from webhook.certs import CertificateError, RenewalPolicy
-from webhook.kubeapi import api_client_for
-from webhook.selfcerts import (
+from webhook.certs import material as certs
+from webhook.certs.material import CertificateError, RenewalPolicy
+from webhook.certs.selfmanaged import (
     SelfManagedCertificates,
     SelfManagedSettings,
     write_atomically,
 )
+from webhook.kube.client import Kube, api_client_for
 
 NS = "trainhook-system"
 SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/trainhook-certs"
@@ -398,7 +398,7 @@ def test_unreachable_api_at_start_fails_naming_the_secret_and_the_reason(tmp_pat
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        api = api_client_for(kmock_free_config(port))
+        api = Kube(api_client_for(kmock_free_config(port)))
         manager = SelfManagedCertificates(settings(tmp_path, startup_seconds=0.3), api)
 
         with pytest.raises(CertificateError) as error:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from tests.chart.rendering import CHART, NEWEST_KUBERNETES, REPO, render, validate_strictly
-from webhook import contract
-from webhook.render import render as render_pods
+from webhook.core import contract
+from webhook.core.render import render as render_pods
 
 ARGOCD = REPO / "examples" / "argocd"
 DOC = (REPO / "docs" / "gitops.md").read_text()

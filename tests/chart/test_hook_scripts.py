@@ -20,7 +20,7 @@ from kubernetes import client
 
 from tests.chart.rendering import render
 from tests.server.conftest import serving
-from webhook.certs import generate
+from webhook.certs.material import generate
 
 NAMESPACE = "trainhook"
 

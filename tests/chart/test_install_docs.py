@@ -16,8 +16,8 @@ from tests.chart.rendering import (
     helm,
     run_helm,
 )
-from webhook import contract
-from webhook.frameworks import FRAMEWORKS
+from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
 
 README = (REPO / "README.md").read_text()
 INSTALL_DOC = (REPO / "docs" / "install.md").read_text()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.chart.rendering import CA_BUNDLE, NEWEST_KUBERNETES, render
-from webhook.contract import FRAMEWORK
+from webhook.core.contract import FRAMEWORK
 
 NOT_NODES = {
     "name": "not-node",

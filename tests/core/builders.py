@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.render import RenderedPod, render
+from webhook.core.render import RenderedPod, render
 
 
 def statefulset(

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from webhook import contract
-from webhook.frameworks import FRAMEWORKS
-from webhook.render import expand
+from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.render import expand
 
 Obj = dict[str, Any]
 T = TypeVar("T")

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from tests.core.builders import indexed_job, statefulset
-from webhook.admit import admit
-from webhook.errors import TrainhookError
+from webhook.core.admit import admit
+from webhook.core.errors import TrainhookError
 
 
 def refusal(obj: dict[str, Any], kind: str = "StatefulSet", **kwargs: Any) -> TrainhookError:
@@ -124,7 +124,7 @@ def test_an_invalid_annotation_is_refused_naming_key_value_and_what_is_allowed(
 
 def test_elastic_is_refused_for_frameworks_other_than_pytorch() -> None:
     assert str(refusal(annotated("elastic", "1:2", framework="jax"))) == (
-        "trainhook.io/elastic: invalid value '1:2': elastic training is for pytorch jobs only"
+        "trainhook.io/elastic: invalid value '1:2': elastic training is not available for jax jobs"
     )
 
 
@@ -202,7 +202,7 @@ def test_a_job_mixing_frameworks_is_refused() -> None:
 
 
 def test_a_container_annotation_naming_no_container_lists_the_containers() -> None:
-    from webhook.render import RenderError, render
+    from webhook.core.render import RenderError, render
 
     sts = statefulset(
         "t",

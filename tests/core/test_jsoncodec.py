@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from webhook import jsoncodec
+from webhook.core import jsoncodec
 
 
 def test_a_review_body_decodes_to_the_same_value_as_with_the_json_module() -> None:

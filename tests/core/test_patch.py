@@ -1,7 +1,7 @@
 import jsonpatch
 
-from webhook.draft import Draft
-from webhook.patch import diff
+from webhook.core.draft import Draft
+from webhook.core.patch import diff
 
 
 def test_a_missing_parent_is_added_whole() -> None:

@@ -8,10 +8,10 @@ import jsonpatch
 import pytest
 
 from tests.core.builders import bare_pod, mpi_job, pods, statefulset
-from webhook.admit import admit, owner_to_resolve
-from webhook.errors import TrainhookError
-from webhook.render import expand, training_env
-from webhook.workloads import mutate_workload
+from webhook.core.admit import admit, owner_to_resolve
+from webhook.core.errors import TrainhookError
+from webhook.core.render import expand, training_env
+from webhook.core.workload_mutation import mutate_workload
 
 
 def pod_of(*documents: dict[str, Any], name: str) -> dict[str, Any]:

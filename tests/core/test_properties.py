@@ -34,8 +34,8 @@ from tests.core.strategies import (
     training_jobs,
     updated,
 )
-from webhook import contract
-from webhook.admit import Outcome, admit
+from webhook.core import contract
+from webhook.core.admit import Outcome, admit
 
 OLDEST = "1.29"
 NEWEST = kubernetes_validate.latest_version()

@@ -103,7 +103,7 @@ def test_the_port_annotation_sets_master_port() -> None:
 
 
 def test_a_cluster_domain_is_appended_to_every_host() -> None:
-    from webhook.render import render
+    from webhook.core.render import render
 
     [pod] = render([statefulset("solo", "pytorch")], cluster_domain="cluster.local")
     assert pod.env["MASTER_ADDR"] == "solo-0.solo.default.svc.cluster.local"

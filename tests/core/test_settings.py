@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from webhook import contract
-from webhook.errors import InvalidSetting
-from webhook.settings import SETTING_KEYS, Settings, _parse, read_settings
+from webhook.core import contract
+from webhook.core.errors import InvalidSetting
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.settings import SETTING_KEYS, Settings, _parse, read_settings
 
 
 class Recording(dict[str, str]):
@@ -22,15 +23,16 @@ class Recording(dict[str, str]):
 def test_settings_are_found_again_only_by_the_annotations_they_are_read_from() -> None:
     annotations = Recording()
 
-    _parse(annotations, "pytorch")
+    _parse(annotations, FRAMEWORKS["pytorch"])
 
     assert annotations.read == set(SETTING_KEYS)
 
 
 def test_pods_with_the_same_annotations_get_the_same_settings() -> None:
-    first = read_settings({contract.GPUS: "8", contract.SHM_SIZE: "16Gi"}, "pytorch")
+    first = read_settings({contract.GPUS: "8", contract.SHM_SIZE: "16Gi"}, FRAMEWORKS["pytorch"])
     second = read_settings(
-        {contract.GPUS: "8", contract.SHM_SIZE: "16Gi", contract.TOPOLOGY: "{}"}, "pytorch"
+        {contract.GPUS: "8", contract.SHM_SIZE: "16Gi", contract.TOPOLOGY: "{}"},
+        FRAMEWORKS["pytorch"],
     )
 
     assert second is first
@@ -38,24 +40,26 @@ def test_pods_with_the_same_annotations_get_the_same_settings() -> None:
 
 
 def test_a_changed_value_is_read_afresh() -> None:
-    read_settings({contract.GPUS: "8"}, "pytorch")
+    read_settings({contract.GPUS: "8"}, FRAMEWORKS["pytorch"])
 
-    assert read_settings({contract.GPUS: "4"}, "pytorch") == Settings(gpus=4)
-    assert read_settings({}, "pytorch") == Settings()
+    assert read_settings({contract.GPUS: "4"}, FRAMEWORKS["pytorch"]) == Settings(gpus=4)
+    assert read_settings({}, FRAMEWORKS["pytorch"]) == Settings()
 
 
 def test_the_framework_is_part_of_what_is_found_again() -> None:
     elastic = {contract.ELASTIC: "2:4"}
-    assert read_settings(elastic, "pytorch").elastic == (2, 4)
+    assert read_settings(elastic, FRAMEWORKS["pytorch"]).elastic == (2, 4)
 
-    with pytest.raises(InvalidSetting, match="elastic training is for pytorch jobs only"):
-        read_settings(elastic, "tensorflow")
+    with pytest.raises(
+        InvalidSetting, match="elastic training is not available for tensorflow jobs"
+    ):
+        read_settings(elastic, FRAMEWORKS["tensorflow"])
 
 
 def test_an_invalid_value_is_refused_each_time_it_comes() -> None:
     for _ in range(2):
         with pytest.raises(InvalidSetting) as refused:
-            read_settings({contract.GPUS: "eight"}, "pytorch")
+            read_settings({contract.GPUS: "eight"}, FRAMEWORKS["pytorch"])
         assert str(refused.value) == (
             "trainhook.io/gpus: invalid value 'eight': a whole number, 0 or more"
         )

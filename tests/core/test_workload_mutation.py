@@ -6,7 +6,7 @@ from typing import Any
 import jsonpatch
 
 from tests.core.builders import indexed_job, statefulset
-from webhook.admit import admit
+from webhook.core.admit import admit
 
 
 def admitted(obj: dict[str, Any], operation: str = "CREATE", **kwargs: Any) -> dict[str, Any]:

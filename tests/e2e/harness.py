@@ -30,7 +30,7 @@ POD_SHELL = 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$
 
 
 class Rendered(Protocol):
-    """What the harness needs of `webhook.render.RenderedPod`."""
+    """What the harness needs of `webhook.core.render.RenderedPod`."""
 
     @property
     def pod(self) -> dict[str, Any]: ...

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from webhook import contract
-from webhook.render import RenderedPod, render
+from webhook.core import contract
+from webhook.core.render import RenderedPod, render
 
 from .harness import free_port, pod_hostname, run_pods
 

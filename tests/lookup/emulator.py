@@ -22,7 +22,7 @@ import attrs
 import kmock
 from kubernetes import client
 
-from webhook.kubeapi import api_client_for
+from webhook.kube.client import Kube, api_client_for
 
 T = TypeVar("T")
 
@@ -140,9 +140,9 @@ class Emulator:
 
         return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
 
-    def api(self) -> client.ApiClient:
+    def api(self) -> Kube:
         configuration = client.Configuration(host=self.url)
-        return api_client_for(configuration)
+        return Kube(api_client_for(configuration))
 
     def send(self, method: str, path: str, body: object = None, content_type: str = "") -> Any:
         data = None if body is None else json.dumps(body).encode()

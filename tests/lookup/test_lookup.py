@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 
 from tests.lookup.emulator import Emulator, emulator
-from webhook.kubeapi import api_client_for
-from webhook.lookup import SiblingCache
+from webhook.kube.client import Kube, api_client_for
+from webhook.kube.lookup import SiblingCache
 
 STS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -75,7 +75,7 @@ def api() -> Iterator[Emulator]:
 def start_cache() -> Iterator[Callable[[client.ApiClient], SiblingCache]]:
     caches: list[SiblingCache] = []
 
-    def start(api_client: client.ApiClient) -> SiblingCache:
+    def start(api_client: Kube) -> SiblingCache:
         cache = SiblingCache(api_client, backoff=(0.05, 0.2)).start()
         caches.append(cache)
         return cache
@@ -118,8 +118,8 @@ def silent_port() -> Iterator[int]:
         yield sock.getsockname()[1]
 
 
-def client_for(port: int) -> client.ApiClient:
-    return api_client_for(client.Configuration(host=f"http://127.0.0.1:{port}"))
+def client_for(port: int) -> Kube:
+    return Kube(api_client_for(client.Configuration(host=f"http://127.0.0.1:{port}")))
 
 
 def test_siblings_of_a_synced_job_come_from_the_cache_without_asking_the_api(

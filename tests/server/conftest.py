@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.running import Webhook, serving
-from webhook.certs import generate
+from webhook.certs.material import generate
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import kubernetes_validate
 import yaml
 
 from tests.lookup.emulator import Emulator
-from webhook.render import expand
-from webhook.workload import job_of
+from webhook.core.render import expand
+from webhook.core.workload import job_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KUBERNETES_VERSION = "1.32"
@@ -95,7 +95,7 @@ def pods_of(workload: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 class StoredWorkloads:
-    """The workloads an API server holds, read the way `webhook.lookup.SiblingCache` reads them."""
+    """The workloads an API server holds, read the way the lookup's `SiblingCache` reads them."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}

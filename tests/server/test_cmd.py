@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.running import ROOT
-from webhook.server.cmd import add_arguments
+from webhook.cli.serve import add_arguments
 
 ENVIRONMENT = {
     "TRAINHOOK_BIND": "127.0.0.1:9443",
@@ -95,7 +95,7 @@ def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.Mon
         (["--workers=0"], "argument --workers: '0' is not a whole number >= 1"),
         (
             ["--log-level=loud"],
-            "argument --log-level: 'loud' is not one of debug, info, warning, error",
+            "argument --log-level: invalid value 'loud': one of debug, info, warning, error",
         ),
         (
             ["--cert-mode=vault"],

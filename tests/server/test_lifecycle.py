@@ -23,7 +23,7 @@ from tests.lookup.emulator import emulator
 from tests.server.reviews import encoded, review
 from tests.server.running import ROOT, Webhook, kubeconfig, serving
 from tests.server.test_review import labelled_pod
-from webhook.certs import (
+from webhook.certs.material import (
     Issued,
     bundle_pem,
     cert_pem,

@@ -22,8 +22,8 @@ from tests.server.reviews import (
     validate,
 )
 from tests.server.running import Webhook, kubeconfig, serving
-from webhook import contract
-from webhook.render import render
+from webhook.core import contract
+from webhook.core.render import render
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
 

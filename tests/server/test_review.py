@@ -20,7 +20,7 @@ from tests.server.reviews import (
     validate,
     workloads_of,
 )
-from webhook import contract
+from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 

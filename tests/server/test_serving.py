@@ -19,7 +19,7 @@ import pytest
 from tests.server.reviews import encoded, patched, review, validate
 from tests.server.running import Webhook
 from tests.server.test_review import BAD_REQUESTS, labelled_pod
-from webhook import contract
+from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Context
 from webhook.server.admission import review as answer_in_process
 
@@ -41,7 +41,7 @@ def test_connection_negotiates_tls_1_2_or_newer(webhook: Webhook) -> None:
 
 
 def test_client_that_does_not_trust_the_ca_cannot_connect(webhook: Webhook, tmp_path: Path) -> None:
-    from webhook.certs import generate
+    from webhook.certs.material import generate
 
     generate(tmp_path, "trainhook", "trainhook-system")
 

@@ -5,8 +5,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from webhook.kubeapi import api_client_for
-from webhook.sweeper.kube import Kube
+from webhook.kube.client import Kube, api_client_for
 
 from .emulator import EmulatorThread
 

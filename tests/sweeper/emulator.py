@@ -34,7 +34,7 @@ import attrs
 import kmock
 from kmock._internal import rendering
 
-from webhook.sweeper.resources import Resource
+from webhook.kube.resources import Resource
 
 
 def selector_matches(selector: str, labels: dict[str, str]) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from webhook.sweeper.kube import Kube
+from webhook.kube.client import Kube
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
 LEASE_NAMESPACE = "trainhook"

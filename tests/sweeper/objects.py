@@ -6,10 +6,10 @@ import copy
 import uuid
 from typing import Any
 
-from webhook import contract
-from webhook.sweeper.resources import MANAGED_BY, MANAGER
-from webhook.topology import build_topology, stamp
-from webhook.workload import read_workload
+from webhook.core import contract
+from webhook.core.topology import stamp
+from webhook.core.workload import build_topology, read_workload
+from webhook.kube.resources import MANAGED_BY, MANAGER
 
 NAMESPACE = "ml"
 CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow", "mpi": "mpi", "paddle": "paddle"}

@@ -8,7 +8,7 @@ import pytest
 from kubernetes.config import kube_config
 
 from webhook.cli import main
-from webhook.sweeper import cmd
+from webhook.cli import sweep as cmd
 from webhook.sweeper.runner import SweeperConfig
 
 

@@ -2,9 +2,9 @@
 
 from datetime import timedelta
 
-from webhook import contract
+from webhook.core import contract
+from webhook.kube.resources import JOBS, PODGROUPS, PODS, SECRETS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
-from webhook.sweeper.resources import JOBS, PODGROUPS, PODS, SECRETS, SERVICES, STATEFULSETS
 
 from .helpers import NOW, decision, described, of_type
 from .objects import bare_pod, indexed_job, owned, pod, stamped, statefulset

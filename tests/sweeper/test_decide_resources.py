@@ -1,8 +1,8 @@
 """The objects every job needs: headless Service, Volcano PodGroup, MPI SSH Secret."""
 
-from webhook import contract
+from webhook.core import contract
+from webhook.kube.resources import PODGROUPS, SERVICES
 from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
-from webhook.sweeper.resources import PODGROUPS, SERVICES
 
 from .helpers import decision, of_type
 from .objects import bare_pod, indexed_job, owned, pod, stamped, statefulset

@@ -3,9 +3,9 @@
 import copy
 from datetime import timedelta
 
-from webhook import contract
+from webhook.core import contract
+from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
-from webhook.sweeper.resources import JOBS, PODS, STATEFULSETS
 
 from .helpers import NOW, decision, of_type
 from .objects import indexed_job, owned, pod, stamped, statefulset

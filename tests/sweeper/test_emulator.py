@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.sweeper.kube import ApiError
-from webhook.sweeper.resources import PODS, SERVICES, STATEFULSETS
+from webhook.kube.client import ApiError
+from webhook.kube.resources import PODS, SERVICES, STATEFULSETS
 
 from .emulator import selector_matches
 

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from webhook.kube.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, ObjectRef, Patch
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
-from webhook.sweeper.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 
 from .objects import statefulset
 

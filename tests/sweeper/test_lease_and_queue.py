@@ -1,7 +1,8 @@
 """Leader election decisions, the work queue and the error backoff, without any server."""
 
+from webhook.kube.informer import backoff
 from webhook.sweeper.lease import LeaseRecord, next_step
-from webhook.sweeper.watch import WorkQueue, backoff
+from webhook.sweeper.queue import WorkQueue
 
 
 def lease(holder, duration=15):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from webhook import contract
+from webhook.core import contract
 from webhook.sweeper.policy import Verdict, judge
 
 from .helpers import state_of

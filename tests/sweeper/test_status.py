@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 from kubernetes.config import kube_config
 
-from webhook import contract
 from webhook.cli import main
-from webhook.sweeper.resources import PODS, STATEFULSETS
+from webhook.core import contract
+from webhook.kube.resources import PODS, STATEFULSETS
 from webhook.sweeper.status import JobRow, format_table, human_duration, job_rows
 
 from .live import write_kubeconfig

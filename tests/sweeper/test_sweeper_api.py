@@ -9,8 +9,8 @@ import time
 
 from cryptography.hazmat.primitives import serialization
 
-from webhook import contract
-from webhook.sweeper.resources import (
+from webhook.core import contract
+from webhook.kube.resources import (
     EVENTS,
     JOBS,
     LEASES,

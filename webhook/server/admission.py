@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from webhook import jsoncodec
-from webhook.admit import HANDLED, admit, owner_to_resolve
-from webhook.errors import TrainhookError
+from webhook.core import jsoncodec
+from webhook.core.admit import HANDLED, admit, owner_to_resolve
+from webhook.core.errors import TrainhookError
+from webhook.core.workload import job_of
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -25,7 +26,6 @@ from webhook.server.reviews import (
     Status,
 )
 from webhook.server.shape import malformed
-from webhook.workload import job_of
 
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -35,7 +35,7 @@ Result = Literal["mutated", "allowed", "denied", "rejected"]
 
 
 class Lookup(Protocol):
-    """Reads of a job's workloads as the core needs them (`webhook.lookup.SiblingCache`)."""
+    """Reads of a job's workloads as the core needs them (`webhook.kube.lookup.SiblingCache`)."""
 
     def siblings(
         self, namespace: str, job: str, *, exclude: tuple[str, str] | None = None

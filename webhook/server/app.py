@@ -10,7 +10,7 @@ from collections.abc import Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from webhook import jsoncodec
+from webhook.core import jsoncodec
 from webhook.server import metrics
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context, rejected, review, too_large
 from webhook.server.logs import log_admission

@@ -17,6 +17,7 @@ import threading
 
 from cryptography import x509
 
+from webhook.certs.material import CertificateError
 from webhook.server import metrics
 
 log = logging.getLogger("trainhook.tls")
@@ -26,10 +27,6 @@ log = logging.getLogger("trainhook.tls")
 IO_TIMEOUT = 5.0
 
 Signature = tuple[tuple[int, int, int], tuple[int, int, int]]
-
-
-class CertificateError(Exception):
-    """The certificate or key cannot be used; the message names the file and the reason."""
 
 
 class ServingCertificate:

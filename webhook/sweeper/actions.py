@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from webhook.sweeper.resources import SECRETS, Resource
+from webhook.kube.resources import SECRETS, Resource
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from webhook import contract
-from webhook.errors import TrainhookError
+from webhook.core import contract
+from webhook.core.errors import TrainhookError
+from webhook.core.topology import stamp
+from webhook.core.workload import build_topology
+from webhook.kube.resources import (
+    JOBS,
+    MANAGED_BY,
+    MANAGER,
+    PODGROUPS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATEFULSETS,
+)
 from webhook.sweeper.actions import (
     Action,
     Create,
@@ -26,21 +38,9 @@ from webhook.sweeper.actions import (
     Patch,
 )
 from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES, judge, role_counts
-from webhook.sweeper.resources import (
-    JOBS,
-    MANAGED_BY,
-    MANAGER,
-    PODGROUPS,
-    PODS,
-    SECRETS,
-    SERVICES,
-    STATEFULSETS,
-)
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
 from webhook.sweeper.state import JobState, Owned, WorkloadView, format_time, parse_time
-from webhook.topology import build_topology, stamp
 
-MPI_SSH_PORT = 22
 # The workloads of one manifest are created one after the other: the job's topology is enforced
 # once its newest workload is this old, not while the rest of the job is still being created.
 SETTLE = timedelta(seconds=5)
@@ -200,10 +200,12 @@ def _podgroup(state: JobState) -> Iterable[Action]:
 
 
 def _ssh_secret(state: JobState) -> Iterable[Action]:
-    if state.framework.name != "mpi" or state.secret is not None:
+    if not state.framework.ssh_keys or state.secret is not None:
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
-    port = workers[0].settings.port or MPI_SSH_PORT
+    port = workers[0].settings.port or state.framework.port
+    if port is None:  # a framework that talks ssh names its port
+        return
     services = [w.service or state.job for w in state.workloads]
     yield CreateSshSecret(
         namespace=state.namespace,

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from webhook.kube.client import ApiError, Kube
+from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
-from webhook.sweeper.kube import ApiError, Kube
-from webhook.sweeper.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.sshkeys import new_key_pair, secret_body
 from webhook.sweeper.state import format_time
 

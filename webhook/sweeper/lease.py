@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.sweeper.kube import ApiError, Kube
-from webhook.sweeper.resources import LEASES, MANAGED_BY, MANAGER
+from webhook.kube.client import ApiError, Kube
+from webhook.kube.resources import LEASES, MANAGED_BY, MANAGER
 
 log = logging.getLogger("trainhook.sweeper")
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from webhook import contract
+from webhook.core import contract
+from webhook.core.frameworks import Framework
 from webhook.sweeper.state import JobState, PodView
 
 SUCCEEDED: Final = "Succeeded"
@@ -87,34 +88,18 @@ def success_rule(state: JobState) -> SuccessRule:
         role = "worker" if "worker" in counts else None
         replicas = _replicas(counts, [role] if role else list(counts))
         return SuccessRule(replicas, False, "any worker" if role else "any pod")
-    return default_rule(state.framework.name, counts)
+    return default_rule(state.framework, counts)
 
 
-def default_rule(framework: str, counts: dict[str, int]) -> SuccessRule:
+def default_rule(framework: Framework, counts: dict[str, int]) -> SuccessRule:
     """The framework's own notion of done (see the env contract's success column)."""
-
-    def first_of(*roles: str) -> SuccessRule | None:
-        for role in roles:
-            if counts.get(role):
-                return SuccessRule(((role, 0),), True, f"{role} 0")
-        return None
-
-    def every(role: str) -> SuccessRule | None:
-        if not counts.get(role):
-            return None
-        return SuccessRule(_replicas(counts, [role]), True, f"every {role}")
-
-    rules = {
-        "pytorch": lambda: first_of("master") or every("worker"),
-        "tensorflow": lambda: first_of("chief", "master", "worker"),
-        "paddle": lambda: every("worker"),
-        "mindspore": lambda: first_of("worker"),
-        "mpi": lambda: first_of("launcher"),
-        "xgboost": lambda: first_of("master"),
-        "jax": lambda: every("worker"),
-    }
-    found = rules.get(framework, lambda: None)()
-    return found or _every_pod(counts)
+    success = framework.success
+    for role in success.first_of:
+        if counts.get(role):
+            return SuccessRule(((role, 0),), True, f"{role} 0")
+    if success.every and counts.get(success.every):
+        return SuccessRule(_replicas(counts, [success.every]), True, f"every {success.every}")
+    return _every_pod(counts)
 
 
 def _every_pod(counts: dict[str, int]) -> SuccessRule:

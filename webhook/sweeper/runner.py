@@ -7,14 +7,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
-from webhook import contract
-from webhook.sweeper.decide import decide
-from webhook.sweeper.executor import Executor, NotLeading, StaleState
-from webhook.sweeper.kube import ApiError, Kube
-from webhook.sweeper.lease import LeaderElector
-from webhook.sweeper.resources import (
+from webhook.core import contract
+from webhook.kube.client import ApiError, Kube
+from webhook.kube.informer import Informer, backoff
+from webhook.kube.resources import (
     JOBS,
     MANAGED_BY,
     MANAGER,
@@ -25,8 +24,11 @@ from webhook.sweeper.resources import (
     STATEFULSETS,
     Resource,
 )
+from webhook.sweeper.decide import decide
+from webhook.sweeper.executor import Executor, NotLeading, StaleState
+from webhook.sweeper.lease import LeaderElector
+from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
-from webhook.sweeper.watch import Informer, WorkQueue, backoff
 
 log = logging.getLogger("trainhook.sweeper")
 
@@ -95,12 +97,13 @@ class Sweeper:
         self.config = config
         self.clock = clock
         self.queue = WorkQueue()
-        self.informers = {
+        self.informers: dict[Resource, Informer[JobKey]] = {
             resource: Informer(
                 kube,
                 resource,
                 namespace=config.namespace,
                 selector=selector,
+                index=partial(job_key, resource),
                 on_change=self._changed,
                 resync_seconds=config.resync_seconds,
                 backoff_base=config.backoff_base,
@@ -170,7 +173,7 @@ class Sweeper:
     def known_jobs(self) -> set[JobKey]:
         keys: set[JobKey] = set()
         for informer in self.informers.values():
-            keys |= informer.jobs()
+            keys |= informer.keys()
         return keys
 
     def cached_state(self, key: JobKey) -> JobState:

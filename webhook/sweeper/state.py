@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook import contract
-from webhook.errors import TrainhookError
-from webhook.frameworks import Framework
-from webhook.settings import Settings, read_settings
-from webhook.sweeper.resources import (
+from webhook.core import contract
+from webhook.core.errors import TrainhookError
+from webhook.core.frameworks import Framework
+from webhook.core.objects import annotations_of, labels_of
+from webhook.core.pods import identify, training_container
+from webhook.core.settings import Settings, read_settings
+from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
+from webhook.kube.resources import (
     JOBS,
     MANAGED_BY,
     MANAGER,
@@ -19,15 +22,6 @@ from webhook.sweeper.resources import (
     STATEFULSETS,
     WORKLOAD_RESOURCES,
     Resource,
-)
-from webhook.workload import (
-    Workload,
-    annotations_of,
-    job_of,
-    labels_of,
-    read_framework,
-    read_role,
-    read_workload,
 )
 
 JobKey = tuple[str, str]  # (namespace, job)
@@ -290,7 +284,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
             framework=framework,
             role=read_role(labels, framework),
             replicas=1,
-            settings=read_settings(annotations, framework.name),
+            settings=read_settings(annotations, framework),
             stamp={key: annotations[key] for key in STAMP_KEYS if key in annotations},
             priority_class=(obj.get("spec") or {}).get("priorityClassName"),
             pod_prefix=name,
@@ -386,30 +380,31 @@ def _read_pod(
 
 
 def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: WorkloadView | None) -> int | None:
-    labels = labels_of(pod)
-    candidates: list[tuple[str | None, int]] = [(labels.get(contract.ROLE_INDEX), 0)]
-    if owner_kind == "Job":
-        raw = annotations_of(pod).get(contract.JOB_COMPLETION_INDEX)
-        candidates.append((raw or labels.get(contract.JOB_COMPLETION_INDEX), 0))
-    elif owner_kind == "StatefulSet":
-        start = owner.ordinal_start if owner else 0
-        candidates.append((labels.get(contract.STATEFULSET_POD_INDEX), start))
-    elif owner_kind == "Pod":
-        candidates.append((labels.get(contract.INDEX), 0))
-    for raw, offset in candidates:
-        if raw is not None and raw.isdigit():
-            return int(raw) - offset
-    return None
+    """The pod's index in its role: the label the webhook wrote, else what its controller says."""
+    written = labels_of(pod).get(contract.ROLE_INDEX)
+    if written is not None and written.isdigit():
+        return int(written)
+    if owner_kind == "Other":
+        return None
+    try:
+        identity = identify(pod)
+    except TrainhookError:
+        return None
+    if identity.index is None:
+        return None
+    start = owner.ordinal_start if owner is not None and owner_kind == "StatefulSet" else 0
+    return identity.index - start
 
 
 def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training | None:
     spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
-    wanted = annotations_of(pod).get(contract.CONTAINER)
-    if wanted not in spec_names:
-        wanted = framework.container if framework and framework.container in spec_names else None
-    if wanted is None:
-        wanted = spec_names[0] if spec_names else next(iter(statuses), None)
+    default = framework.container if framework else None
+    try:
+        position = training_container(pod, default, annotations_of(pod).get(contract.CONTAINER))
+    except TrainhookError:  # a container the pod does not have: the framework's, else the first
+        position = training_container(pod, default, None)
+    wanted = spec_names[position] if position is not None else next(iter(statuses), None)
     status = statuses.get(wanted)
     if wanted is None or status is None:
         return None

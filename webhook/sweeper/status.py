@@ -1,19 +1,17 @@
-"""`trainhook status [-n NAMESPACE] [JOB]`: the training jobs of a cluster, at a glance."""
+"""The training jobs of a cluster at a glance: one row per job, as `trainhook status` shows it."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook import contract
+from webhook.core import contract
+from webhook.kube.client import Kube
+from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome
-from webhook.sweeper.kube import ApiError, Kube
 from webhook.sweeper.policy import role_counts
-from webhook.sweeper.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.state import JobKey, JobState, is_bare_pod, job_key, read_job_state
 
 
@@ -106,33 +104,12 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-n", "--namespace", default=None, help="only this namespace (default: every namespace)"
-    )
-    parser.add_argument("job", nargs="?", help="only this job")
-
-
-def run(args: argparse.Namespace) -> int:
-    namespace: str | None = args.namespace
-    try:
-        kube = Kube.from_environment()
-        workloads = [
-            obj
-            for resource in (STATEFULSETS, JOBS)
-            for obj in kube.list(resource, namespace, contract.FRAMEWORK)[0]
-        ]
-        pods, _ = kube.list(PODS, namespace, contract.JOB)
-    except ApiError as error:
-        print(f"trainhook status: {error.message or error}", file=sys.stderr)
-        return 1
-    rows = job_rows(workloads, pods, datetime.now(UTC))
-    if args.job:
-        rows = [row for row in rows if row.job == args.job]
-    where = f" in namespace {namespace}" if namespace else ""
-    if not rows:
-        what = f"training job {args.job}" if args.job else "training jobs"
-        print(f"No {what} found{where}.", file=sys.stderr)
-        return 1 if args.job else 0
-    print(format_table(rows, with_namespace=namespace is None))
-    return 0
+def read_rows(kube: Kube, namespace: str | None) -> list[JobRow]:
+    """Every training job of `namespace` (None: every namespace), read from the API server now."""
+    workloads = [
+        obj
+        for resource in (STATEFULSETS, JOBS)
+        for obj in kube.list(resource, namespace, contract.FRAMEWORK)[0]
+    ]
+    pods, _ = kube.list(PODS, namespace, contract.JOB)
+    return job_rows(workloads, pods, datetime.now(UTC))

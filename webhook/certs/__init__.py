@@ -1,0 +1,1 @@
+"""TLS material: the CA and serving certificates, and their self-managed renewal."""

@@ -1,0 +1,53 @@
+"""The `trainhook` command: one subcommand per shell around the core."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each subcommand lives in its own module, exposing `add_arguments(parser)` and `run(args) -> int`.
+# Modules are imported only when their subcommand runs, so `render` never loads Flask or gunicorn.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "render": (
+        "webhook.cli.render",
+        "render labelled manifests into the pods Kubernetes would run",
+    ),
+    "certs": (
+        "webhook.cli.certs",
+        "make the CA and serving certificate the webhook serves with",
+    ),
+    "serve": ("webhook.cli.serve", "run the admission webhook under gunicorn with TLS"),
+    "sweep": ("webhook.cli.sweep", "run the sweeper: Services, PodGroups, completion, cleanup"),
+    "status": ("webhook.cli.status", "show the training jobs: roles ready, phase, age"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainhook",
+        description="Turn labelled StatefulSets, Indexed Jobs and Pods into training jobs.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_module, summary) in COMMANDS.items():
+        sub.add_parser(name, help=summary, description=summary, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in COMMANDS:
+        name = args[0]
+        module_name, summary = COMMANDS[name]
+        module = importlib.import_module(module_name)
+        parser = argparse.ArgumentParser(prog=f"trainhook {name}", description=summary)
+        module.add_arguments(parser)
+        code: int = module.run(parser.parse_args(args[1:]))
+        return code
+    build_parser().parse_args(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""`python -m webhook.cli`: the `trainhook` command."""
+
+import sys
+
+from webhook.cli import main
+
+sys.exit(main())

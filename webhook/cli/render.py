@@ -1,0 +1,103 @@
+"""`trainhook render FILE|DIR...`: what the webhook would make of labelled manifests, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.core.render import RenderError, render_all, table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE",
+        help="YAML files (multi-document) or folders of them; '-' reads standard input",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "yaml"),
+        default="table",
+        help="a table of pods (default) or the mutated workloads and pods as YAML",
+    )
+    parser.add_argument(
+        "--cluster-domain", default="", help="append .svc.<domain> to host names, as the webhook"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sources = load(args.paths)
+    except InputError as error:
+        print(f"trainhook render: {error}", file=sys.stderr)
+        return 1
+    documents = [doc for _, doc in sources]
+    try:
+        rendering = render_all(documents, args.cluster_domain)
+    except RenderError as error:
+        where = sources[error.document][0]
+        print(f"trainhook render: {where} ({error.what}): {error}", file=sys.stderr)
+        return 1
+    if not rendering.pods:
+        print("trainhook render: no labelled StatefulSet, Job or Pod found", file=sys.stderr)
+        return 1
+    if args.output == "yaml":
+        objects = [*rendering.workloads, *(p.pod for p in rendering.pods)]
+        sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    else:
+        print(table(rendering.pods))
+    for pod in rendering.pods:
+        for warning in pod.warnings:
+            print(f"warning: {pod.name}: {warning}", file=sys.stderr)
+    return 0
+
+
+class InputError(Exception):
+    pass
+
+
+def load(paths: list[str]) -> list[tuple[str, Any]]:
+    """Every YAML document of the given files and folders, each with where it came from."""
+    sources: list[tuple[str, Any]] = []
+    for path in paths:
+        for file in _files(path):
+            text = sys.stdin.read() if file == "-" else _read(file)
+            try:
+                documents = list(yaml.safe_load_all(text))
+            except yaml.YAMLError as error:
+                mark = getattr(error, "problem_mark", None)
+                line = f" line {mark.line + 1}" if mark is not None else ""
+                problem = getattr(error, "problem", None) or "not valid YAML"
+                raise InputError(
+                    f"{file}:{line.strip() and line}: invalid YAML: {problem}"
+                ) from None
+            sources += [
+                (f"{file} document {n}", doc)
+                for n, doc in enumerate(documents, start=1)
+                if doc is not None
+            ]
+    return sources
+
+
+def _files(path: str) -> list[str]:
+    if path == "-":
+        return ["-"]
+    target = Path(path)
+    if target.is_dir():
+        return sorted(str(p) for p in target.rglob("*") if p.suffix in (".yaml", ".yml"))
+    if not target.exists():
+        raise InputError(f"{path}: no such file or folder")
+    return [path]
+
+
+def _read(file: str) -> str:
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{file}: cannot read: {error}") from None

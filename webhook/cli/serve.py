@@ -1,0 +1,81 @@
+"""`trainhook serve`: the admission webhook under gunicorn, with TLS.
+
+Every flag can also be set through the environment variable named in its help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from webhook.cli.validators import boolean_env, log_level, positive_int
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+
+    def option(flag: str, variable: str, default: str | None, help: str, **kw: Any) -> None:
+        parser.add_argument(flag, default=env(variable, default), help=f"{help} [{variable}]", **kw)
+
+    option("--bind", "TRAINHOOK_BIND", "0.0.0.0:8443", "HOST:PORT to listen on (or fd://N)")
+    option("--cert-file", "TRAINHOOK_CERT_FILE", "certs/tls.crt", "serving certificate (PEM)")
+    option("--key-file", "TRAINHOOK_KEY_FILE", "certs/tls.key", "its private key (PEM)")
+    option("--workers", "TRAINHOOK_WORKERS", "2", "gunicorn worker processes", type=positive_int)
+    option(
+        "--cluster-domain",
+        "TRAINHOOK_CLUSTER_DOMAIN",
+        "",
+        "append .svc.DOMAIN to pod host names (e.g. cluster.local)",
+    )
+    option(
+        "--log-level",
+        "TRAINHOOK_LOG_LEVEL",
+        "info",
+        "debug, info, warning or error",
+        type=log_level,
+    )
+    parser.add_argument(
+        "--lookup",
+        action=argparse.BooleanOptionalAction,
+        default=boolean_env("serve", "TRAINHOOK_LOOKUP", default=True),
+        help="read sibling workloads of multi-role jobs from the API server [TRAINHOOK_LOOKUP]",
+    )
+    option(
+        "--cert-mode",
+        "TRAINHOOK_CERT_MODE",
+        "files",
+        "files: serve the certificate files as they are (reloaded when they change); "
+        "self: issue and renew them in the cluster",
+        choices=("files", "self"),
+    )
+    option("--cert-secret", "TRAINHOOK_CERT_SECRET", "", "self mode: Secret holding the CA")
+    option(
+        "--webhook-config",
+        "TRAINHOOK_WEBHOOK_CONFIG",
+        "",
+        "self mode: MutatingWebhookConfiguration whose caBundle is kept current",
+    )
+    option("--service", "TRAINHOOK_SERVICE", "", "self mode: the webhook's Service")
+    option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
+
+
+def run(args: argparse.Namespace) -> int:
+    from webhook.server.launch import ServeSettings, serve
+
+    return serve(
+        ServeSettings(
+            bind=args.bind,
+            cert_file=args.cert_file,
+            key_file=args.key_file,
+            workers=int(args.workers),
+            cluster_domain=args.cluster_domain,
+            log_level=args.log_level,
+            lookup=args.lookup,
+            cert_mode=args.cert_mode,
+            cert_secret=args.cert_secret,
+            webhook_config=args.webhook_config,
+            service=args.service,
+            namespace=args.namespace,
+        )
+    )

@@ -1,0 +1,100 @@
+"""`trainhook sweep`: the long-running sweeper process."""
+
+from __future__ import annotations
+
+import argparse
+import logging.config
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from webhook.cli.validators import log_level, positive_seconds, whole_seconds
+from webhook.kube.client import ApiError, Kube
+from webhook.server.logs import logging_config
+from webhook.sweeper.runner import Sweeper, SweeperConfig
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _own_namespace() -> str:
+    if os.environ.get("TRAINHOOK_NAMESPACE"):
+        return os.environ["TRAINHOOK_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("TRAINHOOK_WATCH_NAMESPACE", ""),
+        help="sweep only this namespace (env TRAINHOOK_WATCH_NAMESPACE; default: every namespace)",
+    )
+    parser.add_argument(
+        "--resync-seconds",
+        type=positive_seconds,
+        default=60.0,
+        help="relist everything and look at every job this often (default: 60)",
+    )
+    parser.add_argument(
+        "--lease-name", default="trainhook-sweeper", help="the Lease that elects the active sweeper"
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=None,
+        help="namespace of the Lease (env TRAINHOOK_NAMESPACE; default: this pod's namespace)",
+    )
+    parser.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this replica's name in the Lease (env POD_NAME; default: the host name)",
+    )
+    parser.add_argument(
+        "--lease-duration-seconds",
+        type=whole_seconds,
+        default=15,
+        help="how long a silent leader keeps the lease before another replica takes over",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=log_level,
+        default=log_level(os.environ.get("TRAINHOOK_LOG_LEVEL", "info")),
+        help="debug, info, warning or error (env TRAINHOOK_LOG_LEVEL; default: info)",
+    )
+
+
+def config_from(args: argparse.Namespace) -> SweeperConfig:
+    duration: int = args.lease_duration_seconds
+    return SweeperConfig(
+        identity=args.identity,
+        namespace=args.namespace or None,
+        resync_seconds=args.resync_seconds,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace or _own_namespace(),
+        lease_duration_seconds=duration,
+        renew_deadline=duration * 2 / 3,
+        retry_period=max(0.2, duration / 7.5),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        kube = Kube.from_environment()
+    except ApiError as error:
+        print(f"trainhook sweep: {error.message}", file=sys.stderr)
+        return 1
+    logging.config.dictConfig(logging_config(args.log_level))
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    Sweeper(kube, config_from(args)).run(stop)
+    return 0

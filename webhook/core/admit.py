@@ -1,0 +1,52 @@
+"""The admission entry point of the core: an object in, a JSONPatch and warnings out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.patch import PatchOp, diff
+from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
+from webhook.core.workload import job_of
+from webhook.core.workload_mutation import mutate_workload
+
+__all__ = ["Outcome", "admit", "job_of", "owner_to_resolve"]
+
+HANDLED = {
+    ("Pod", "CREATE"),
+    ("StatefulSet", "CREATE"),
+    ("StatefulSet", "UPDATE"),
+    ("Job", "CREATE"),
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    patch: list[PatchOp]
+    warnings: list[str]
+
+
+def admit(
+    obj: Mapping[str, Any],
+    *,
+    kind: str,
+    operation: str,
+    namespace: str,
+    siblings: Sequence[Mapping[str, Any]] = (),
+    owner: Mapping[str, Any] | None = None,
+    cluster_domain: str = "",
+) -> Outcome | None:
+    """Mutate one admitted object; None when Trainhook has nothing to do with it.
+
+    Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
+    """
+    if (kind, operation) not in HANDLED or job_of(obj) is None:
+        return None
+    if kind == "Pod":
+        pod = mutate_pod(
+            obj, namespace, owner=owner, siblings=siblings, cluster_domain=cluster_domain
+        )
+        return Outcome(diff(obj, pod.pod), pod.warnings)
+    workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain)
+    return Outcome(diff(obj, workload.workload), workload.warnings)

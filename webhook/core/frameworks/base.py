@@ -1,0 +1,78 @@
+"""What every framework module provides, and the pod's place in the job it computes env from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core.draft import Draft
+from webhook.core.topology import Topology
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One pod's place in a job: what its framework env is computed from."""
+
+    topology: Topology
+    role: str
+    index: int
+    hostname: str
+    port: int | None
+    nproc: int = 1
+    elastic: tuple[int, int] | None = None
+
+    @property
+    def rank(self) -> int:
+        return self.topology.global_rank(self.role, self.index)
+
+    @property
+    def host(self) -> str:
+        return self.topology.host(self.role, self.index)
+
+    def endpoint(self, host: str) -> str:
+        return f"{host}:{self.port}" if self.port is not None else host
+
+    def endpoints(self, role: str) -> str:
+        return ",".join(self.endpoint(host) for host in self.topology.hosts(role))
+
+
+EnvFunction = Callable[[Placement], dict[str, str]]
+# Pod plumbing beyond env (volumes, mounts, annotations), written into the pod's draft.
+PodExtras = Callable[[Draft, Mapping[str, Any], Placement], None]
+
+
+@dataclass(frozen=True)
+class Success:
+    """When a job of the framework has succeeded, unless trainhook.io/success-policy says
+    otherwise: replica 0 of the first of `first_of` roles the job has; else every replica of
+    `every`; else (neither present) every pod of the job."""
+
+    first_of: tuple[str, ...] = ()
+    every: str | None = None
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework's conventions: role order, defaults, and the env its pods receive."""
+
+    name: str
+    roles: tuple[str, ...]  # in rank order; empty means any role, in the order they are listed
+    default_role: str
+    port: int | None
+    container: str | None
+    env: EnvFunction
+    key_vars: tuple[str, ...] = ()  # what `trainhook render` shows per pod
+    success: Success = Success()
+    pod_extras: PodExtras | None = None
+    elastic: bool = False  # takes trainhook.io/elastic (a rendezvous that admits min:max nodes)
+    ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
+
+    def allows(self, role: str) -> bool:
+        return not self.roles or role in self.roles
+
+    def order(self, roles: Iterable[str]) -> list[str]:
+        present = set(roles)
+        if not self.roles:
+            return sorted(present)
+        return [role for role in self.roles if role in present]

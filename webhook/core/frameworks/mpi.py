@@ -1,0 +1,84 @@
+"""MPI (Open MPI, Intel MPI, MPICH; Horovod on top): a launcher reaching workers over ssh."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.draft import Draft
+from webhook.core.frameworks.base import Framework, Placement, Success
+from webhook.core.objects import annotations_of
+from webhook.core.pods import add_volume, containers, mount
+
+HOSTFILE_VOLUME = "mpi-hostfile"
+SSH_VOLUME = "mpi-ssh"
+SSH_PORT = 22
+
+
+def slots(placement: Placement) -> int:
+    """Processes per worker: the workers' own nproc, which the launcher learns from the stamp."""
+    topology = placement.topology
+    return topology.role("worker").nproc if topology.has("worker") else placement.nproc
+
+
+def hostfile(placement: Placement) -> str:
+    """One line per worker, as mpirun reads it."""
+    per_worker = slots(placement)
+    return "".join(f"{host} slots={per_worker}\n" for host in placement.topology.hosts("worker"))
+
+
+def env(placement: Placement) -> dict[str, str]:
+    path = contract.MPI_HOSTFILE_PATH
+    return {
+        "K_MPI_JOB_ROLE": placement.role,
+        "OMPI_MCA_orte_default_hostfile": path,
+        "I_MPI_HYDRA_HOST_FILE": path,
+        "HYDRA_HOST_FILE": path,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+        "OMPI_MCA_orte_set_default_slots": str(slots(placement)),
+        "I_MPI_PERHOST": str(slots(placement)),
+    }
+
+
+def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> None:
+    """Every pod mounts the job's ssh keys; the launcher also gets the hostfile."""
+    add_volume(
+        draft,
+        {
+            "name": SSH_VOLUME,
+            "secret": {"secretName": f"{placement.topology.job}-ssh", "defaultMode": 0o600},
+        },
+    )
+    main = [c for c in containers(pod) if c[0] == "containers"]
+    for field, position, container in main:
+        mount(draft, field, position, container, SSH_VOLUME, contract.MPI_SSH_PATH)
+    if placement.role != "launcher":
+        return
+    content = hostfile(placement)
+    if annotations_of(pod).get(contract.HOSTFILE) != content:
+        draft.dict_at("metadata", "annotations")[contract.HOSTFILE] = content
+    path = f"metadata.annotations['{contract.HOSTFILE}']"
+    add_volume(
+        draft,
+        {
+            "name": HOSTFILE_VOLUME,
+            "downwardAPI": {"items": [{"path": "hostfile", "fieldRef": {"fieldPath": path}}]},
+        },
+    )
+    directory = contract.MPI_HOSTFILE_PATH.rpartition("/")[0]
+    for field, position, container in main:
+        mount(draft, field, position, container, HOSTFILE_VOLUME, directory)
+
+
+FRAMEWORK = Framework(
+    name="mpi",
+    roles=("launcher", "worker"),
+    default_role="worker",
+    port=SSH_PORT,
+    container="mpi",
+    env=env,
+    success=Success(first_of=("launcher",)),
+    pod_extras=pod_extras,
+    ssh_keys=True,
+    key_vars=("K_MPI_JOB_ROLE", "OMPI_MCA_orte_set_default_slots"),
+)

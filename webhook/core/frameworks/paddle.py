@@ -1,0 +1,56 @@
+"""PaddlePaddle: the launch variables paddle.distributed reads, collective and parameter-server."""
+
+from webhook.core.frameworks.base import Framework, Placement, Success
+
+LOOPBACK = "127.0.0.1"
+TRAINING_ROLES = {"ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
+
+
+def env(placement: Placement) -> dict[str, str]:
+    topology = placement.topology
+    # Master 0, else worker 0; a parameter-server job whose workers are not there yet uses its
+    # first role, so its servers still start.
+    master_role = next(
+        (role for role in ("master", "worker") if topology.has(role)), topology.roles[0].name
+    )
+    master = topology.host(master_role, 0)
+    if (placement.role, placement.index) == (master_role, 0):
+        # paddle.distributed.launch starts its rendezvous server only when the master address is
+        # 127.0.0.1 or the pod's own IP; a DNS name, even its own, makes every pod wait forever.
+        master = LOOPBACK
+    result = {
+        "PADDLE_JOB_ID": topology.job,
+        "PADDLE_NNODES": str(topology.total),
+        "PADDLE_MASTER": placement.endpoint(master),
+    }
+    if placement.role == "worker":
+        result["PADDLE_TRAINER_ID"] = str(placement.index)
+    result |= {
+        "PADDLE_TRAINERS_NUM": str(topology.replicas("worker")),
+        "PADDLE_TRAINER_ENDPOINTS": placement.endpoints("worker"),
+        "PADDLE_CURRENT_ENDPOINT": placement.endpoint(placement.host),
+        "PADDLE_PORT": str(placement.port),
+        "POD_IP": placement.host,
+    }
+    parameter_server = topology.has("ps") or topology.has("heter")
+    if parameter_server:
+        training_role = TRAINING_ROLES.get(placement.role)
+        if training_role:
+            result["TRAINING_ROLE"] = training_role
+            result["PADDLE_TRAINING_ROLE"] = training_role
+        result["PADDLE_PSERVERS_IP_PORT_LIST"] = placement.endpoints("ps")
+        if topology.has("heter"):
+            result["PADDLE_HETER_ENDPOINTS"] = placement.endpoints("heter")
+    return result
+
+
+FRAMEWORK = Framework(
+    name="paddle",
+    roles=("master", "ps", "worker", "heter"),
+    default_role="worker",
+    port=36543,
+    container="paddle",
+    env=env,
+    success=Success(every="worker"),
+    key_vars=("PADDLE_TRAINER_ID", "PADDLE_CURRENT_ENDPOINT", "TRAINING_ROLE"),
+)

@@ -1,0 +1,50 @@
+"""PyTorch (torchrun / env://): the variables Kubeflow's PyTorchJob sets, with and without PET_."""
+
+from webhook.core.frameworks.base import Framework, Placement, Success
+
+
+def rank0_host(placement: Placement) -> str:
+    topology = placement.topology
+    first = "master" if topology.has("master") else "worker"
+    return topology.host(first, 0)
+
+
+def env(placement: Placement) -> dict[str, str]:
+    topology = placement.topology
+    master = rank0_host(placement)
+    nnodes = (
+        f"{placement.elastic[0]}:{placement.elastic[1]}"
+        if placement.elastic
+        else str(topology.total)
+    )
+    values = {
+        "MASTER_ADDR": master,
+        "MASTER_PORT": str(placement.port),
+        "NNODES": nnodes,
+        "NODE_RANK": str(placement.rank),
+        "NPROC_PER_NODE": str(placement.nproc),
+    }
+    result = {}
+    for name, value in values.items():
+        result[name] = value
+        result[f"PET_{name}"] = value
+    result["WORLD_SIZE"] = str(topology.total * placement.nproc)
+    result["RANK"] = str(placement.rank * placement.nproc)
+    if placement.elastic:
+        result["PET_RDZV_BACKEND"] = "c10d"
+        result["PET_RDZV_ENDPOINT"] = f"{master}:{placement.port}"
+        result["PET_RDZV_ID"] = topology.job
+    return result
+
+
+FRAMEWORK = Framework(
+    name="pytorch",
+    roles=("master", "worker"),
+    default_role="worker",
+    port=23456,
+    container="pytorch",
+    env=env,
+    success=Success(first_of=("master",), every="worker"),
+    elastic=True,
+    key_vars=("MASTER_ADDR", "NODE_RANK", "NNODES", "WORLD_SIZE", "RANK"),
+)

@@ -1,0 +1,297 @@
+"""Pod mutation: a labelled pod learns its place in the job and gets its framework's env."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.draft import Draft
+from webhook.core.errors import Refused
+from webhook.core.frameworks import Framework, Placement
+from webhook.core.frameworks.common import common_env
+from webhook.core.objects import annotations_of, labels_of
+from webhook.core.pods import (
+    PodIdentity,
+    add_volume,
+    containers,
+    identify,
+    mount,
+    training_container,
+)
+from webhook.core.settings import Settings, read_settings
+from webhook.core.topology import Role, Topology, topology_from_stamp
+from webhook.core.workload import (
+    build_topology,
+    job_of,
+    read_framework,
+    read_job,
+    read_role,
+    read_workload,
+)
+from webhook.core.workload_mutation import sibling_workloads
+
+SHM_VOLUME = "dshm"
+ENV_FILES_VOLUME = "trainhook-env"
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class PodMutation:
+    pod: dict[str, Any]
+    warnings: list[str]
+    placement: Placement
+    env: dict[str, str]
+
+
+def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The StatefulSet or Job to read when a labelled pod carries no topology stamp."""
+    if job_of(pod) is None or contract.TOPOLOGY in annotations_of(pod):
+        return None
+    identity = identify(pod)
+    if identity.owner_kind == "Pod" or not identity.owner_name:
+        return None
+    return identity.owner_kind, identity.owner_name
+
+
+def mutate_pod(
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    owner: Mapping[str, Any] | None = None,
+    siblings: Sequence[Mapping[str, Any]] = (),
+    cluster_domain: str = "",
+) -> PodMutation:
+    metadata = pod.get("metadata") or {}
+    namespace = metadata.get("namespace") or namespace
+    labels = labels_of(pod)
+    annotations = annotations_of(pod)
+    framework = read_framework(labels)
+    identity = identify(pod)
+    job = read_job(labels, identity.owner_name or metadata.get("name") or "")
+    role = read_role(labels, framework)
+    settings = read_settings(annotations, framework)
+    topology = _topology(
+        pod, identity, framework, job, role, namespace, owner, siblings, cluster_domain
+    )
+    index = _role_index(identity, topology, role)
+    hostname = topology.role(role).hostname(index)
+    port = settings.port if settings.port is not None else framework.port
+    placement = Placement(topology, role, index, hostname, port, settings.nproc, settings.elastic)
+    env = common_env(placement) | framework.env(placement)
+
+    draft = Draft(pod)
+    warnings: list[str] = []
+    _set_identity(draft, pod, placement, identity, warnings)
+    file_env = _project_large_values(draft, env)
+    _set_env(draft, pod, env, file_env, warnings)
+    training = training_container(pod, framework.container, settings.container)
+    _set_gpus(draft, pod, training, settings, warnings)
+    _set_shm(draft, pod, settings)
+    _set_scheduler(draft, pod, settings, job, role, warnings)
+    if framework.pod_extras is not None:
+        framework.pod_extras(draft, pod, placement)
+    _check_annotation_size(draft.root)
+    return PodMutation(draft.root, warnings, placement, env | file_env)
+
+
+def _topology(
+    pod: Mapping[str, Any],
+    identity: PodIdentity,
+    framework: Framework,
+    job: str,
+    role: str,
+    namespace: str,
+    owner: Mapping[str, Any] | None,
+    siblings: Sequence[Mapping[str, Any]],
+    cluster_domain: str,
+) -> Topology:
+    stamped = topology_from_stamp(
+        annotations_of(pod),
+        job=job,
+        namespace=namespace,
+        framework=framework.name,
+        role_order=framework.roles,
+        cluster_domain=cluster_domain,
+    )
+    if stamped is not None:
+        return stamped
+    if owner is not None:
+        workload = read_workload(owner, namespace)
+        return build_topology([workload, *sibling_workloads(workload, siblings)], cluster_domain)
+    if identity.owner_kind == "Pod" and identity.index is None:
+        # A lone bare pod: a job of one, named as bare pods are by default.
+        alone = Role(role, 1, pod=f"{job}-{role}", start=0, service=job)
+        return Topology(job, namespace, framework.name, (alone,), cluster_domain)
+    source = (
+        f"its {identity.owner_kind} {identity.owner_name} could not be read"
+        if identity.owner_kind != "Pod"
+        else f"a bare pod with {contract.INDEX} must carry it"
+    )
+    raise Refused(
+        f"pod of job {job} has no {contract.TOPOLOGY} annotation and {source}; "
+        "a wrong world size is worse than a retry"
+    )
+
+
+def _role_index(identity: PodIdentity, topology: Topology, role: str) -> int:
+    if not topology.has(role):
+        raise Refused(
+            f"role {role} has no replicas in the topology of job {topology.job} "
+            f"({_counts(topology)}); the sweeper updates the stamp, retry"
+        )
+    entry = topology.role(role)
+    index = (identity.index or 0) - (entry.start if identity.owner_kind == "StatefulSet" else 0)
+    if not 0 <= index < entry.replicas:
+        raise Refused(
+            f"{role} {index} is outside the {entry.replicas} {role} replicas of job "
+            f"{topology.job} ({_counts(topology)}); the sweeper updates the stamp, retry"
+        )
+    return index
+
+
+def _counts(topology: Topology) -> str:
+    return ", ".join(f"{role.name}={role.replicas}" for role in topology.roles)
+
+
+def _set_identity(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    placement: Placement,
+    identity: PodIdentity,
+    warnings: list[str],
+) -> None:
+    wanted = {
+        contract.JOB: placement.topology.job,
+        contract.ROLE: placement.role,
+        contract.RANK: str(placement.rank),
+        contract.ROLE_INDEX: str(placement.index),
+    }
+    labels = labels_of(pod)
+    if any(labels.get(key) != value for key, value in wanted.items()):
+        draft.dict_at("metadata", "labels").update(wanted)
+    spec = pod.get("spec") or {}
+    service = placement.topology.role(placement.role).service
+    if identity.owner_kind == "Pod":
+        if spec.get("hostname") is None:
+            draft.dict_at("spec")["hostname"] = placement.hostname
+        if spec.get("subdomain") is None:
+            draft.dict_at("spec")["subdomain"] = service
+    hostname = draft.root.get("spec", {}).get("hostname")
+    if hostname is not None and hostname != placement.hostname:
+        raise Refused(
+            f"pod hostname {hostname} does not match {placement.hostname}, the name its peers "
+            f"use for {placement.role} {placement.index} of job {placement.topology.job}"
+        )
+
+
+def _project_large_values(draft: Draft, env: dict[str, str]) -> dict[str, str]:
+    """Values too large for an env var go to a file; returns the <VAR>_FILE variables."""
+    large = [name for name, value in env.items() if len(value) > contract.ENV_VALUE_FILE_THRESHOLD]
+    if not large:
+        return {}
+    annotations = draft.dict_at("metadata", "annotations")
+    items = []
+    files = {}
+    for name in large:
+        key = contract.ENV_FILE_PREFIX + name
+        annotations[key] = env.pop(name)
+        items.append({"path": name, "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}})
+        files[f"{name}_FILE"] = f"{contract.WORKDIR_FILES}/{name}"
+    add_volume(draft, {"name": ENV_FILES_VOLUME, "downwardAPI": {"items": items}})
+    return files
+
+
+def _set_env(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    env: dict[str, str],
+    file_env: dict[str, str],
+    warnings: list[str],
+) -> None:
+    wanted = env | file_env
+    kept: list[str] = []
+    for field, position, container in containers(pod):
+        existing = {item.get("name"): item for item in container.get("env") or []}
+        missing = [{"name": k, "value": v} for k, v in wanted.items() if k not in existing]
+        for name, value in wanted.items():
+            item = existing.get(name)
+            if item is not None and (item.get("value") != value or "valueFrom" in item):
+                kept.append(f"{name} in container {container.get('name')}")
+        if missing:
+            # Ours first, so the user's own env can refer to them as $(RANK) and the like.
+            draft.dict_at("spec", field, position)["env"] = missing + list(
+                container.get("env") or []
+            )
+        if file_env:
+            mount(draft, field, position, container, ENV_FILES_VOLUME, contract.WORKDIR_FILES)
+    warnings.extend(f"env {item} was set by the user and is kept" for item in kept)
+
+
+def _set_gpus(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    training: int | None,
+    settings: Settings,
+    warnings: list[str],
+) -> None:
+    if not settings.gpus or training is None:
+        return
+    container = pod["spec"]["containers"][training]
+    resources = container.get("resources") or {}
+    resource, count = settings.gpu_resource, str(settings.gpus)
+    limit = (resources.get("limits") or {}).get(resource)
+    if limit is not None:
+        if str(limit) != count:
+            warnings.append(
+                f"{resource} limit {limit} of container {container.get('name')} "
+                f"was set by the user and is kept"
+            )
+        return
+    draft.dict_at("spec", "containers", training, "resources", "limits")[resource] = count
+    requests = resources.get("requests") or {}
+    if resource not in requests:
+        draft.dict_at("spec", "containers", training, "resources", "requests")[resource] = count
+
+
+def _set_shm(draft: Draft, pod: Mapping[str, Any], settings: Settings) -> None:
+    if settings.shm_size is None:
+        return
+    add_volume(
+        draft,
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+    )
+    for field, position, container in containers(pod):
+        if field == "containers":
+            mount(draft, field, position, container, SHM_VOLUME, "/dev/shm", read_only=False)
+
+
+def _set_scheduler(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    settings: Settings,
+    job: str,
+    role: str,
+    warnings: list[str],
+) -> None:
+    if settings.scheduler != "volcano":
+        return
+    current = (pod.get("spec") or {}).get("schedulerName")
+    if current in (None, DEFAULT_SCHEDULER):
+        draft.dict_at("spec")["schedulerName"] = "volcano"
+    elif current != "volcano":
+        warnings.append(f"schedulerName {current} was set by the user and is kept")
+    wanted = {contract.VOLCANO_GROUP_NAME: job, contract.VOLCANO_TASK_SPEC: role}
+    annotations = annotations_of(pod)
+    if any(annotations.get(key) != value for key, value in wanted.items()):
+        draft.dict_at("metadata", "annotations").update(wanted)
+
+
+def _check_annotation_size(pod: Mapping[str, Any]) -> None:
+    total = sum(len(k) + len(v) for k, v in annotations_of(pod).items())
+    if total > contract.ANNOTATIONS_TOTAL_LIMIT:
+        raise Refused(
+            f"the job is too large for one pod's annotations ({total} bytes of the "
+            f"{contract.ANNOTATIONS_TOTAL_LIMIT} Kubernetes allows): use fewer replicas per role"
+        )

@@ -1,0 +1,120 @@
+"""What Trainhook reads of a pod, and the small edits it makes to one.
+
+A pod's identity (the controller that made it and its index), its containers, the training
+container, and adding a volume or a mount to a draft without repeating one the pod has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.draft import Draft
+from webhook.core.errors import InvalidSetting
+from webhook.core.objects import annotations_of, labels_of
+
+ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
+
+
+@dataclass(frozen=True)
+class PodIdentity:
+    """Where a pod comes from and its index in its role."""
+
+    owner_kind: str  # StatefulSet, Job or Pod (a bare pod)
+    owner_name: str
+    index: int | None  # None: a bare pod with no index label
+
+
+def identify(pod: Mapping[str, Any]) -> PodIdentity:
+    """The controller a pod comes from and its index: the StatefulSet ordinal, the Job's
+    completion index, or a bare pod's index label (None when it has none)."""
+    metadata = pod.get("metadata") or {}
+    labels = labels_of(pod)
+    annotations = annotations_of(pod)
+    owners = [ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")]
+    owner = owners[0] if owners else {}
+    name = metadata.get("name") or ""
+    if owner.get("kind") == "StatefulSet" or contract.STATEFULSET_POD_INDEX in labels:
+        raw = labels.get(contract.STATEFULSET_POD_INDEX)
+        if raw is None:
+            match = ORDINAL_SUFFIX.search(name)
+            raw = match.group(1) if match else None
+        ordinal = _index(contract.STATEFULSET_POD_INDEX, raw)
+        owner_name = owner.get("name") or name.rpartition("-")[0]
+        return PodIdentity("StatefulSet", owner_name, ordinal)
+    completion = annotations.get(
+        contract.JOB_COMPLETION_INDEX, labels.get(contract.JOB_COMPLETION_INDEX)
+    )
+    if owner.get("kind") == "Job" or completion is not None:
+        owner_name = owner.get("name") or labels.get(contract.JOB_NAME, "")
+        return PodIdentity("Job", owner_name, _index(contract.JOB_COMPLETION_INDEX, completion))
+    raw_index = labels.get(contract.INDEX)
+    index = None if raw_index is None else _index(contract.INDEX, raw_index)
+    return PodIdentity("Pod", name, index)
+
+
+def _index(key: str, raw: str | None) -> int:
+    if raw is None or not raw.isdigit() or not raw.isascii():
+        raise InvalidSetting(key, raw, "a whole number >= 0")
+    return int(raw)
+
+
+def containers(pod: Mapping[str, Any]) -> list[tuple[str, int, Mapping[str, Any]]]:
+    """Every container of a pod as (field, position, container): init containers first."""
+    spec = pod.get("spec") or {}
+    return [
+        (field, position, container)
+        for field in ("initContainers", "containers")
+        for position, container in enumerate(spec.get(field) or [])
+    ]
+
+
+def training_container(
+    pod: Mapping[str, Any], default: str | None, wanted: str | None
+) -> int | None:
+    """The position of the training container: the one `wanted` names (trainhook.io/container),
+    else the framework's `default` one, else the first; None for a pod without containers.
+    Raises InvalidSetting when `wanted` names no container of the pod."""
+    found = (pod.get("spec") or {}).get("containers") or []
+    names = [c.get("name") for c in found]
+    if wanted is not None:
+        if wanted not in names:
+            raise InvalidSetting(
+                contract.CONTAINER,
+                wanted,
+                f"no such container; the pod has {', '.join(map(str, names)) or 'none'}",
+            )
+        return names.index(wanted)
+    if default in names:
+        return names.index(default)
+    return 0 if found else None
+
+
+def mount(
+    draft: Draft,
+    field: str,
+    position: int,
+    container: Mapping[str, Any],
+    volume: str,
+    path: str,
+    read_only: bool = True,
+) -> None:
+    """Mount `volume` at `path` in one container, unless it mounts that path or volume already."""
+    mounts = container.get("volumeMounts") or []
+    if any(m.get("mountPath") == path or m.get("name") == volume for m in mounts):
+        return
+    mount: dict[str, Any] = {"name": volume, "mountPath": path}
+    if read_only:
+        mount["readOnly"] = True
+    draft.list_at("spec", field, position, "volumeMounts").append(mount)
+
+
+def add_volume(draft: Draft, volume: dict[str, Any]) -> None:
+    """Add a volume to the pod unless it has one of that name."""
+    volumes = (draft.original.get("spec") or {}).get("volumes") or []
+    if any(v.get("name") == volume["name"] for v in volumes):
+        return
+    draft.list_at("spec", "volumes").append(volume)

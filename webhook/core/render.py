@@ -1,0 +1,232 @@
+"""Offline rendering: labelled manifests in, the pods Kubernetes would run (mutated) out.
+
+Workloads are expanded the way the StatefulSet and Job controllers create pods, then every pod
+goes through the same mutation the webhook applies at admission.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.errors import TrainhookError
+from webhook.core.frameworks import FRAMEWORKS, Framework
+from webhook.core.objects import annotations_of, labels_of
+from webhook.core.pod_mutation import mutate_pod
+from webhook.core.pods import training_container
+from webhook.core.workload import job_of, read_workload
+from webhook.core.workload_mutation import mutate_workload
+
+DEFAULT_NAMESPACE = "default"
+KINDS = ("StatefulSet", "Job", "Pod")
+
+
+class RenderError(Exception):
+    """A document that cannot be rendered; `document` is its position in the input."""
+
+    def __init__(self, document: int, what: str, message: str) -> None:
+        self.document = document
+        self.what = what
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class RenderedPod:
+    pod: dict[str, Any]
+    framework: Framework
+    job: str
+    role: str
+    index: int
+    rank: int
+    env: dict[str, str]  # the training container's literal env
+    warnings: list[str]
+
+    @property
+    def name(self) -> str:
+        return str(self.pod["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class Rendering:
+    workloads: list[dict[str, Any]]  # mutated StatefulSets and Jobs, in input order
+    pods: list[RenderedPod]
+
+
+def render(documents: Sequence[Any], cluster_domain: str = "") -> list[RenderedPod]:
+    """The mutated pods of every labelled workload and bare pod in `documents`."""
+    return render_all(documents, cluster_domain).pods
+
+
+def render_all(documents: Sequence[Any], cluster_domain: str = "") -> Rendering:
+    labelled = [
+        (position, doc)
+        for position, doc in enumerate(documents)
+        if isinstance(doc, Mapping) and doc.get("kind") in KINDS and job_of(doc) is not None
+    ]
+    groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = defaultdict(list)
+    for position, doc in labelled:
+        if doc["kind"] != "Pod":
+            # Each workload is checked on its own first, so an error names the right document.
+            with _blame(position, doc):
+                read_workload(doc, _namespace(doc))
+            groups[(_namespace(doc), job_of(doc))].append(doc)
+    workloads: list[dict[str, Any]] = []
+    pods: list[RenderedPod] = []
+    for position, doc in labelled:
+        with _blame(position, doc):
+            namespace = _namespace(doc)
+            if doc["kind"] == "Pod":
+                pods.append(_mutated(doc, namespace, cluster_domain))
+                continue
+            siblings = groups[(namespace, job_of(doc))]
+            mutated = mutate_workload(doc, "CREATE", namespace, siblings, cluster_domain)
+            workloads.append(mutated.workload)
+            for pod in expand(mutated.workload, namespace):
+                pods.append(_mutated(pod, namespace, cluster_domain))
+    return Rendering(workloads, pods)
+
+
+@contextmanager
+def _blame(position: int, doc: Mapping[str, Any]) -> Iterator[None]:
+    try:
+        yield
+    except TrainhookError as error:
+        what = f"{doc['kind']} {(doc.get('metadata') or {}).get('name')}"
+        raise RenderError(position, what, str(error)) from None
+
+
+def expand(workload: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:
+    """The pods the StatefulSet or Job controller creates for a workload."""
+    spec = workload.get("spec") or {}
+    name = workload["metadata"]["name"]
+    if workload["kind"] == "StatefulSet":
+        start = (spec.get("ordinals") or {}).get("start", 0)
+        return [
+            _statefulset_pod(workload, name, ordinal, namespace)
+            for ordinal in range(start, start + spec.get("replicas", 1))
+        ]
+    return [_job_pod(workload, name, i, namespace) for i in range(spec.get("completions", 1))]
+
+
+def _namespace(doc: Mapping[str, Any]) -> str:
+    return str((doc.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
+
+
+def _mutated(pod: Mapping[str, Any], namespace: str, cluster_domain: str) -> RenderedPod:
+    result = mutate_pod(pod, namespace, cluster_domain=cluster_domain)
+    placement = result.placement
+    return RenderedPod(
+        pod=result.pod,
+        framework=FRAMEWORKS[placement.topology.framework],
+        job=placement.topology.job,
+        role=placement.role,
+        index=placement.index,
+        rank=placement.rank,
+        env=training_env(result.pod),
+        warnings=result.warnings,
+    )
+
+
+def training_env(pod: Mapping[str, Any]) -> dict[str, str]:
+    """The literal env of the pod's training container (the first container as a fallback)."""
+    containers = pod["spec"].get("containers") or [{}]
+    framework = FRAMEWORKS.get(labels_of(pod).get(contract.FRAMEWORK, ""))
+    wanted = annotations_of(pod).get(contract.CONTAINER)
+    try:
+        position = training_container(pod, framework.container if framework else None, wanted)
+    except TrainhookError:
+        position = None
+    chosen = containers[position or 0]
+    return {e["name"]: e["value"] for e in chosen.get("env") or [] if "value" in e}
+
+
+def _from_template(workload: Mapping[str, Any], name: str, namespace: str) -> dict[str, Any]:
+    template = copy.deepcopy(workload["spec"].get("template") or {})
+    metadata = template.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(metadata.get("labels") or {}),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": template.get("spec") or {},
+    }
+
+
+def _statefulset_pod(
+    workload: Mapping[str, Any], name: str, ordinal: int, namespace: str
+) -> dict[str, Any]:
+    pod_name = f"{name}-{ordinal}"
+    pod = _from_template(workload, pod_name, namespace)
+    pod["metadata"]["labels"] |= {
+        contract.STATEFULSET_POD_INDEX: str(ordinal),
+        contract.STATEFULSET_POD_NAME: pod_name,
+    }
+    pod["spec"]["hostname"] = pod_name
+    service = workload["spec"].get("serviceName")
+    if service:
+        pod["spec"]["subdomain"] = service
+    return pod
+
+
+def _job_pod(workload: Mapping[str, Any], name: str, index: int, namespace: str) -> dict[str, Any]:
+    pod = _from_template(workload, f"{name}-{index}", namespace)
+    pod["metadata"]["labels"] |= {
+        contract.JOB_COMPLETION_INDEX: str(index),
+        contract.JOB_NAME: name,
+        "job-name": name,
+    }
+    pod["metadata"]["annotations"][contract.JOB_COMPLETION_INDEX] = str(index)
+    pod["spec"]["hostname"] = f"{name}-{index}"
+    index_ref = f"metadata.annotations['{contract.JOB_COMPLETION_INDEX}']"
+    for field in ("initContainers", "containers"):
+        for container in pod["spec"].get(field) or []:
+            env = container.setdefault("env", [])
+            if not any(item.get("name") == "JOB_COMPLETION_INDEX" for item in env):
+                env.append(
+                    {
+                        "name": "JOB_COMPLETION_INDEX",
+                        "valueFrom": {"fieldRef": {"fieldPath": index_ref}},
+                    }
+                )
+    return pod
+
+
+def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
+    """One block per job: its pods with role, index, rank and the framework's key variables."""
+    blocks = []
+    by_job: dict[tuple[str, str], list[RenderedPod]] = defaultdict(list)
+    for pod in pods:
+        by_job[(pod.pod["metadata"]["namespace"], pod.job)].append(pod)
+    for (namespace, job), members in by_job.items():
+        framework = members[0].framework
+        header = ["POD", "ROLE", "INDEX", "RANK", *framework.key_vars]
+        rows = [
+            [p.name, p.role, str(p.index), str(p.rank)]
+            + [
+                _cell(p.env.get(var, p.env.get(f"{var}_FILE", "")), width)
+                for var in framework.key_vars
+            ]
+            for p in sorted(members, key=lambda p: p.rank)
+        ]
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        count = f"{len(members)} pod" + ("s" if len(members) != 1 else "")
+        lines = [f"job {job} ({framework.name}, namespace {namespace}, {count})"]
+        for row in [header, *rows]:
+            lines.append(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            )
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def _cell(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"

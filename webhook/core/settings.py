@@ -1,0 +1,209 @@
+"""Parse and validate the trainhook.io/ annotations into plain settings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from webhook.core import contract
+from webhook.core.errors import InvalidSetting
+from webhook.core.frameworks.base import Framework
+
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+QUANTITY = re.compile(
+    r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+)
+RESOURCE_NAME = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+SCHEDULERS = ("volcano",)
+SUCCESS_POLICIES = ("all", "rank0", "any-worker")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
+BOOLEANS = ("true", "false")
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every trainhook.io/ annotation, validated; None where the user set nothing."""
+
+    port: int | None = None
+    gpus: int | None = None
+    gpu_resource: str = DEFAULT_GPU_RESOURCE
+    shm_size: str | None = None
+    scheduler: str | None = None
+    container: str | None = None
+    nproc_per_node: int | None = None
+    elastic: tuple[int, int] | None = None
+    queue: str = DEFAULT_QUEUE
+    ordered_start: bool = False
+    success_policy: str | None = None
+    clean_pod_policy: str | None = None
+    backoff_limit: int | None = None
+    restart_policy: str | None = None
+    ttl_seconds_after_finished: int | None = None
+
+    @property
+    def nproc(self) -> int:
+        """Processes per pod: the explicit setting, else one per GPU, else 1."""
+        if self.nproc_per_node is not None:
+            return self.nproc_per_node
+        return self.gpus if self.gpus else 1
+
+
+SETTING_KEYS = (
+    contract.PORT,
+    contract.GPUS,
+    contract.GPU_RESOURCE,
+    contract.SHM_SIZE,
+    contract.SCHEDULER,
+    contract.CONTAINER,
+    contract.NPROC_PER_NODE,
+    contract.ELASTIC,
+    contract.QUEUE,
+    contract.ORDERED_START,
+    contract.SUCCESS_POLICY,
+    contract.CLEAN_POD_POLICY,
+    contract.BACKOFF_LIMIT,
+    contract.RESTART_POLICY,
+    contract.TTL_SECONDS_AFTER_FINISHED,
+)
+_READ_AT_MOST = 256
+# Every pod of a job carries the same settings: they are parsed once and found again by value.
+_read: dict[tuple[str, tuple[str | None, ...]], Settings] = {}
+
+
+def read_settings(annotations: Mapping[str, str], framework: Framework) -> Settings:
+    key = (framework.name, tuple(map(annotations.get, SETTING_KEYS)))
+    settings = _read.get(key)
+    if settings is None:
+        settings = _parse(annotations, framework)
+        if len(_read) >= _READ_AT_MOST:
+            _read.clear()
+        _read[key] = settings
+    return settings
+
+
+def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
+    get = annotations.get
+    elastic = _elastic(get(contract.ELASTIC))
+    if elastic is not None and not framework.elastic:
+        raise InvalidSetting(
+            contract.ELASTIC,
+            get(contract.ELASTIC),
+            f"elastic training is not available for {framework.name} jobs",
+        )
+    return Settings(
+        port=_integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
+        gpus=_integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
+        gpu_resource=_resource_name(get(contract.GPU_RESOURCE)),
+        shm_size=_quantity(contract.SHM_SIZE, get(contract.SHM_SIZE)),
+        scheduler=_choice(contract.SCHEDULER, get(contract.SCHEDULER), SCHEDULERS),
+        container=_container(get(contract.CONTAINER)),
+        nproc_per_node=_integer(
+            contract.NPROC_PER_NODE, get(contract.NPROC_PER_NODE), 1, None, "a whole number >= 1"
+        ),
+        elastic=elastic,
+        queue=_queue(get(contract.QUEUE)),
+        ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
+        == "true",
+        success_policy=_choice(
+            contract.SUCCESS_POLICY, get(contract.SUCCESS_POLICY), SUCCESS_POLICIES
+        ),
+        clean_pod_policy=_choice(
+            contract.CLEAN_POD_POLICY, get(contract.CLEAN_POD_POLICY), CLEAN_POD_POLICIES
+        ),
+        backoff_limit=_integer(
+            contract.BACKOFF_LIMIT, get(contract.BACKOFF_LIMIT), 0, None, "a whole number >= 0"
+        ),
+        restart_policy=_choice(
+            contract.RESTART_POLICY, get(contract.RESTART_POLICY), RESTART_POLICIES
+        ),
+        ttl_seconds_after_finished=_integer(
+            contract.TTL_SECONDS_AFTER_FINISHED,
+            get(contract.TTL_SECONDS_AFTER_FINISHED),
+            0,
+            None,
+            "a whole number of seconds >= 0",
+        ),
+    )
+
+
+def allowed_list(values: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(values)
+
+
+def _choice(key: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    if value is None or value in allowed:
+        return value
+    raise InvalidSetting(key, value, allowed_list(allowed))
+
+
+def _integer(key: str, value: str | None, low: int, high: int | None, allowed: str) -> int | None:
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isdigit() or not text.isascii():
+        raise InvalidSetting(key, value, allowed)
+    number = int(text)
+    if number < low or (high is not None and number > high):
+        raise InvalidSetting(key, value, allowed)
+    return number
+
+
+def _elastic(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    allowed = "min:max nodes, whole numbers with 1 <= min <= max, e.g. 2:4"
+    low, sep, high = value.partition(":")
+    if not sep or not (low.isdigit() and high.isdigit()):
+        raise InvalidSetting(contract.ELASTIC, value, allowed)
+    if not 1 <= int(low) <= int(high):
+        raise InvalidSetting(contract.ELASTIC, value, allowed)
+    return int(low), int(high)
+
+
+def _quantity(key: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not QUANTITY.match(value) or not any(c in "123456789" for c in value.split("e")[0]):
+        raise InvalidSetting(key, value, "a positive Kubernetes quantity such as 1Gi or 512Mi")
+    return value
+
+
+def _resource_name(value: str | None) -> str:
+    if value is None:
+        return DEFAULT_GPU_RESOURCE
+    domain = value.partition("/")[0]
+    if (
+        not RESOURCE_NAME.match(value)
+        or len(value) > 253
+        or domain.endswith("kubernetes.io")
+        or domain == "kubernetes.io"
+    ):
+        raise InvalidSetting(
+            contract.GPU_RESOURCE,
+            value,
+            "an extended resource name such as nvidia.com/gpu or huawei.com/Ascend910",
+        )
+    return value
+
+
+def _container(value: str | None) -> str | None:
+    if value is not None and not (DNS_1123_LABEL.match(value) and len(value) <= 63):
+        raise InvalidSetting(contract.CONTAINER, value, "a container name (a DNS-1123 label)")
+    return value
+
+
+def _queue(value: str | None) -> str:
+    if value is None:
+        return DEFAULT_QUEUE
+    if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
+        raise InvalidSetting(contract.QUEUE, value, "a Volcano queue name (a DNS-1123 label)")
+    return value

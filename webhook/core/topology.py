@@ -1,0 +1,215 @@
+"""A job's topology: its roles in order, their replica counts and their pods' stable hostnames."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import TypedDict
+
+from webhook.core import contract
+from webhook.core.errors import InvalidSetting, Refused
+
+
+class HostsEntry(TypedDict, total=False):
+    """How one role's pods are named: pod i is `<pod>-<i + start>` under the Service `service`.
+
+    `nproc` (processes per pod, written only when not 1) lets other roles count its slots.
+    """
+
+    pod: str
+    start: int
+    service: str
+    nproc: int
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    replicas: int
+    pod: str
+    start: int
+    service: str
+    nproc: int = 1
+
+    def hostname(self, index: int) -> str:
+        return f"{self.pod}-{index + self.start}"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Every role of a job in the framework's role order, and how to reach each pod."""
+
+    job: str
+    namespace: str
+    framework: str
+    roles: tuple[Role, ...]
+    cluster_domain: str = ""
+    _by_name: dict[str, Role] = field(init=False, repr=False, compare=False)
+    _hosts: dict[str, list[str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
+        object.__setattr__(self, "_hosts", {})
+        total = sum(role.replicas for role in self.roles)
+        if total > contract.MAX_PODS_PER_JOB:
+            raise Refused(
+                f"job {self.job} has {total} pods; Trainhook supports up to "
+                f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+            )
+
+    @cached_property
+    def total(self) -> int:
+        return sum(role.replicas for role in self.roles)
+
+    def role_names(self) -> Iterator[str]:
+        return (role.name for role in self.roles)
+
+    def has(self, role: str) -> bool:
+        return role in self._by_name
+
+    def replicas(self, role: str) -> int:
+        found = self._by_name.get(role)
+        return found.replicas if found else 0
+
+    def role(self, name: str) -> Role:
+        return self._by_name[name]
+
+    def host(self, role: str, index: int) -> str:
+        entry = self._by_name[role]
+        return self._fqdn(entry.hostname(index), entry.service)
+
+    def hosts(self, role: str) -> list[str]:
+        # Made once per topology: the common env and most frameworks list the same hosts.
+        found = self._hosts.get(role)
+        if found is None:
+            entry = self._by_name.get(role)
+            if entry is None:
+                return []
+            suffix = self._fqdn("", entry.service)
+            found = [f"{entry.pod}-{i + entry.start}{suffix}" for i in range(entry.replicas)]
+            self._hosts[role] = found
+        return list(found)
+
+    def first_rank(self, role: str) -> int:
+        rank = 0
+        for entry in self.roles:
+            if entry.name == role:
+                return rank
+            rank += entry.replicas
+        raise KeyError(role)
+
+    def global_rank(self, role: str, index: int) -> int:
+        return self.first_rank(role) + index
+
+    def _fqdn(self, hostname: str, service: str) -> str:
+        domain = f".{self.cluster_domain}" if self.cluster_domain else ""
+        return f"{hostname}.{service}.{self.namespace}.svc{domain}"
+
+
+def stamp(topology: Topology) -> dict[str, str]:
+    """The annotations that carry a topology on a pod template (compact JSON, role order)."""
+    counts = {role.name: role.replicas for role in topology.roles}
+    hosts = {role.name: _hosts_entry(role) for role in topology.roles}
+    return {
+        contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
+        contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
+    }
+
+
+def _hosts_entry(role: Role) -> HostsEntry:
+    entry = HostsEntry(pod=role.pod, start=role.start, service=role.service)
+    if role.nproc != 1:
+        entry["nproc"] = role.nproc
+    return entry
+
+
+def topology_from_stamp(
+    annotations: Mapping[str, str],
+    *,
+    job: str,
+    namespace: str,
+    framework: str,
+    role_order: Sequence[str],
+    cluster_domain: str = "",
+) -> Topology | None:
+    """Read a stamped topology back; None when the annotations carry none.
+
+    Every pod of a job carries the same stamp, so what was read is kept for the next pods (a
+    topology is immutable); a stamp that does not read raises each time.
+    """
+    raw = annotations.get(contract.TOPOLOGY)
+    if raw is None:
+        return None
+    return _read_stamp(
+        raw,
+        annotations.get(contract.HOSTS),
+        job,
+        namespace,
+        framework,
+        tuple(role_order),
+        cluster_domain,
+    )
+
+
+@lru_cache(maxsize=32)
+def _read_stamp(
+    raw: str,
+    raw_hosts: str | None,
+    job: str,
+    namespace: str,
+    framework: str,
+    role_order: tuple[str, ...],
+    cluster_domain: str,
+) -> Topology:
+    counts = _json_object(contract.TOPOLOGY, raw, 'a JSON object such as {"master":1,"worker":3}')
+    replicas: dict[str, int] = {}
+    for name, count in counts.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise InvalidSetting(contract.TOPOLOGY, raw, f"replicas of {name!r} must be >= 0")
+        replicas[name] = count
+    hosts = (
+        _json_object(contract.HOSTS, raw_hosts, 'a JSON object such as {"worker":{"pod":...}}')
+        if raw_hosts
+        else {}
+    )
+    names = list(counts) if not role_order else [r for r in role_order if r in counts]
+    unknown = [name for name in counts if name not in names]
+    if unknown:
+        raise InvalidSetting(
+            contract.TOPOLOGY, raw, f"roles of {framework} are {', '.join(role_order)}"
+        )
+    roles = []
+    for name in names:
+        if replicas[name] == 0:
+            continue
+        entry = hosts.get(name) or {}
+        if not isinstance(entry, dict):
+            raise InvalidSetting(contract.HOSTS, raw_hosts, f"{name!r} must map to an object")
+        pod = entry.get("pod", f"{job}-{name}")
+        start, service, nproc = (
+            entry.get("start", 0),
+            entry.get("service", job),
+            entry.get("nproc", 1),
+        )
+        if not (isinstance(pod, str) and isinstance(service, str)) or not (
+            isinstance(start, int) and isinstance(nproc, int) and nproc >= 1
+        ):
+            raise InvalidSetting(
+                contract.HOSTS,
+                raw_hosts,
+                "each role maps to pod (string), start (integer), service (string), nproc (>= 1)",
+            )
+        roles.append(Role(name, replicas[name], pod, start, service, nproc))
+    return Topology(job, namespace, framework, tuple(roles), cluster_domain)
+
+
+def _json_object(key: str, raw: str, allowed: str) -> dict[str, object]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise InvalidSetting(key, raw, allowed) from None
+    if not isinstance(value, dict):
+        raise InvalidSetting(key, raw, allowed)
+    return value

@@ -1,0 +1,1 @@
+"""The one layer that talks to the Kubernetes API server: client, resources, informer, lookup."""

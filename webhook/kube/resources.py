@@ -1,0 +1,52 @@
+"""The Kubernetes resources Trainhook reads and writes, and how it marks what it creates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One API resource: enough to build its REST paths and name it in messages.
+
+    A cluster-scoped one (a MutatingWebhookConfiguration) is addressed with no namespace."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+STATEFULSETS: Final = Resource("apps", "v1", "statefulsets", "StatefulSet")
+JOBS: Final = Resource("batch", "v1", "jobs", "Job")
+PODS: Final = Resource("", "v1", "pods", "Pod")
+SERVICES: Final = Resource("", "v1", "services", "Service")
+SECRETS: Final = Resource("", "v1", "secrets", "Secret")
+PODGROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+EVENTS: Final = Resource("", "v1", "events", "Event")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+)
+
+WORKLOAD_RESOURCES: Final = {"StatefulSet": STATEFULSETS, "Job": JOBS, "Pod": PODS}
+
+# Objects the sweeper creates carry this label, so it never deletes anything it did not create.
+MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGER: Final = "trainhook"
+COMPONENT: Final = "trainhook-sweeper"

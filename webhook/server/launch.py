@@ -1,0 +1,206 @@
+"""Running the admission webhook under gunicorn, with TLS, from settings the CLI parsed."""
+
+from __future__ import annotations
+
+import logging.config
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    bind: str
+    cert_file: str
+    key_file: str
+    workers: int
+    cluster_domain: str
+    log_level: str
+    lookup: bool
+    cert_mode: str
+    cert_secret: str
+    webhook_config: str
+    service: str
+    namespace: str
+
+
+def serve(settings: ServeSettings) -> int:
+    """Run the webhook under gunicorn until it stops; the exit code."""
+    from webhook.server.logs import logging_config
+
+    # JSON lines from the start: setting up certificates logs before gunicorn configures logging.
+    logging.config.dictConfig(logging_config(settings.log_level))
+    metrics_dir, private = _metrics_dir()
+    master = os.getpid()
+    cleanups: list[Callable[[], None]] = []
+    try:
+        return _serve(settings, cleanups)
+    finally:
+        if os.getpid() == master:  # gunicorn's workers leave through here too: not theirs to do
+            for cleanup in cleanups:
+                cleanup()
+            if private:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> int:
+    # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when it is imported.
+    from webhook.certs.material import CertificateError
+    from webhook.server.tls import serving_certificate
+
+    if settings.lookup:
+        problem = _api_problem()
+        if problem is not None:
+            print(
+                f"trainhook serve: --lookup reads sibling workloads from the API server, "
+                f"but {problem}; run in the cluster, set KUBECONFIG, or pass --no-lookup",
+                file=sys.stderr,
+            )
+            return 2
+    if settings.cert_mode == "self":
+        try:
+            settings = _self_managed(settings, cleanups)
+        except _SetupError as error:
+            print(
+                f"trainhook serve: cannot set up self-managed certificates: {error}",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        serving_certificate(settings.cert_file, settings.key_file).load()
+    except CertificateError as error:
+        print(f"trainhook serve: cannot load the serving certificate: {error}", file=sys.stderr)
+        return 2
+    server = _Server(settings)
+    try:
+        server.run()
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 1
+    return 0
+
+
+def _metrics_dir() -> tuple[str, bool]:
+    """The directory every worker writes its metrics to, emptied of an earlier run's samples."""
+    directory = os.environ.get(MULTIPROC_ENV)
+    if not directory:
+        directory = tempfile.mkdtemp(prefix="trainhook-metrics-")
+        os.environ[MULTIPROC_ENV] = directory
+        return directory, True
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(directory, name))
+    return directory, False
+
+
+def build_app(settings: ServeSettings) -> Flask:
+    """The WSGI app of one worker process."""
+    from webhook.server.admission import Context
+    from webhook.server.app import ReadinessCheck, create_app
+    from webhook.server.tls import serving_certificate
+
+    certificate = serving_certificate(settings.cert_file, settings.key_file)
+
+    def certificate_loaded() -> str | None:
+        return None if certificate.loaded else "the serving certificate is not loaded"
+
+    checks: list[ReadinessCheck] = [certificate_loaded]
+    lookup = None
+    if settings.lookup:
+        from webhook.kube.lookup import start_sibling_cache
+
+        # Each worker watches for itself: the watch threads would not survive the fork.
+        cache = lookup = start_sibling_cache()
+
+        def cache_synced() -> str | None:
+            return None if cache.synced() else "the sibling cache has not synced yet"
+
+        checks.append(cache_synced)
+    context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
+    return create_app(context, tuple(checks))
+
+
+class _SetupError(Exception):
+    pass
+
+
+def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> ServeSettings:
+    """Issue or load the certificates in the cluster, and keep them renewed from a thread of
+    this (gunicorn's master) process; the settings then name the files it writes."""
+    from webhook.certs.material import CertificateError
+    from webhook.certs.selfmanaged import SelfManagedSettings, start_self_managed
+    from webhook.kube.client import ApiError
+
+    directory = Path(settings.cert_file).parent
+    if Path(settings.key_file).parent != directory:
+        raise _SetupError(
+            f"--cert-file {settings.cert_file} and --key-file {settings.key_file} must be in one "
+            "directory, where tls.crt and tls.key are written"
+        )
+    try:
+        manager = start_self_managed(
+            SelfManagedSettings(
+                namespace=settings.namespace,
+                secret=settings.cert_secret,
+                webhook_config=settings.webhook_config,
+                service=settings.service,
+                directory=directory,
+            )
+        )
+    except ApiError as error:
+        raise _SetupError(error.message) from None
+    except (CertificateError, OSError) as error:
+        raise _SetupError(str(error)) from None
+    cleanups.append(manager.stop)
+    files = manager.files
+    return replace(settings, cert_file=files.cert_file, key_file=files.key_file)
+
+
+def _api_problem() -> str | None:
+    """Why no client for the Kubernetes API can be configured; None when one can."""
+    from kubernetes.config import ConfigException
+
+    from webhook.kube.client import load_api_client
+
+    try:
+        load_api_client().close()  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as error:
+        return f"no API server is configured ({error})"
+    return None
+
+
+class _Server:
+    """gunicorn, configured from webhook.server.gunicorn_conf and the command line."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        from gunicorn.app.base import BaseApplication
+
+        from webhook.server import gunicorn_conf
+        from webhook.server.logs import logging_config
+
+        class Application(BaseApplication):  # type: ignore[misc]
+            def load_config(self) -> None:
+                for key, value in vars(gunicorn_conf).items():
+                    if key in self.cfg.settings:
+                        self.cfg.set(key, value)
+                self.cfg.set("bind", [settings.bind])
+                self.cfg.set("workers", settings.workers)
+                self.cfg.set("certfile", settings.cert_file)
+                self.cfg.set("keyfile", settings.key_file)
+                self.cfg.set("loglevel", settings.log_level)
+                self.cfg.set("logconfig_dict", logging_config(settings.log_level))
+
+            def load(self) -> Flask:
+                return build_app(settings)
+
+        self.run: Callable[[], None] = Application().run
