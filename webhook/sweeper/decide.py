@@ -249,10 +249,10 @@ def same_topology(stamped: str | None, wanted: str) -> bool:
 
 def _topology(state: JobState) -> Iterable[Action]:
     """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
-    workloads = [w for w in state.workloads if w.core is not None]
+    workloads = [w for w in state.workloads if w.kind != "Pod"]
     if not workloads:
         return
-    wanted = stamp(build_topology([w.core for w in workloads if w.core is not None]))
+    wanted = stamp(build_topology([w.workload for w in workloads]))
     topology = wanted[contract.TOPOLOGY]
     restamped = False
     for workload in workloads:

@@ -85,25 +85,53 @@ class JobStatus:
 
 @dataclass(frozen=True)
 class WorkloadView:
-    """One StatefulSet, Indexed Job or bare Pod of the job."""
+    """One StatefulSet, Indexed Job or bare Pod of the job: the core's reading of it (`workload`)
+    and what the sweeper needs of the object besides."""
 
-    kind: str
-    name: str
+    workload: Workload
     uid: str
     resource_version: str
-    framework: Framework
-    role: str
-    replicas: int
-    settings: Settings
     stamp: Mapping[str, str]  # the topology annotations its pods are created with
     annotations: Mapping[str, str]  # its own annotations, where the sweeper records the phase
     priority_class: str | None
     created: datetime | None
-    pod_prefix: str
-    ordinal_start: int
-    service: str
     job_status: JobStatus | None = None
-    core: Workload | None = None  # the core's view of a StatefulSet or Job; None for a bare pod
+
+    @property
+    def kind(self) -> str:
+        return self.workload.kind
+
+    @property
+    def name(self) -> str:
+        return self.workload.name
+
+    @property
+    def framework(self) -> Framework:
+        return self.workload.framework
+
+    @property
+    def role(self) -> str:
+        return self.workload.role
+
+    @property
+    def replicas(self) -> int:
+        return self.workload.replicas
+
+    @property
+    def settings(self) -> Settings:
+        return self.workload.settings
+
+    @property
+    def pod_prefix(self) -> str:
+        return self.workload.pod_prefix
+
+    @property
+    def ordinal_start(self) -> int:
+        return self.workload.ordinal_start
+
+    @property
+    def service(self) -> str:
+        return self.workload.service
 
     @property
     def resource(self) -> Resource:
@@ -268,53 +296,43 @@ def _role_order(views: Sequence[WorkloadView]) -> Any:
 
 def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
     metadata = metadata_of(obj)
-    template = (obj.get("spec") or {}).get("template") or {}
-    uid: str = metadata.get("uid") or ""
-    resource_version: str = metadata.get("resourceVersion") or ""
-    own_annotations = dict(annotations_of(obj))
-    created = parse_time(metadata.get("creationTimestamp"))
+    spec = obj.get("spec") or {}
     if obj.get("kind") == "Pod":
-        labels = labels_of(obj)
-        framework = read_framework(labels)
-        annotations = annotations_of(obj)
-        name = metadata.get("name") or ""
-        return WorkloadView(
-            kind="Pod",
-            name=name,
-            framework=framework,
-            role=read_role(labels, framework),
-            replicas=1,
-            settings=read_settings(annotations, framework),
-            stamp={key: annotations[key] for key in STAMP_KEYS if key in annotations},
-            priority_class=(obj.get("spec") or {}).get("priorityClassName"),
-            pod_prefix=name,
-            ordinal_start=0,
-            service=(obj.get("spec") or {}).get("subdomain") or "",
-            uid=uid,
-            resource_version=resource_version,
-            annotations=own_annotations,
-            created=created,
-        )
-    workload = read_workload(obj, namespace)
-    template_annotations = annotations_of(template)
+        workload = _bare_pod_workload(obj, namespace)
+        pod_spec, stamped = spec, annotations_of(obj)
+    else:
+        workload = read_workload(obj, namespace)
+        template = spec.get("template") or {}
+        pod_spec, stamped = template.get("spec") or {}, annotations_of(template)
     return WorkloadView(
-        kind=workload.kind,
-        name=workload.name,
-        framework=workload.framework,
-        role=workload.role,
-        replicas=workload.replicas,
-        settings=workload.settings,
-        stamp={key: template_annotations[key] for key in STAMP_KEYS if key in template_annotations},
-        priority_class=(template.get("spec") or {}).get("priorityClassName"),
-        pod_prefix=workload.pod_prefix,
-        ordinal_start=workload.ordinal_start,
-        service=workload.service,
+        workload=workload,
+        uid=metadata.get("uid") or "",
+        resource_version=metadata.get("resourceVersion") or "",
+        stamp={key: stamped[key] for key in STAMP_KEYS if key in stamped},
+        annotations=dict(annotations_of(obj)),
+        priority_class=pod_spec.get("priorityClassName"),
+        created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
-        core=workload,
-        uid=uid,
-        resource_version=resource_version,
-        annotations=own_annotations,
-        created=created,
+    )
+
+
+def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:
+    """A bare pod plays a role of one replica, named as itself."""
+    labels = labels_of(pod)
+    framework = read_framework(labels)
+    name = metadata_of(pod).get("name") or ""
+    return Workload(
+        kind="Pod",
+        name=name,
+        namespace=metadata_of(pod).get("namespace") or namespace,
+        framework=framework,
+        job=job_of(pod) or name,
+        role=read_role(labels, framework),
+        replicas=1,
+        settings=read_settings(annotations_of(pod), framework),
+        pod_prefix=name,
+        ordinal_start=0,
+        service=(pod.get("spec") or {}).get("subdomain") or "",
     )
 
 
