@@ -21,8 +21,8 @@ from typing import Any
 from bench.inprocess import answer, body_of
 from bench.load import Latency, LoadError, Rate, Tools
 from bench.reviews import Case
-from tests.server import running
-from tests.server.running import Webhook
+from tests.support import serving as running
+from tests.support.serving import Webhook
 
 PATH = "/mutate?timeout=10s"
 OURS, REPLAY, NULL = "trainhook serve", "admission replayed", "do-nothing app"

@@ -23,15 +23,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.lookup.emulator import emulator  # noqa: E402
-from tests.server.reviews import (  # noqa: E402
+from tests.support.emulator import emulator, kubeconfig  # noqa: E402
+from tests.support.reviews import (  # noqa: E402
     EmulatedApi,
     admit_job,
     encoded,
     example_documents,
     patched,
 )
-from tests.server.running import kubeconfig, serving  # noqa: E402
+from tests.support.serving import serving  # noqa: E402
 from webhook.core import contract  # noqa: E402
 from webhook.core.frameworks import FRAMEWORKS  # noqa: E402
 from webhook.core.render import RenderedPod, render, table, training_env  # noqa: E402

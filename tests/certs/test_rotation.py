@@ -19,9 +19,10 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 
-from tests.lookup.emulator import Emulator, emulator
-from tests.server.reviews import encoded, review
-from tests.server.running import Webhook, serving
+from tests.support.emulator import EmulatorThread as Emulator
+from tests.support.emulator import emulator
+from tests.support.reviews import encoded, review
+from tests.support.serving import Webhook, serving
 from webhook.certs.material import RenewalPolicy, write_private
 from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 

@@ -17,7 +17,8 @@ import kmock
 import pytest
 from cryptography import x509
 
-from tests.lookup.emulator import Emulator, emulator
+from tests.support.emulator import EmulatorThread as Emulator
+from tests.support.emulator import emulator
 from webhook.certs import material as certs
 from webhook.certs.material import CertificateError, RenewalPolicy
 from webhook.certs.selfmanaged import (

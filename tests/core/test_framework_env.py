@@ -2,7 +2,7 @@
 
 import json
 
-from tests.core.builders import env, indexed_job, mpi_job, statefulset
+from tests.support.builders import env, indexed_job, mpi_job, statefulset
 
 
 def framework_vars(values: dict[str, str]) -> dict[str, str]:

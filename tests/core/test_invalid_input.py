@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.builders import indexed_job, statefulset
+from tests.support.builders import indexed_job, statefulset
 from webhook.core.admit import admit
 from webhook.core.errors import TrainhookError
 

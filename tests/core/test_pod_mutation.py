@@ -7,7 +7,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from tests.core.builders import bare_pod, mpi_job, pods, statefulset
+from tests.support.builders import bare_pod, mpi_job, pods, statefulset
 from webhook.core.admit import admit, owner_to_resolve
 from webhook.core.errors import TrainhookError
 from webhook.core.render import expand, training_env

@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kubernetes_validate import utils as validate_utils
 
-from tests.core.builders import statefulset
 from tests.core.strategies import (
     BarePodJob,
     Obj,
@@ -34,6 +33,7 @@ from tests.core.strategies import (
     training_jobs,
     updated,
 )
+from tests.support.builders import statefulset
 from webhook.core import contract
 from webhook.core.admit import Outcome, admit
 

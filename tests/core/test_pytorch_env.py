@@ -1,4 +1,4 @@
-from tests.core.builders import env, statefulset
+from tests.support.builders import env, statefulset
 
 
 def master_and_two_workers(**annotations: str) -> dict[str, dict[str, str]]:

@@ -12,9 +12,12 @@ import kmock
 import pytest
 from kubernetes import client
 
-from tests.lookup.emulator import Emulator, emulator
+from tests.support.emulator import EmulatorThread as Emulator
+from tests.support.emulator import emulator
 from webhook.kube.client import Kube, api_client_for
 from webhook.kube.lookup import SiblingCache
+from webhook.kube.resources import JOBS as JOBS_RESOURCE
+from webhook.kube.resources import STATEFULSETS
 
 STS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
 JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
@@ -39,6 +42,19 @@ WORKER = workload("Job", "pt-worker", **{"trainhook.io/framework": "pytorch",
 def add(api: Emulator, obj: dict[str, Any]) -> None:
     path = STS if obj["kind"] == "StatefulSet" else JOBS
     api.create(path.format(ns=obj["metadata"]["namespace"]), obj)
+
+
+def stored(api: Emulator, obj: dict[str, Any]) -> Any:
+    """The object as the API server stores it (uid, resourceVersion and all), read from the
+    emulator's store rather than by a request the tests count."""
+    resource = STATEFULSETS if obj["kind"] == "StatefulSet" else JOBS_RESOURCE
+    metadata = obj["metadata"]
+    [found] = [
+        o
+        for o in api.objects(resource, metadata["namespace"])
+        if o["metadata"]["name"] == metadata["name"]
+    ]
+    return found
 
 
 def names(objs: list[dict[str, Any]] | None) -> list[str] | None:
@@ -135,7 +151,7 @@ def test_siblings_of_a_synced_job_come_from_the_cache_without_asking_the_api(
 
     siblings = cache.siblings("ml", "pt", exclude=("StatefulSet", "pt-master"))
 
-    assert siblings == [WORKER]
+    assert siblings == [stored(api, WORKER)]
     assert names(cache.siblings("ml", "pt")) == ["pt-worker", "pt-master"]
     assert names(cache.siblings("other", "pt")) == ["pt-master"]
     assert requests_after(api, seen) == []
@@ -161,9 +177,9 @@ def test_cache_lists_then_watches_labelled_statefulsets_and_jobs_of_every_namesp
     assert 300 <= timeouts[1] <= 330 and 300 <= timeouts[3] <= 330
     assert [params for _, params in calls] == [
         selector,
-        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "...", "watch": "true"},
+        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "0", "watch": "true"},
         selector,
-        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "...", "watch": "true"},
+        {**selector, "allowWatchBookmarks": "true", "resourceVersion": "0", "watch": "true"},
     ]
 
 
@@ -204,10 +220,11 @@ def test_a_relabelled_workload_moves_to_its_new_job(
 def test_a_workload_being_deleted_is_no_sibling(
     api: Emulator, synced: Callable[..., SiblingCache]
 ) -> None:
-    cache = synced(MASTER, WORKER)
+    held = copy.deepcopy(WORKER)
+    held["metadata"]["finalizers"] = ["example.com/keep"]
+    cache = synced(MASTER, held)
 
-    api.merge(JOBS.format(ns="ml") + "/pt-worker",
-              {"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z"}})  # fmt: skip
+    api.delete(JOBS.format(ns="ml") + "/pt-worker")  # lingers with a deletionTimestamp
 
     assert eventually(lambda: names(cache.siblings("ml", "pt")) == ["pt-master"])
 
@@ -224,7 +241,7 @@ def test_a_job_the_cache_does_not_hold_is_read_directly_from_its_namespace(
 
     siblings = cache.siblings("ml", "pt", exclude=("Job", "pt-worker"))
 
-    assert siblings == [MASTER]
+    assert siblings == [stored(api, MASTER)]
     assert requests_after(api, seen) == [
         "GET /apis/apps/v1/namespaces/ml/statefulsets?labelSelector=trainhook.io/framework",
         "GET /apis/batch/v1/namespaces/ml/jobs?labelSelector=trainhook.io/framework",
@@ -264,8 +281,8 @@ def test_the_owner_of_a_pod_comes_from_the_cache_or_one_direct_read(
     read = cache.get("ml", "StatefulSet", "plain")
     missing = cache.get("ml", "Job", "nope")
 
-    assert cached == MASTER
-    assert read == unlabelled
+    assert cached == stored(api, MASTER)
+    assert read == stored(api, unlabelled)
     assert missing is None
     assert requests_after(api, seen)[-2:] == [
         "GET /apis/apps/v1/namespaces/ml/statefulsets/plain",
@@ -286,21 +303,24 @@ def test_returned_objects_are_not_copied_and_never_change_once_handed_out(
     first = cache.siblings("ml", "pt")
     assert first is not None
     assert cache.get("ml", "StatefulSet", "pt-master") is first[0]
+    as_read = stored(api, MASTER)
 
     api.merge(STS.format(ns="ml") + "/pt-master", {"spec": {"replicas": 3}})
 
     assert eventually(
         lambda: (cache.get("ml", "StatefulSet", "pt-master") or {})["spec"]["replicas"] == 3
     )
-    assert first == [MASTER]  # the object handed out before the change is as it was read
+    assert first == [as_read]  # the object handed out before the change is as it was read
 
 
-def test_managed_fields_are_not_kept(synced: Callable[..., SiblingCache]) -> None:
+def test_managed_fields_are_not_kept(api: Emulator, synced: Callable[..., SiblingCache]) -> None:
     managed = copy.deepcopy(MASTER)
     managed["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
     cache = synced(managed)
+    without = stored(api, MASTER)
+    del without["metadata"]["managedFields"]
 
-    assert cache.siblings("ml", "pt") == [MASTER]
+    assert cache.siblings("ml", "pt") == [without]
 
 
 def test_unreachable_api_gives_unknown_siblings_and_no_owner_at_once(
@@ -337,9 +357,10 @@ def test_siblings_known_before_the_api_went_away_are_still_served(
         add(api, MASTER)
         cache = start_cache(api.api())
         assert cache.wait_synced(5)
+        as_stored = stored(api, MASTER)
 
     assert cache.synced()
-    assert cache.siblings("ml", "pt", exclude=("Job", "pt-worker")) == [MASTER]
+    assert cache.siblings("ml", "pt", exclude=("Job", "pt-worker")) == [as_stored]
     assert cache.siblings("ml", "other-job") is None
 
 
@@ -357,9 +378,10 @@ def test_cache_syncs_once_an_unreachable_api_comes_back(
         add(api, MASTER)
         synced = cache.wait_synced(5)
         siblings = cache.siblings("ml", "pt", exclude=("Job", "pt-worker"))
+        as_stored = stored(api, MASTER)
 
     assert synced
-    assert siblings == [MASTER]
+    assert siblings == [as_stored]
 
 
 def test_an_expired_watch_lists_again_and_drops_what_vanished(

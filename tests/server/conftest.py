@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.running import Webhook, serving
+from tests.support.serving import Webhook, serving
 from webhook.certs.material import generate
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.running import ROOT
+from tests.support.serving import ROOT
 from webhook.cli.serve import add_arguments
 
 ENVIRONMENT = {

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server.reviews import example_documents, pods_of, review, workloads_of
+from tests.support.reviews import example_documents, pods_of, review, workloads_of
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import hashes
 
-from tests.lookup.emulator import emulator
-from tests.server.reviews import encoded, review
-from tests.server.running import ROOT, Webhook, kubeconfig, serving
 from tests.server.test_review import labelled_pod
+from tests.support.emulator import emulator, kubeconfig
+from tests.support.reviews import encoded, review
+from tests.support.serving import ROOT, Webhook, serving
 from webhook.certs.material import (
     Issued,
     bundle_pem,

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.lookup.emulator import Emulator, emulator
-from tests.server.reviews import (
+from tests.support.emulator import EmulatorThread as Emulator
+from tests.support.emulator import emulator, kubeconfig
+from tests.support.reviews import (
     EmulatedApi,
     StoredWorkloads,
     admit_job,
@@ -21,7 +22,7 @@ from tests.server.reviews import (
     review,
     validate,
 )
-from tests.server.running import Webhook, kubeconfig, serving
+from tests.support.serving import Webhook, serving
 from webhook.core import contract
 from webhook.core.render import render
 from webhook.server.admission import Context

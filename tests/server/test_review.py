@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.reviews import (
+from tests.support.reviews import (
     StoredWorkloads,
     admit_job,
     encoded,

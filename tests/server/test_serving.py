@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.server.reviews import encoded, patched, review, validate
-from tests.server.running import Webhook
 from tests.server.test_review import BAD_REQUESTS, labelled_pod
+from tests.support.reviews import encoded, patched, review, validate
+from tests.support.serving import Webhook
 from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Context
 from webhook.server.admission import review as answer_in_process

@@ -5,9 +5,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from tests.support.emulator import EmulatorThread
 from webhook.kube.client import Kube, api_client_for
-
-from .emulator import EmulatorThread
 
 
 @pytest.fixture

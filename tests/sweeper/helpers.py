@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from tests.support.stored import NAMESPACE
 from webhook.sweeper.actions import Action, Decision
 from webhook.sweeper.decide import decide
 from webhook.sweeper.state import JobState, read_job_state
-
-from .objects import NAMESPACE
 
 NOW = datetime(2025, 1, 1, 1, 0, 0, tzinfo=UTC)
 

@@ -84,18 +84,6 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") 
         time.sleep(0.05)
 
 
-def write_kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(
-        "apiVersion: v1\n"
-        "kind: Config\n"
-        f"clusters: [{{name: emulator, cluster: {{server: '{url}'}}}}]\n"
-        "users: [{name: tester, user: {}}]\n"
-        "contexts: [{name: test, context: {cluster: emulator, user: tester}}]\n"
-        "current-context: test\n"
-    )
-    return path
-
-
 class SweeperProcess:
     """`trainhook sweep` as its own process, killed with SIGKILL like a crashed pod."""
 

@@ -2,12 +2,12 @@
 
 from datetime import timedelta
 
+from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODGROUPS, PODS, SECRETS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
 
 from .helpers import NOW, decision, described, of_type
-from .objects import bare_pod, indexed_job, owned, pod, stamped, statefulset
 
 FINISHED = "2025-01-01T00:30:00Z"
 

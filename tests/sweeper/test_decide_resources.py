@@ -1,11 +1,11 @@
 """The objects every job needs: headless Service, Volcano PodGroup, MPI SSH Secret."""
 
+from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import PODGROUPS, SERVICES
 from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
 
 from .helpers import decision, of_type
-from .objects import bare_pod, indexed_job, owned, pod, stamped, statefulset
 
 PT_LABELS = {contract.JOB: "pt", "app.kubernetes.io/managed-by": "trainhook"}
 

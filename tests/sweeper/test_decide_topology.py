@@ -3,12 +3,12 @@
 import copy
 from datetime import timedelta
 
+from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
 
 from .helpers import NOW, decision, of_type
-from .objects import indexed_job, owned, pod, stamped, statefulset
 
 OLD = '{"master":1,"worker":2}'
 NEW = '{"master":1,"worker":3}'

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.emulator import selector_matches
 from webhook.kube.client import ApiError
 from webhook.kube.resources import PODS, SERVICES, STATEFULSETS
-
-from .emulator import selector_matches
 
 
 def service(name, labels=None, owners=None):

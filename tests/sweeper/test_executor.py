@@ -6,11 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.support.stored import statefulset
 from webhook.kube.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, ObjectRef, Patch
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
-
-from .objects import statefulset
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

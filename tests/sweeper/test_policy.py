@@ -2,11 +2,11 @@
 
 import pytest
 
+from tests.support.stored import bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.policy import Verdict, judge
 
 from .helpers import state_of
-from .objects import bare_pod, indexed_job, pod, stamped, statefulset
 
 
 def verdict(job, workloads, pods):

@@ -7,13 +7,12 @@ from datetime import UTC, datetime
 
 from kubernetes.config import kube_config
 
+from tests.support.emulator import kubeconfig
+from tests.support.stored import bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
 from webhook.kube.resources import PODS, STATEFULSETS
 from webhook.sweeper.status import JobRow, format_table, human_duration, job_rows
-
-from .live import write_kubeconfig
-from .objects import bare_pod, indexed_job, pod, stamped, statefulset
 
 NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 
@@ -104,7 +103,7 @@ def use_kubeconfig(monkeypatch, path):
 
 
 def test_trainhook_status_reads_the_cluster(emulator, kube, tmp_path, monkeypatch, capsys):
-    use_kubeconfig(monkeypatch, write_kubeconfig(tmp_path / "config", emulator.url))
+    use_kubeconfig(monkeypatch, kubeconfig(tmp_path / "config", emulator.url))
     workloads, pods = running_pytorch()
     for workload in workloads:
         created = kube.create(STATEFULSETS, "ml", workload)

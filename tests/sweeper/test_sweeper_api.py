@@ -9,6 +9,8 @@ import time
 
 from cryptography.hazmat.primitives import serialization
 
+from tests.support.emulator import kubeconfig
+from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import (
     EVENTS,
@@ -30,9 +32,7 @@ from .live import (
     eventually,
     fast_config,
     sweeping,
-    write_kubeconfig,
 )
-from .objects import indexed_job, pod, stamped, statefulset
 
 
 def names(emulator, resource):
@@ -162,16 +162,16 @@ def exit_0(kube, obj):
 
 
 def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, kube, tmp_path):
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    config = kubeconfig(tmp_path / "kubeconfig", emulator.url)
     log = tmp_path / "sweeper.log"
     settings = {contract.SCHEDULER: "volcano", contract.TTL_SECONDS_AFTER_FINISHED: "3"}
     _, _, pods = create_mpi_job(kube, settings)
 
-    first = SweeperProcess(kubeconfig, "sweeper-0", log)
+    first = SweeperProcess(config, "sweeper-0", log)
     eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="Service", timeout=20)
     first.kill()  # possibly before the PodGroup and the Secret
 
-    second = SweeperProcess(kubeconfig, "sweeper-0", log)  # the same pod, restarted
+    second = SweeperProcess(config, "sweeper-0", log)  # the same pod, restarted
     eventually(
         lambda: names(emulator, PODGROUPS) == ["hvd"] and names(emulator, SECRETS) == ["hvd-ssh"],
         what="PodGroup and Secret",
@@ -187,7 +187,7 @@ def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, k
     assert annotations(emulator, JOBS, "hvd-launcher")[contract.FINISHED_AT] == finished
     assert [o["spec"]["replicas"] for o in emulator.objects(STATEFULSETS, "ml")] == [0]
 
-    third = SweeperProcess(kubeconfig, "sweeper-1", log)  # another replica, once the lease expires
+    third = SweeperProcess(config, "sweeper-1", log)  # another replica, once the lease expires
     try:
         eventually(
             lambda: (
@@ -270,8 +270,8 @@ def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(em
 
 
 def test_a_killed_leaders_lease_expires_and_the_standby_takes_over(emulator, kube, tmp_path):
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
-    leader = SweeperProcess(kubeconfig, "sweeper-a", tmp_path / "a.log")
+    config = kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    leader = SweeperProcess(config, "sweeper-a", tmp_path / "a.log")
     eventually(lambda: lease_holder(emulator) == "sweeper-a", timeout=20, what="first leader")
     with sweeping(kube, "sweeper-b") as standby:
         time.sleep(0.5)

@@ -14,7 +14,7 @@ import jsonpatch
 import kubernetes_validate
 import yaml
 
-from tests.lookup.emulator import Emulator
+from tests.support.emulator import EmulatorThread as Emulator
 from webhook.core.render import expand
 from webhook.core.workload import job_of
 

@@ -1,4 +1,5 @@
-"""kmock's Kubernetes API emulator, with what the sweeper relies on and kmock leaves out.
+"""The one Kubernetes API emulator of the tests: kmock, with what Trainhook relies on and kmock
+leaves out.
 
 kmock serves create, read, list, merge patch, delete and watch over real HTTP. This subclass
 adds, like the API server:
@@ -6,13 +7,17 @@ adds, like the API server:
   * `metadata.resourceVersion` in a patch or PUT as a precondition (409 Conflict), and
     DeleteOptions `preconditions.uid`;
   * PUT (replace), which kmock answers with 404;
-  * label selectors (`a`, `!a`, `a=b`, `a!=b`, comma = and) on list and watch;
+  * JSON patch (RFC 6902), a failed `test` or a bad path answered 422 as the API server does;
+  * label selectors (`a`, `!a`, `a=b`, `a!=b`, comma = and) and `metadata.name`/
+    `metadata.namespace` field selectors on list and watch;
   * watches from a resourceVersion replaying the events after it, `timeoutSeconds`;
   * a garbage collector: objects whose owners (ownerReferences) are all gone are deleted.
-And for tests: injected error statuses, watches answered with 410 Gone, watches ended on demand.
+And for tests: injected error statuses, watches answered with 410 Gone, watches ended on demand;
+kmock's own DSL (`handler[...] << response`) and request log work as usual.
 
-The emulator runs on its own event loop in a background thread (`EmulatorThread`), so the
-sweeper's synchronous client and threads talk to it as to a real API server.
+The emulator runs on its own event loop in a background thread (`EmulatorThread`, or the
+`emulator()` context manager), so the synchronous clients and threads of the code under test
+talk to it as to a real API server.
 """
 
 from __future__ import annotations
@@ -23,18 +28,28 @@ import copy
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import aiohttp.web
 import attrs
+import jsonpatch
+import jsonpointer
 import kmock
+import yaml
 from kmock._internal import rendering
+from kubernetes import client
 
+from webhook.kube.client import Kube, api_client_for
 from webhook.kube.resources import Resource
+
+T = TypeVar("T")
 
 
 def selector_matches(selector: str, labels: dict[str, str]) -> bool:
@@ -51,6 +66,15 @@ def selector_matches(selector: str, labels: dict[str, str]) -> bool:
             if term[1:].strip() in labels:
                 return False
         elif term not in labels:
+            return False
+    return True
+
+
+def field_matches(selector: str, obj: dict[str, Any]) -> bool:
+    metadata = obj.get("metadata") or {}
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        path, _, value = term.replace("==", "=").partition("=")
+        if metadata.get(path.strip().removeprefix("metadata.")) != value.strip():
             return False
     return True
 
@@ -134,9 +158,9 @@ class Emulator(kmock.KubernetesEmulator):
                 return self._replace(request)
         if action in (kmock.action.CREATE, kmock.action.UPDATE, kmock.action.DELETE):
             async with self._writes:
-                refused = self._prepare(request)
-                if refused is not None:
-                    return refused
+                answered = self._prepare(request)  # a refusal, or a JSON patch applied here
+                if answered is not None:
+                    return answered
                 response = await super()._handle(request)
                 if response.status < 300:
                     self._record(request)
@@ -195,8 +219,10 @@ class Emulator(kmock.KubernetesEmulator):
                 return _json(status(409, "Conflict", "precondition failed: uid"), 409)
             return None
         content_type = request.headers.get("Content-Type", "")
-        if "json-patch" in content_type or not isinstance(request.data, dict):
-            return _json(status(415, "UnsupportedMediaType", "JSON patch is not emulated"), 415)
+        if "json-patch" in content_type:
+            return self._json_patch(request, current)
+        if not isinstance(request.data, dict):
+            return _json(status(415, "UnsupportedMediaType", "a patch must be an object"), 415)
         wanted = (data.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != meta.get("resourceVersion"):
             return _json(status(409, "Conflict", "the object has been modified"), 409)
@@ -204,6 +230,22 @@ class Emulator(kmock.KubernetesEmulator):
         if "spec" in data:
             data["metadata"]["generation"] = int(meta.get("generation") or 1) + 1
         return None
+
+    def _json_patch(
+        self, request: rendering.Request, current: dict[str, Any]
+    ) -> aiohttp.web.StreamResponse:
+        """Apply an RFC 6902 patch here and answer it, so kmock's merge never sees it."""
+        try:
+            body = jsonpatch.apply_patch(current, request.data)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError) as e:
+            return _json(status(422, "Invalid", f"the patch cannot be applied: {e}"), 422)
+        meta = body.setdefault("metadata", {})
+        old = current.get("metadata") or {}
+        meta.update(uid=old.get("uid"), creationTimestamp=old.get("creationTimestamp"))
+        meta["resourceVersion"] = self._bump()
+        self.objects[self._key(request)].create(body)
+        self._remember(request.resource, "MODIFIED", copy.deepcopy(body))
+        return _json(body, 200)
 
     def _replace(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         key = self._key(request)
@@ -223,6 +265,11 @@ class Emulator(kmock.KubernetesEmulator):
 
     def _record(self, request: rendering.Request) -> None:
         if request.action == kmock.action.DELETE:
+            lingering = self._current(self._key(request))
+            if lingering is not None:  # finalizers hold it: marked for deletion, not yet gone
+                lingering["metadata"]["resourceVersion"] = self._bump()
+                self._remember(request.resource, "MODIFIED", copy.deepcopy(lingering))
+                return
             last = copy.deepcopy(self.objects[self._key(request)].last.raw)
             last["metadata"]["resourceVersion"] = self._bump()
             self._remember(request.resource, "DELETED", last)
@@ -274,7 +321,8 @@ class Emulator(kmock.KubernetesEmulator):
         if request.namespace and meta.get("namespace") != request.namespace:
             return False
         selector = request.params.get("labelSelector", "")
-        return selector_matches(selector, meta.get("labels") or {})
+        fields = request.params.get("fieldSelector", "")
+        return selector_matches(selector, meta.get("labels") or {}) and field_matches(fields, obj)
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
         items = [
@@ -287,7 +335,7 @@ class Emulator(kmock.KubernetesEmulator):
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         yield b""
-        plural = request.resource.plural if request.resource else ""
+        plural = (request.resource.plural if request.resource else "") or ""
         with self._guard:
             gone = self._gone.get(plural, 0) > 0
             if gone:
@@ -333,26 +381,56 @@ def _json(body: dict[str, Any], code: int) -> aiohttp.web.Response:
     return aiohttp.web.Response(text=json.dumps(body), status=code, content_type="application/json")
 
 
-class EmulatorThread:
-    """The emulator served on 127.0.0.1 from a background thread, until `stop()`."""
+# Resources the emulator knows beyond the built-in ones kmock infers, and whether namespaced.
+RESOURCES = (
+    ("apps/v1/statefulsets", "StatefulSet", True),
+    ("batch/v1/jobs", "Job", True),
+    ("v1/secrets", "Secret", True),
+    (
+        "admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration",
+        False,
+    ),
+)
 
-    def __init__(self) -> None:
+
+class EmulatorThread:
+    """The emulator served on 127.0.0.1 from a background thread, until `stop()`.
+
+    `url` and `api()` for the code under test; `create`, `read`, `merge`, `delete` and `send`
+    (plain JSON over HTTP) for the test playing the rest of the cluster; `handler` and `run()`
+    for kmock's DSL; `requests()` for what was asked.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="emulator", daemon=True)
         self.emulator = Emulator()
-        self.server = kmock.Server(self.emulator)
+        self.server = kmock.Server(self.emulator, port=port)
         self.url = ""
+
+    @property
+    def handler(self) -> Emulator:
+        return self.emulator
 
     def start(self) -> str:
         self.thread.start()
         self.call(self._enter)
-        return f"http://127.0.0.1:{self.server.port}"
+        self.url = f"http://127.0.0.1:{self.server.port}"
+        return self.url
 
     async def _enter(self) -> None:
         await self.emulator.__aenter__()
         await self.server.__aenter__()
+        for resource, kind, namespaced in RESOURCES:
+            self.emulator.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
 
     async def _exit(self) -> None:
+        # Cut open connections (watches never end by themselves), as a server that goes away
+        # would, instead of waiting for them to finish.
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task() and "RequestHandler" in repr(task):
+                task.cancel()
         await self.server.__aexit__(None, None, None)
         await self.emulator.__aexit__(None, None, None)
 
@@ -373,6 +451,41 @@ class EmulatorThread:
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
+    def run(self, function: Callable[[], T]) -> T:
+        """Call `function` on the emulator's loop (for kmock's DSL, which is not thread-safe)."""
+        result: T = self.call(function)
+        return result
+
+    def api(self) -> Kube:
+        return Kube(api_client_for(client.Configuration(host=self.url)))
+
+    def requests(self) -> list[kmock.Request]:
+        return self.run(lambda: list(self.emulator))
+
+    def send(self, method: str, path: str, body: object = None, content_type: str = "") -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": content_type or "application/json"}
+        req = urllib.request.Request(self.url + path, data, headers, method=method)
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return json.loads(response.read())
+
+    def create(self, path: str, obj: Mapping[str, Any]) -> Any:
+        return self.send("POST", path, obj)
+
+    def delete(self, path: str) -> Any:
+        return self.send("DELETE", path)
+
+    def merge(self, path: str, patch: Mapping[str, Any]) -> Any:
+        return self.send("PATCH", path, patch, "application/merge-patch+json")
+
+    def read(self, path: str) -> Any | None:
+        try:
+            return self.send("GET", path)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
+
     def objects(self, resource: Resource, namespace: str | None = None) -> list[dict[str, Any]]:
         """A snapshot of the live objects of one resource."""
 
@@ -388,3 +501,32 @@ class EmulatorThread:
 
         result: list[dict[str, Any]] = self.call(read)
         return sorted(result, key=lambda o: o["metadata"]["name"])
+
+
+@contextlib.contextmanager
+def emulator(port: int | None = None) -> Iterator[EmulatorThread]:
+    running = EmulatorThread(port)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig for an API server at `server` that asks for no credentials."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
+                "users": [{"name": "tests", "user": {}}],
+                "contexts": [
+                    {"name": "emulator", "context": {"cluster": "emulator", "user": "tests"}}
+                ],
+                "current-context": "emulator",
+            }
+        )
+    )
+    return path

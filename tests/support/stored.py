@@ -1,4 +1,4 @@
-"""Kubernetes objects of training jobs, as the API server returns them, for sweeper tests."""
+"""Kubernetes objects of training jobs as the API server stores and returns them."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import copy
 import uuid
 from typing import Any
 
+from tests.support import builders
 from webhook.core import contract
 from webhook.core.topology import stamp
 from webhook.core.workload import build_topology, read_workload
@@ -30,39 +31,32 @@ def statefulset(
     priority_class: str | None = None,
     rv: str = "10",
 ) -> dict[str, Any]:
-    labels = {contract.FRAMEWORK: framework}
-    if role:
-        labels[contract.ROLE] = role
-    if job:
-        labels[contract.JOB] = job
-    pod_spec: dict[str, Any] = {
-        "containers": [{"name": CONTAINER.get(framework, "main"), "image": "trainer:1"}]
-    }
+    """A StatefulSet as the user writes it (`builders.statefulset`), as the API server stores it
+    once admitted: uid, resourceVersion, the headless Service, parallel start, labelled template."""
+    container = {"name": CONTAINER.get(framework, "main"), "image": "trainer:1"}
+    obj = builders.statefulset(
+        name,
+        framework,
+        role=role,
+        job=job,
+        replicas=replicas,
+        containers=[container],
+        namespace=NAMESPACE,
+    )
+    metadata = obj["metadata"]
+    metadata.update(
+        uid=_uid(name),
+        resourceVersion=rv,
+        creationTimestamp="2025-01-01T00:00:00Z",
+        annotations=dict(annotations or {}),
+    )
+    spec = obj["spec"]
+    spec.update(serviceName=job or name, podManagementPolicy="Parallel")
+    template = spec["template"]
+    template["metadata"] = {"labels": {"app": name, **metadata["labels"]}, "annotations": {}}
     if priority_class:
-        pod_spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "uid": _uid(name),
-            "resourceVersion": rv,
-            "creationTimestamp": "2025-01-01T00:00:00Z",
-            "labels": labels,
-            "annotations": dict(annotations or {}),
-        },
-        "spec": {
-            "replicas": replicas,
-            "serviceName": job or name,
-            "podManagementPolicy": "Parallel",
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name, **labels}, "annotations": {}},
-                "spec": pod_spec,
-            },
-        },
-    }
+        template["spec"]["priorityClassName"] = priority_class
+    return obj
 
 
 def indexed_job(

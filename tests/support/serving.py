@@ -19,8 +19,6 @@ from http.client import HTTPResponse, HTTPSConnection
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_SECONDS = 20
 
@@ -189,22 +187,3 @@ def _wait_ready(webhook: Webhook, path: str) -> None:
     raise RuntimeError(
         f"trainhook serve not ready in {STARTUP_SECONDS}s: {webhook.log.read_text()}"
     )
-
-
-def kubeconfig(path: Path, server: str) -> Path:
-    """A kubeconfig for an API server at `server` that asks for no credentials."""
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emulator", "cluster": {"server": server}}],
-                "users": [{"name": "tests", "user": {}}],
-                "contexts": [
-                    {"name": "emulator", "context": {"cluster": "emulator", "user": "tests"}}
-                ],
-                "current-context": "emulator",
-            }
-        )
-    )
-    return path
