@@ -91,7 +91,7 @@ def test_the_ca_bundle_exception_names_the_rendered_configuration_and_its_ca_bun
 
 
 def test_finished_statefulsets_keep_zero_replicas_and_running_ones_still_scale_from_git() -> None:
-    (ignored,) = JOBS["spec"]["ignoreDifferences"]
+    (ignored, _) = JOBS["spec"]["ignoreDifferences"]
     assert (ignored["group"], ignored["kind"]) == ("apps", "StatefulSet")
     (expression,) = ignored["jqPathExpressions"]
     assert f'.metadata.annotations["{contract.PHASE}"]' in expression
@@ -102,6 +102,23 @@ def test_finished_statefulsets_keep_zero_replicas_and_running_ones_still_scale_f
     finished["spec"]["replicas"] = 0
     assert matches(expression, finished) == [["spec", "replicas"]]
     assert "RespectIgnoreDifferences=true" in JOBS["spec"]["syncPolicy"]["syncOptions"]
+
+
+def test_finished_indexed_jobs_stay_suspended_and_running_ones_follow_git() -> None:
+    (_, ignored) = JOBS["spec"]["ignoreDifferences"]
+    assert (ignored["group"], ignored["kind"]) == ("batch", "Job")
+    (expression,) = ignored["jqPathExpressions"]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "ernie", "annotations": {}},
+        "spec": {"suspend": False, "completionMode": "Indexed", "completions": 2},
+    }
+    assert matches(expression, job) == []
+    finished = json.loads(json.dumps(job))
+    finished["metadata"]["annotations"] = {contract.PHASE: "Failed"}
+    finished["spec"]["suspend"] = True
+    assert matches(expression, finished) == [["spec", "suspend"]]
 
 
 def test_the_jobs_application_diffs_server_side_including_the_webhook() -> None:
@@ -139,6 +156,7 @@ def test_every_yaml_snippet_in_the_gitops_guide_parses() -> None:
     [
         TRAINHOOK["spec"]["ignoreDifferences"][0]["jqPathExpressions"][0],
         JOBS["spec"]["ignoreDifferences"][0]["jqPathExpressions"][0],
+        JOBS["spec"]["ignoreDifferences"][1]["jqPathExpressions"][0],
         JOBS["metadata"]["annotations"]["argocd.argoproj.io/compare-options"],
     ],
 )
@@ -147,8 +165,17 @@ def test_the_guide_shows_the_same_settings_as_the_examples(expression: str) -> N
 
 
 def test_the_guide_lists_every_file_of_the_examples_folder() -> None:
-    files = sorted(str(p.relative_to(ARGOCD)) for p in ARGOCD.rglob("*.yaml"))
-    assert files == ["jobs/pytorch-ddp.yaml", "root.yaml", "trainhook.yaml", "training-jobs.yaml"]
+    files = sorted(
+        str(p.relative_to(ARGOCD)) for p in ARGOCD.rglob("*") if p.suffix in (".yaml", ".lua")
+    )
+    assert files == [
+        "argocd-cm-health.yaml",
+        "jobs/pytorch-ddp.yaml",
+        "root.yaml",
+        "trainhook-health.lua",
+        "trainhook.yaml",
+        "training-jobs.yaml",
+    ]
     for name in files:
         assert f"`{name}`" in DOC, name
     assert all(Path(ARGOCD / name).exists() for name in files)

@@ -1,0 +1,284 @@
+"""docs/gitops.md lists exactly the fields the webhook and the sweeper change on tracked objects.
+
+The webhook's changes are what `trainhook render -o yaml` prints for the examples (and for a
+workload that uses every setting) compared with the manifests as they are in Git; the sweeper's
+are the patches of its own decisions for running, rescaled and finished jobs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.chart.rendering import REPO
+from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
+from tests.sweeper.helpers import NOW, decision, of_type
+from webhook.cli import main
+from webhook.core import contract
+from webhook.sweeper.actions import Delete, Patch
+
+DOC = (REPO / "docs" / "gitops.md").read_text()
+WORKLOAD_KINDS = ("StatefulSet", "Job")
+
+EVERY_SETTING = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-setting
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/port: "29500"
+    trainhook.io/gpus: "2"
+    trainhook.io/gpu-resource: nvidia.com/gpu
+    trainhook.io/shm-size: 8Gi
+    trainhook.io/scheduler: volcano
+    trainhook.io/queue: research
+    trainhook.io/container: trainer
+    trainhook.io/nproc-per-node: "2"
+    trainhook.io/elastic: "1:4"
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: every-setting
+  template:
+    metadata:
+      labels:
+        app: every-setting
+    spec:
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-setting-job
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/port: "29500"
+    trainhook.io/gpus: "2"
+    trainhook.io/gpu-resource: nvidia.com/gpu
+    trainhook.io/shm-size: 8Gi
+    trainhook.io/scheduler: volcano
+    trainhook.io/queue: research
+    trainhook.io/container: trainer
+    trainhook.io/nproc-per-node: "2"
+    trainhook.io/elastic: "1:4"
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers:
+        - name: trainer
+          image: trainer:1
+"""
+
+
+def documented(by: str) -> set[tuple[str, str]]:
+    """(kind, field) for every field the table says `by` (webhook or sweeper) changes."""
+    section = DOC.split("## What Trainhook changes on the objects in Git", 1)[1].split("\n## ")[0]
+    found = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or by not in cells[2]:
+            continue
+        for kind in cells[0].split(", "):
+            for field in re.findall(r"`((?:spec|metadata)\.[^`]+)`", cells[1]):
+                found.add((kind, field))
+    return found
+
+
+def field_name(path: Iterable[str]) -> str:
+    name = ""
+    for token in path:
+        name += f'["{token}"]' if "/" in token or "." in token else f".{token}"
+    return name.lstrip(".")
+
+
+def changed_fields(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[str]:
+    """Every leaf field that differs between two objects (added, removed or changed)."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return {
+            field
+            for key in {*before, *after}
+            for field in changed_fields(before.get(key), after.get(key), (*path, key))
+        }
+    if isinstance(after, Mapping) and before is None:
+        return changed_fields({}, after, path)
+    if isinstance(before, Mapping) and after is None:
+        return changed_fields(before, {}, path)
+    return set() if before == after else {field_name(path)}
+
+
+def rendered_yaml(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    assert main(["render", "-o", "yaml", str(path)]) == 0
+    return [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+
+
+def webhook_changes(path: Path, capsys: pytest.CaptureFixture[str]) -> set[tuple[str, str]]:
+    """(kind, field) for every field `trainhook render -o yaml` changes on the file's workloads."""
+    given = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in yaml.safe_load_all(path.read_text())
+        if d and d["kind"] in WORKLOAD_KINDS
+    }
+    rendered = [d for d in rendered_yaml(path, capsys) if d["kind"] in WORKLOAD_KINDS]
+    assert len(rendered) == len(given)
+    return {
+        (obj["kind"], field)
+        for obj in rendered
+        for field in changed_fields(given[(obj["kind"], obj["metadata"]["name"])], obj)
+    }
+
+
+def examples(tmp_path: Path) -> list[Path]:
+    every = tmp_path / "every-setting.yaml"
+    every.write_text(EVERY_SETTING)
+    files = sorted((REPO / "examples").glob("*.yaml"))
+    return [*files, REPO / "examples" / "argocd" / "jobs" / "pytorch-ddp.yaml", every]
+
+
+def test_the_guide_lists_every_field_render_changes_on_workloads_and_no_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = set().union(*(webhook_changes(path, capsys) for path in examples(tmp_path)))
+    assert changed == documented("webhook")
+
+
+def sweeper_changes(
+    workloads: list[dict[str, Any]], pods: list[dict[str, Any]], **owned: list[dict[str, Any]]
+) -> set[Any]:
+    """(kind, field) for every field the sweeper's merge patches write on the job's objects."""
+    job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
+    return {
+        (patch.resource.kind, field)
+        for patch in of_type(decision(job, workloads, pods, **owned).actions, Patch)
+        for field in changed_fields({}, patch.patch)
+    }
+
+
+def pytorch(replicas: int = 2, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    master = statefulset("pt-master", role="master", job="pt", annotations=annotations)
+    workers = statefulset(
+        "pt-worker", role="worker", job="pt", replicas=replicas, annotations=annotations
+    )
+    return stamped(master, workers)
+
+
+def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_other() -> None:
+    master, workers = pytorch()
+    finished = sweeper_changes([master, workers], [pod(master, 0, exit_code=0)])
+    rescaled = pytorch()
+    rescaled[1]["spec"]["replicas"] = 4  # `kubectl scale`, which the webhook never sees
+    restamped = sweeper_changes(rescaled, [])
+    cleaned = {contract.CLEAN_POD_POLICY: "All"}
+    complete = {"conditions": [{"type": "Complete", "status": "True"}], "completedIndexes": "0"}
+    launcher, workers = stamped(
+        indexed_job("hvd-l", role="launcher", job="hvd", annotations=cleaned, status=complete),
+        indexed_job("hvd-w", role="worker", job="hvd", completions=2, annotations=cleaned),
+    )
+    suspended = sweeper_changes([launcher, workers], [pod(workers, 0), pod(workers, 1)])
+    waiting = stamped(indexed_job("queued", role="worker", completions=2, suspend=True, status={}))
+    launcher = indexed_job("queued-launcher", role="launcher", job="queued", suspend=True)
+    launcher["status"] = {}
+    waiting[0]["metadata"]["labels"][contract.JOB] = "queued"
+    never_started = sweeper_changes([launcher, *waiting], [])
+    stamp_fields = {
+        f'spec.template.metadata.annotations["{key}"]'
+        for key in (contract.TOPOLOGY, contract.HOSTS)
+    }
+    assert {f for _, f in restamped} == stamp_fields
+    assert {f for k, f in never_started if k == "Job"} == stamp_fields
+    assert ("Job", "spec.suspend") in suspended
+    assert ("StatefulSet", "spec.replicas") in finished
+    gang = {contract.SCHEDULER: "volcano", contract.QUEUE: "research"}
+    master = statefulset(
+        "pt-master", role="master", job="pt", annotations=gang, priority_class="hi"
+    )
+    workers = statefulset("pt-worker", role="worker", job="pt", annotations=gang)
+    # A Service and PodGroup the sweeper created, since changed by someone: it puts them back.
+    kept = sweeper_changes(
+        stamped(master, workers),
+        [],
+        services=[owned("Service", "pt", job="pt")],
+        podgroups=[owned("PodGroup", "pt", job="pt")],
+    )
+    changes = finished | restamped | suspended | never_started | kept
+    assert changes == documented("sweeper")
+
+
+def test_the_guide_says_a_ttl_deletes_the_workloads_that_argo_cd_then_recreates() -> None:
+    master, workers = pytorch(annotations={contract.TTL_SECONDS_AFTER_FINISHED: "60"})
+    for workload in (master, workers):
+        workload["metadata"]["annotations"] |= {
+            contract.PHASE: "Succeeded",
+            contract.FINISHED_AT: "2025-01-01T00:00:00Z",
+            contract.REASON: "Completed",
+        }
+        workload["spec"]["replicas"] = 0
+    actions = decision("pt", [master, workers], now=NOW + timedelta(seconds=60)).actions
+    deleted = {(a.resource.kind, a.name) for a in of_type(actions, Delete)}
+    assert {("StatefulSet", "pt-master"), ("StatefulSet", "pt-worker")} <= deleted
+    row = "| StatefulSet, Job | the whole object, deleted | sweeper |"
+    assert row in DOC
+    assert "## 6. `ttl-seconds-after-finished` with automated sync" in DOC
+
+
+ORDERED = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: ordered
+  labels:
+    trainhook.io/framework: pytorch
+  annotations: {annotations}
+spec:
+  replicas: 2
+  podManagementPolicy: {policy}
+  selector:
+    matchLabels:
+      app: ordered
+  template:
+    metadata:
+      labels:
+        app: ordered
+    spec:
+      containers:
+        - name: pytorch
+          image: trainer:1
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "annotations", "created_with"),
+    [
+        ("OrderedReady", "{}", "Parallel"),  # the trap: Git and the cluster disagree for good
+        ("OrderedReady", '{"trainhook.io/ordered-start": "true"}', "OrderedReady"),
+        ("Parallel", "{}", "Parallel"),
+    ],
+)
+def test_an_explicit_pod_management_policy_is_created_as_the_guide_says(
+    policy: str,
+    annotations: str,
+    created_with: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "ordered.yaml"
+    path.write_text(ORDERED.format(policy=policy, annotations=annotations))
+    (workload,) = [d for d in rendered_yaml(path, capsys) if d["kind"] == "StatefulSet"]
+    assert workload["spec"]["podManagementPolicy"] == created_with
+    assert "## 5. `podManagementPolicy: OrderedReady` written in Git" in DOC
+    assert f'`{contract.ORDERED_START}: "true"`' in DOC
