@@ -211,8 +211,8 @@ def test_a_replica_that_loses_the_creation_race_uses_the_winners_secret(
 ) -> None:
     winner = SelfManagedCertificates(settings(tmp_path / "winner"), api.api())
     winner.reconcile()
-    not_found = kmock.Response(status=404, payload={"kind": "Status", "code": 404})
-    api.run(lambda: api.handler["get", SECRET_PATH] << once(not_found))
+    not_found = kmock.Response(status=404, payload={"kind": "Status", "code": 404})  # type: ignore[attr-defined]
+    api.run(lambda: api.handler["get", SECRET_PATH] << once(not_found))  # type: ignore[operator]
     loser = SelfManagedCertificates(settings(tmp_path / "loser"), api.api())
     seen = len(api.requests())
 
@@ -240,7 +240,7 @@ def test_of_two_replicas_renewing_at_once_only_the_first_write_counts(
     before_renewal = api.read(SECRET_PATH)
     first.reconcile()
     # The second replica read the Secret just before the first one wrote its renewal.
-    api.run(lambda: api.handler["get", SECRET_PATH] << once(before_renewal))
+    api.run(lambda: api.handler["get", SECRET_PATH] << once(before_renewal))  # type: ignore[operator]
     seen = len(api.requests())
 
     second.reconcile()

@@ -88,7 +88,7 @@ def api() -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def start_cache() -> Iterator[Callable[[client.ApiClient], SiblingCache]]:
+def start_cache() -> Iterator[Callable[[Kube], SiblingCache]]:
     caches: list[SiblingCache] = []
 
     def start(api_client: Kube) -> SiblingCache:
@@ -103,7 +103,7 @@ def start_cache() -> Iterator[Callable[[client.ApiClient], SiblingCache]]:
 
 @pytest.fixture
 def synced(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, start_cache: Callable[[Kube], SiblingCache]
 ) -> Callable[..., SiblingCache]:
     """A started cache that has listed these workloads, created in the emulator first."""
 
@@ -139,7 +139,7 @@ def client_for(port: int) -> Kube:
 
 
 def test_siblings_of_a_synced_job_come_from_the_cache_without_asking_the_api(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, start_cache: Callable[[Kube], SiblingCache]
 ) -> None:
     for obj in (MASTER, WORKER, workload("StatefulSet", "plain"),
                 workload("StatefulSet", "pt-master", ns="other", **MASTER["metadata"]["labels"]),
@@ -267,7 +267,7 @@ def test_a_sibling_without_the_job_label_belongs_to_the_job_named_after_it(
 
 
 def test_the_owner_of_a_pod_comes_from_the_cache_or_one_direct_read(
-    api: Emulator, start_cache: Callable[[client.ApiClient], SiblingCache]
+    api: Emulator, start_cache: Callable[[Kube], SiblingCache]
 ) -> None:
     add(api, MASTER)
     cache = start_cache(api.api())
@@ -324,7 +324,7 @@ def test_managed_fields_are_not_kept(api: Emulator, synced: Callable[..., Siblin
 
 
 def test_unreachable_api_gives_unknown_siblings_and_no_owner_at_once(
-    refused_port: int, start_cache: Callable[[client.ApiClient], SiblingCache]
+    refused_port: int, start_cache: Callable[[Kube], SiblingCache]
 ) -> None:
     cache = start_cache(client_for(refused_port))
     started = time.monotonic()
@@ -351,7 +351,7 @@ def test_an_api_that_never_answers_costs_a_lookup_at_most_about_a_second(
 
 
 def test_siblings_known_before_the_api_went_away_are_still_served(
-    start_cache: Callable[[client.ApiClient], SiblingCache],
+    start_cache: Callable[[Kube], SiblingCache],
 ) -> None:
     with emulator() as api:
         add(api, MASTER)
@@ -365,7 +365,7 @@ def test_siblings_known_before_the_api_went_away_are_still_served(
 
 
 def test_cache_syncs_once_an_unreachable_api_comes_back(
-    start_cache: Callable[[client.ApiClient], SiblingCache],
+    start_cache: Callable[[Kube], SiblingCache],
 ) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -401,8 +401,9 @@ def test_an_expired_watch_lists_again_and_drops_what_vanished(
 
     def arrange() -> None:
         statefulsets = kmock.resource("apps", "v1", "statefulsets")
-        api.handler[kmock.action.LIST, statefulsets][:1] << first_list
-        api.handler[kmock.action.WATCH, statefulsets][:1] << first_watch
+        # kmock's DSL takes callables at run time; its type hints do not say so.
+        api.handler[kmock.action.LIST, statefulsets][:1] << first_list  # type: ignore[operator]
+        api.handler[kmock.action.WATCH, statefulsets][:1] << first_watch  # type: ignore[operator]
 
     api.run(arrange)
     cache = synced()

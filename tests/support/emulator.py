@@ -478,7 +478,8 @@ class EmulatorThread:
     def merge(self, path: str, patch: Mapping[str, Any]) -> Any:
         return self.send("PATCH", path, patch, "application/merge-patch+json")
 
-    def read(self, path: str) -> Any | None:
+    def read(self, path: str) -> Any:
+        """The object at `path`, or None when there is none."""
         try:
             return self.send("GET", path)
         except urllib.error.HTTPError as e:
