@@ -436,7 +436,8 @@ class EmulatorThread:
 
     def stop(self) -> None:
         try:
-            self.call(self._exit)
+            # A loaded machine can take a while to cancel open watches; the loop stops anyway.
+            self.call(self._exit, timeout=30)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(timeout=5)
