@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.support.stored import NAMESPACE
-from webhook.sweeper.actions import Action, Decision
+from webhook.core import contract
+from webhook.sweeper.actions import Action, Decision, Emit, Patch
 from webhook.sweeper.decide import decide
 from webhook.sweeper.state import JobState, read_job_state
 
@@ -40,9 +41,44 @@ def decision(
     pods: Sequence[dict[str, Any]] = (),
     *,
     now: datetime = NOW,
+    records: bool = False,
     **owned: Sequence[dict[str, Any]],
 ) -> Decision:
-    return decide(state_of(job, workloads, pods, **owned), now)
+    """The decision on a job; without `records`, leaving out what the sweeper records about
+    the job's progress (its state, successes and failed runs) and the state's events."""
+    made = decide(state_of(job, workloads, pods, **owned), now)
+    return made if records else without_records(made)
+
+
+RECORDS = (contract.STATUS, contract.SUCCEEDED, contract.FAILED_RUNS)
+STATE_EVENTS = ("Pending", "Running", "Restarting")
+
+
+def without_records(made: Decision) -> Decision:
+    kept: list[Action] = []
+    for action in made.actions:
+        if isinstance(action, Emit) and action.reason in STATE_EVENTS:
+            continue
+        if isinstance(action, Patch):
+            patch = {k: dict(v) if isinstance(v, dict) else v for k, v in action.patch.items()}
+            metadata = patch.get("metadata")
+            if metadata and "annotations" in metadata:
+                annotations = {
+                    k: v for k, v in metadata["annotations"].items() if k not in RECORDS
+                }
+                if annotations:
+                    metadata["annotations"] = annotations
+                else:
+                    del metadata["annotations"]
+                if not metadata:
+                    del patch["metadata"]
+            if not patch:
+                continue
+            action = Patch(
+                action.resource, action.namespace, action.name, patch, action.resource_version
+            )
+        kept.append(action)
+    return Decision(tuple(kept), made.recheck_at)
 
 
 def described(actions: Sequence[Action]) -> list[str]:

@@ -30,6 +30,7 @@ CLEAN_POD_POLICY: Final = "trainhook.io/clean-pod-policy"
 BACKOFF_LIMIT: Final = "trainhook.io/backoff-limit"
 RESTART_POLICY: Final = "trainhook.io/restart-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
+ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 
 # Annotations the webhook writes.
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
@@ -41,6 +42,13 @@ ENV_FILE_PREFIX: Final = "trainhook.io/env."  # + VAR: a value too large for an 
 PHASE: Final = "trainhook.io/phase"
 FINISHED_AT: Final = "trainhook.io/finished-at"
 REASON: Final = "trainhook.io/reason"
+# The job's current state, the same on every workload: compact JSON with state, reason, message,
+# restarts and startTime (see docs/sweeper.md).
+STATUS: Final = "trainhook.io/status"
+# What the sweeper must not forget about the pods of one workload, even once they are replaced:
+# the role indexes that have succeeded ("0,2-4") and the failed runs counted so far (JSON).
+SUCCEEDED: Final = "trainhook.io/succeeded"
+FAILED_RUNS: Final = "trainhook.io/failed-runs"
 
 # Annotations that configure pods; the webhook copies them from a workload onto its template.
 POD_SETTINGS: Final = (

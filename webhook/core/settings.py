@@ -23,7 +23,7 @@ RESOURCE_NAME = re.compile(
 SCHEDULERS = ("volcano",)
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
-RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
+RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
@@ -48,6 +48,7 @@ class Settings:
     backoff_limit: int | None = None
     restart_policy: str | None = None
     ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
 
     @property
     def nproc(self) -> int:
@@ -73,6 +74,7 @@ SETTING_KEYS = (
     contract.BACKOFF_LIMIT,
     contract.RESTART_POLICY,
     contract.TTL_SECONDS_AFTER_FINISHED,
+    contract.ACTIVE_DEADLINE_SECONDS,
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.
@@ -131,6 +133,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             0,
             None,
             "a whole number of seconds >= 0",
+        ),
+        active_deadline_seconds=_integer(
+            contract.ACTIVE_DEADLINE_SECONDS,
+            get(contract.ACTIVE_DEADLINE_SECONDS),
+            1,
+            None,
+            "a whole number of seconds >= 1",
         ),
     )
 

@@ -37,9 +37,32 @@ from webhook.sweeper.actions import (
     ObjectRef,
     Patch,
 )
-from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES, judge, role_counts
+from webhook.sweeper.policy import (
+    DEFAULT_CLEAN_POD_POLICY,
+    FAILED,
+    PHASES,
+    RESTART_JOB,
+    Replica,
+    RestartCause,
+    Tally,
+    Verdict,
+    judge,
+    observed_successes,
+    restart_cause,
+    role_counts,
+    succeeded_replicas,
+    tally,
+)
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
-from webhook.sweeper.state import JobState, Owned, WorkloadView, format_time, parse_time
+from webhook.sweeper.state import (
+    JobState,
+    Owned,
+    PodView,
+    WorkloadView,
+    format_indexes,
+    format_time,
+    parse_time,
+)
 
 # The workloads of one manifest are created one after the other: the job's topology is enforced
 # once its newest workload is this old, not while the rest of the job is still being created.
@@ -52,6 +75,7 @@ class Outcome:
     reason: str
     message: str | None  # None when read back from the workloads rather than judged now
     finished_at: datetime | None
+    status: str | None = None  # the trainhook.io/status recorded with it
 
 
 def decide(state: JobState, now: datetime) -> Decision:
@@ -60,12 +84,21 @@ def decide(state: JobState, now: datetime) -> Decision:
     if not state.workloads:
         return Decision(tuple(_orphans(state)))
     outcome = recorded_outcome(state)
-    if outcome is None:
-        verdict = judge(state)
-        if verdict is None:
-            return _running(state, now)
-        outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now)
-    return _finished(state, outcome, now)
+    if outcome is not None:
+        return _finished(state, outcome, now)
+    recorded = recorded_status(state)
+    start = parse_time(recorded.get("startTime")) or now
+    succeeded = succeeded_replicas(state)
+    verdict = judge(state, now) or _deadline(state, now, start)
+    plan: RestartPlan | None = None
+    if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
+        plan, verdict = _plan_restart(state, now, recorded, succeeded)
+    if verdict is not None:
+        restarts = _restarts(state, now, recorded, succeeded)
+        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
+        return _finished(state, outcome, now)
+    return _running(state, now, recorded, start, succeeded, plan)
 
 
 def recorded_outcome(state: JobState) -> Outcome | None:
@@ -80,6 +113,7 @@ def recorded_outcome(state: JobState) -> Outcome | None:
                     workload.annotations.get(contract.REASON) or phase,
                     None,
                     parse_time(workload.annotations.get(contract.FINISHED_AT)),
+                    workload.annotations.get(contract.STATUS),
                 )
             )
     if not found:
@@ -88,20 +122,326 @@ def recorded_outcome(state: JobState) -> Outcome | None:
     return min(timed, key=lambda o: o.finished_at or datetime.min) if timed else found[0]
 
 
+# --- the job's state, as recorded on its workloads ----------------------------------------
+
+
+def recorded_status(state: JobState) -> dict[str, Any]:
+    """The trainhook.io/status the sweeper recorded: the one with the most restarts, with the
+    earliest start any workload records (a write may have reached only some of them)."""
+    found: list[dict[str, Any]] = []
+    for workload in state.workloads:
+        try:
+            value = json.loads(workload.annotations.get(contract.STATUS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value:
+            found.append(value)
+    if not found:
+        return {}
+    most: dict[str, Any] = max(found, key=lambda v: _count(v.get("restarts")))
+    status = dict(most)
+    starts = [t for t in (parse_time(v.get("startTime")) for v in found) if t is not None]
+    if starts:
+        status["startTime"] = format_time(min(starts))
+    return status
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def status_json(
+    phase: str,
+    reason: str,
+    message: str,
+    restarts: int,
+    start: datetime,
+    restarted_at: datetime | None = None,
+    cause: str = "",
+) -> str:
+    """trainhook.io/status: compact JSON, the same on every workload of the job."""
+    value: dict[str, Any] = {
+        "state": phase,
+        "reason": reason,
+        "message": message,
+        "restarts": restarts,
+        "startTime": format_time(start),
+    }
+    if restarted_at is not None:
+        value["restartedAt"] = format_time(restarted_at)
+        value["cause"] = cause
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _restarts(
+    state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
+) -> int:
+    """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
+    if state.setting("restart_policy") == RESTART_JOB:
+        return _count(recorded.get("restarts"))
+    return tally(state, now, succeeded).settled
+
+
+def _deadline(state: JobState, now: datetime, start: datetime) -> Verdict | None:
+    seconds = state.setting("active_deadline_seconds")
+    if seconds is None or now < start + timedelta(seconds=seconds):
+        return None
+    return Verdict(
+        FAILED,
+        "DeadlineExceeded",
+        f"the job did not finish within {contract.ACTIVE_DEADLINE_SECONDS} {seconds} "
+        f"(started {format_time(start)})",
+    )
+
+
+def _deadline_at(state: JobState, start: datetime) -> datetime | None:
+    seconds = state.setting("active_deadline_seconds")
+    return start + timedelta(seconds=seconds) if seconds is not None else None
+
+
+# --- whole-job restarts -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartPlan:
+    """A whole-job restart under way: the job's pods created before `since` are deleted."""
+
+    since: datetime
+    cause: str  # the RestartCause key
+    restarts: int
+    new: RestartCause | None  # set when this decision starts the restart
+
+
+def _plan_restart(
+    state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
+) -> tuple[RestartPlan | None, Verdict | None]:
+    since = parse_time(recorded.get("restartedAt"))
+    handled = str(recorded.get("cause") or "")
+    restarts = _count(recorded.get("restarts"))
+    cause = restart_cause(state, now, succeeded, since, handled)
+    if cause is None:
+        return (RestartPlan(since, handled, restarts, None) if since else None), None
+    count = restarts + (1 if cause.counted else 0)
+    limit = state.setting("backoff_limit")
+    if cause.counted and limit is not None and count > limit:
+        verdict = Verdict(
+            FAILED,
+            "BackoffLimitExceeded",
+            f"{cause.message}; the job was restarted {restarts} time(s) "
+            f"and {contract.BACKOFF_LIMIT} is {limit}",
+        )
+        return None, verdict
+    return RestartPlan(now, cause.key, count, cause), None
+
+
+def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
+    """The pods a restart still has to delete: every pod of the job's StatefulSets and Jobs
+    created before it, not already going or finished."""
+    return [
+        pod
+        for pod in state.pods
+        if pod.owner_kind in ("StatefulSet", "Job")
+        and not pod.terminating
+        and pod.phase not in ("Succeeded", "Failed")
+        and (pod.created is None or pod.created < plan.since)
+    ]
+
+
+def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods: int) -> Emit:
+    limit = state.setting("backoff_limit")
+    if cause.counted:
+        of = f" of {contract.BACKOFF_LIMIT} {limit}" if limit is not None else ""
+        counted = f"restart {plan.restarts}{of}"
+    else:
+        counted = "not counted against the backoff limit"
+    message = f"restarting all {pods} pod(s) of the job together ({counted}): {cause.message}"
+    kind = "Warning" if cause.counted else "Normal"
+    return _event(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
+
+
 # --- a running job ------------------------------------------------------------------------
 
 
-def _running(state: JobState, now: datetime) -> Decision:
+def _running(
+    state: JobState,
+    now: datetime,
+    recorded: dict[str, Any],
+    start: datetime,
+    succeeded: set[Replica],
+    plan: RestartPlan | None,
+) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
+    counts = tally(state, now, succeeded)
+    restarting = _restart_pods(state, plan) if plan is not None else []
+    if plan is not None:
+        restarts = plan.restarts
+    elif state.setting("restart_policy") == RESTART_JOB:
+        restarts = _count(recorded.get("restarts"))
+    else:
+        restarts = counts.settled
+    phase, reason, message = live_state(state, succeeded)
+    if plan is not None and plan.new is not None:
+        phase, reason, message = "Restarting", plan.new.reason, plan.new.message
+    elif restarting:
+        phase = "Restarting"
+    status = status_json(
+        phase,
+        reason,
+        message,
+        restarts,
+        start,
+        plan.since if plan else None,
+        plan.cause if plan else "",
+    )
+    events: list[Action] = []
+    if plan is not None and plan.new is not None:
+        events.append(_restart_event(state, plan, plan.new, len(restarting)))
+    elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
+        events.append(_state_event(state, phase, reason, message, restarts))
     try:
-        actions = [*_service(state), *_podgroup(state), *_ssh_secret(state)]
-        if now >= settled:
-            actions += _topology(state)
+        actions: list[Action] = []
+        if not state.deleting:  # a job being deleted is neither re-stamped nor restarted
+            actions += [*_service(state), *_podgroup(state), *_ssh_secret(state)]
+            if now >= settled and not restarting:
+                actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
         return Decision((_event(state, first, "Warning", "InvalidJob", str(error)),))
-    return Decision(tuple(actions), recheck_at=None if now >= settled else settled)
+    actions = _merge_records(state, actions, events, _records(state, counts, status))
+    actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    rechecks = [
+        moment
+        for moment in (settled, counts.pending, _deadline_at(state, start))
+        if moment is not None and moment > now
+    ]
+    return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None)
+
+
+# Why a container cannot start, as the kubelet says it.
+WAITING_PROBLEMS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
+
+
+def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]:
+    """(state, reason, message) of a job that has not finished, from its pods."""
+    pods = [p for p in state.pods if (p.role, p.index) not in succeeded]
+    counted = [p for p in pods if p.counts]
+    for pod in counted:
+        training = pod.training
+        if training is None:
+            continue
+        crashed = training.waiting == "CrashLoopBackOff" or (
+            training.current is not None and training.current.exit_code != 0
+        )
+        runs = training.failed_runs()
+        if (crashed or (pod.phase == "Pending" and training.init_failed)) and runs:
+            run = runs[0]
+            container = training.name
+            if run is training.init_failed and run not in (training.current, training.last):
+                container += " (an init container)"
+            reason = run.reason if run.reason not in ("", "Error", "Completed") else "Error"
+            if training.waiting == "CrashLoopBackOff" and reason == "Error":
+                reason = "CrashLoopBackOff"
+            return "Restarting", reason, f"pod {pod.name}: container {container} {run.describe()}"
+    if any(p.terminating or p.disrupted for p in pods):
+        return "Restarting", "PodsRestarting", ""
+    for pod in counted:
+        training = pod.training
+        if training is not None and training.waiting in WAITING_PROBLEMS:
+            detail = f": {training.waiting_message}" if training.waiting_message else ""
+            message = f"pod {pod.name}: container {training.name}{detail}"
+            return "Pending", training.waiting, message
+    for pod in counted:
+        if pod.phase == "Pending" and pod.scheduling:
+            return "Pending", "Unschedulable", f"pod {pod.name}: {pod.scheduling}"
+    if any(p.phase == "Running" for p in counted):
+        return "Running", "Running", ""
+    return "Pending", "Pending", ""
+
+
+def _records(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
+    """Per workload, the annotations to record: the job's status, the replicas seen to succeed
+    (never forgotten once seen) and the failed runs counted so far."""
+    observed = observed_successes(state)
+    records: dict[str, dict[str, str]] = {}
+    for workload in state.workloads:
+        if workload.kind == "Pod":
+            continue
+        wanted: dict[str, str] = {}
+        if workload.annotations.get(contract.STATUS) != status:
+            wanted[contract.STATUS] = status
+        seen = observed.get(workload.name, set()) if workload.kind == "StatefulSet" else set()
+        if not seen <= workload.succeeded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen | workload.succeeded)
+        ledger = counts.ledgers.get(workload.name)
+        if ledger is not None and ledger != workload.failed_runs:
+            wanted[contract.FAILED_RUNS] = ledger.format()
+        if wanted:
+            records[workload.name] = wanted
+    return records
+
+
+def _merge_records(
+    state: JobState,
+    actions: list[Action],
+    events: list[Action],
+    records: dict[str, dict[str, str]],
+) -> list[Action]:
+    """One patch per workload and decision: records join a patch the job needs anyway (each
+    carries the resourceVersion it was decided on), else come after the creations."""
+    merged: list[Action] = []
+    pending = dict(records)
+    for action in actions:
+        if (
+            isinstance(action, Patch)
+            and action.name in pending
+            and action.resource
+            in (
+                STATEFULSETS,
+                JOBS,
+            )
+        ):
+            patch = dict(action.patch)
+            metadata = dict(patch.get("metadata") or {})
+            metadata["annotations"] = {
+                **dict(metadata.get("annotations") or {}),
+                **pending.pop(action.name),
+            }
+            patch["metadata"] = metadata
+            action = Patch(
+                action.resource, action.namespace, action.name, patch, action.resource_version
+            )
+        merged.append(action)
+    alone = [
+        Patch(
+            w.resource,
+            state.namespace,
+            w.name,
+            {"metadata": {"annotations": pending[w.name]}},
+            w.resource_version,
+        )
+        for w in state.workloads
+        if w.name in pending
+    ]
+    # The Service, PodGroup and Secret first (the pods need them); the events before the state
+    # they announce is recorded, so a failed write has them recorded again, not lost.
+    creates = [a for a in merged if isinstance(a, Create | CreateSshSecret)]
+    rest = [a for a in merged if not isinstance(a, Create | CreateSshSecret)]
+    return [*creates, *events, *alone, *rest]
+
+
+def _state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
+    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting") else "Warning"
+    text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
+    if message:
+        text += f": {message}"
+    return _event(state, state.workloads[0], kind, phase, text, key=f"{phase}|{reason}|{restarts}")
 
 
 def labels(state: JobState) -> dict[str, str]:
@@ -313,6 +653,8 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
         contract.FINISHED_AT: format_time(finished_at),
         contract.REASON: outcome.reason,
     }
+    if outcome.status is not None:
+        record[contract.STATUS] = outcome.status
     clean = state.setting("clean_pod_policy") or DEFAULT_CLEAN_POD_POLICY
     events: list[Action] = []
     patches: list[Action] = []

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Final
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
-from webhook.sweeper.state import JobState, PodView
+from webhook.sweeper.state import FailedRuns, JobState, PodView, Run
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
@@ -19,6 +20,10 @@ PHASES: Final = (SUCCEEDED, FAILED)
 # training containers are retried without limit, and a finished job stays until deleted.
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
+RESTART_JOB: Final = "RestartJob"
+# A peer that crashes because the replica deciding success has just exited can be seen before
+# that exit 0: a failed run counts only once it is this old.
+GRACE: Final = timedelta(seconds=10)
 
 Replica = tuple[str, int]  # (role, index in the role)
 
@@ -110,11 +115,31 @@ def _replicas(counts: dict[str, int], roles: Iterable[str]) -> tuple[Replica, ..
     return tuple((role, i) for role in roles for i in range(counts.get(role, 0)))
 
 
+def counted_pods(state: JobState) -> list[PodView]:
+    """Pods whose present state says something about the training: not being deleted, not
+    evicted or preempted."""
+    return [pod for pod in state.pods if pod.counts]
+
+
+def observed_successes(state: JobState) -> dict[str, set[int]]:
+    """Per StatefulSet, the role indexes whose training container is seen to have exited 0 now
+    (Kubernetes restarts them, so the sweeper records them the first time it sees them)."""
+    found: dict[str, set[int]] = {}
+    for pod in counted_pods(state):
+        if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
+            continue
+        if pod.training.succeeded:
+            found.setdefault(pod.owner_name, set()).add(pod.index)
+    return found
+
+
 def succeeded_replicas(state: JobState) -> set[Replica]:
-    """Replicas that finished their training: by exit code for StatefulSet pods (which
-    Kubernetes restarts even after success), by their own status for Jobs and bare Pods."""
+    """Replicas that finished their training: recorded on their workload, or seen now by exit
+    code for StatefulSet pods (which Kubernetes restarts even after success) and by their own
+    status for Jobs and bare Pods. A pod being deleted or evicted never counts: it may exit 0
+    on SIGTERM."""
     done: set[Replica] = set()
-    for pod in state.pods:
+    for pod in counted_pods(state):
         if pod.role is None or pod.index is None:
             continue
         if pod.owner_kind == "StatefulSet":
@@ -124,6 +149,7 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
         if ok:
             done.add((pod.role, pod.index))
     for workload in state.workloads:
+        done.update((workload.role, i) for i in workload.succeeded)
         status = workload.job_status
         if status is None:
             continue
@@ -132,52 +158,122 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     return done
 
 
-def judge(state: JobState) -> Verdict | None:
+def judge(state: JobState, now: datetime | None = None) -> Verdict | None:
     """Succeeded, Failed, or None while the job is still running. Success is checked first:
-    peers often crash once the replica that decides success has exited."""
+    peers often crash once the replica that decides success has exited; failures younger than
+    GRACE (at `now`) wait, so the decisive replica's exit 0 can still be seen."""
     rule = success_rule(state)
-    if rule.met(succeeded_replicas(state)):
+    succeeded = succeeded_replicas(state)
+    if rule.met(succeeded):
         policy = state.setting("success_policy")
         source = f"{contract.SUCCESS_POLICY} {policy}" if policy else "the framework default"
         message = f"{rule.describe} succeeded (success policy: {source})"
         return Verdict(SUCCEEDED, "Completed", message)
-    return failure(state)
+    return failure(state, now, succeeded)
 
 
-def failure(state: JobState) -> Verdict | None:
+def settled(run: Run, now: datetime | None) -> bool:
+    """Whether a failed run is older than the grace period (a run of unknown time is)."""
+    return now is None or run.finished is None or run.finished <= now - GRACE
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Failed runs of the job's training containers, counted across pod replacements."""
+
+    settled: int  # failed runs older than the grace period
+    pending: datetime | None  # when the youngest failed run leaves the grace period
+    ledgers: Mapping[str, FailedRuns]  # per workload name: what to record
+
+
+def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tally:
+    counted = 0
+    pending: datetime | None = None
+    ledgers: dict[str, FailedRuns] = {}
+
+    def live(pod: PodView) -> tuple[int, int]:
+        nonlocal pending
+        if not pod.counts or pod.training is None or (pod.role, pod.index) in succeeded:
+            return 0, 0
+        young = [r for r in pod.training.failed_runs() if not settled(r, now)]
+        for run in young:
+            if run.finished is not None and now is not None:
+                at = run.finished + GRACE
+                pending = at if pending is None else max(pending, at)
+        return pod.training.failures, len(young)
+
+    owned: set[str] = set()
+    for workload in state.workloads:
+        if workload.kind == "Pod":
+            continue
+        pods = [
+            p for p in state.pods if (p.owner_kind, p.owner_name) == (workload.kind, workload.name)
+        ]
+        owned.update(p.name for p in pods)
+        ledger = workload.failed_runs
+        present = {p.uid8 for p in pods}
+        gone = ledger.gone + sum(n for uid, n in ledger.pods.items() if uid not in present)
+        per_pod: dict[str, int] = {}
+        young_total = 0
+        for pod in pods:
+            failures, young = live(pod)
+            recorded = ledger.pods.get(pod.uid8, 0)
+            number = max(recorded, failures)
+            if number:
+                per_pod[pod.uid8] = number
+            young_total += min(young, number)
+        ledgers[workload.name] = FailedRuns(gone, per_pod)
+        counted += gone + sum(per_pod.values()) - young_total
+    for pod in state.pods:
+        if pod.name not in owned:
+            failures, young = live(pod)
+            counted += failures - young
+    return Tally(counted, pending, ledgers)
+
+
+def failure(
+    state: JobState, now: datetime | None = None, succeeded: set[Replica] | None = None
+) -> Verdict | None:
     for workload in state.workloads:
         if workload.job_status is not None and workload.job_status.failed is not None:
             return Verdict(
                 FAILED, "JobFailed", f"Job {workload.name} failed: {workload.job_status.failed}"
             )
-    live = [pod for pod in state.pods if not pod.terminating]
-    for pod in live:
+    if succeeded is None:
+        succeeded = succeeded_replicas(state)
+    live = [
+        pod
+        for pod in counted_pods(state)
+        if pod.training is not None and (pod.role, pod.index) not in succeeded
+    ]
+    for pod in counted_pods(state):
         if pod.owner_kind == "Pod" and pod.phase == "Failed":
-            return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
+            runs = pod.training.failed_runs() if pod.training else ()
+            if all(settled(run, now) for run in runs):
+                return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
     restart_policy = state.setting("restart_policy") or DEFAULT_RESTART_POLICY
     if restart_policy == "ExitCode":
         for pod in live:
-            for code in pod.training.exit_codes() if pod.training else ():
-                if 1 <= code <= 127:
+            for run in _settled_runs(pod, now):
+                if 1 <= run.exit_code <= 127:
                     return Verdict(
                         FAILED,
                         "ExitCode",
-                        f"pod {pod.name}: container {_container(pod)} exited with code {code}; "
+                        f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
                         f"with {contract.RESTART_POLICY} ExitCode, codes 1-127 are permanent",
                     )
     if restart_policy == "Never":
         for pod in live:
-            codes = [c for c in (pod.training.exit_codes() if pod.training else ()) if c != 0]
-            if codes:
+            for run in _settled_runs(pod, now):
                 return Verdict(
                     FAILED,
                     "PodFailed",
-                    f"pod {pod.name}: container {_container(pod)} exited with code {codes[0]}; "
+                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
                     f"{contract.RESTART_POLICY} is Never",
                 )
     limit = state.setting("backoff_limit")
-    if limit is not None:
-        failures = sum(pod.training.failures for pod in live if pod.training)
+    if limit is not None and restart_policy != RESTART_JOB:
+        failures = tally(state, now, succeeded).settled
         if failures > limit:
             return Verdict(
                 FAILED,
@@ -188,12 +284,76 @@ def failure(state: JobState) -> Verdict | None:
     return None
 
 
-def _container(pod: PodView) -> str:
-    return pod.training.name if pod.training else "?"
+def _settled_runs(pod: PodView, now: datetime | None) -> list[Run]:
+    runs = pod.training.failed_runs() if pod.training else ()
+    return [run for run in runs if settled(run, now)]
+
+
+def _container(pod: PodView, run: Run | None = None) -> str:
+    if pod.training is None:
+        return "?"
+    if (
+        run is not None
+        and run is pod.training.init_failed
+        and run
+        not in (
+            pod.training.current,
+            pod.training.last,
+        )
+    ):
+        return f"{pod.training.name} (an init container)"
+    return pod.training.name
 
 
 def _exit_detail(pod: PodView) -> str:
     if pod.training is None:
         return ""
-    codes = [c for c in pod.training.exit_codes() if c != 0]
-    return f": container {pod.training.name} exited with code {codes[0]}" if codes else ""
+    runs = pod.training.failed_runs()
+    return f": container {_container(pod, runs[0])} {runs[0].describe()}" if runs else ""
+
+
+# --- whole-job restarts ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestartCause:
+    """Why the whole job restarts: a failed training container (counted against the backoff
+    limit), or a pod evicted or preempted (not counted)."""
+
+    key: str  # identifies the cause, so one cause restarts the job once
+    counted: bool
+    reason: str  # OOMKilled, Error, Evicted, ...
+    message: str
+
+
+def restart_cause(
+    state: JobState, now: datetime, succeeded: set[Replica], since: datetime | None, handled: str
+) -> RestartCause | None:
+    """The first cause for a whole-job restart not handled yet. `since`: when the job was last
+    restarted (pods created before it are on their way out); `handled`: that restart's cause."""
+    for pod in state.pods:
+        if pod.owner_kind not in ("StatefulSet", "Job") or (pod.role, pod.index) in succeeded:
+            continue
+        if since is not None and (pod.created is None or pod.created < since):
+            continue
+        if pod.disrupted:
+            key = f"{pod.uid8}/disrupted"
+            if key != handled:
+                return RestartCause(
+                    key, False, "Disrupted", f"pod {pod.name} was evicted or preempted"
+                )
+            continue
+        if pod.terminating or pod.training is None:
+            continue
+        runs = _settled_runs(pod, now)
+        if runs:
+            key = f"{pod.uid8}/{pod.training.failures}"
+            if key != handled:
+                run = runs[0]
+                return RestartCause(
+                    key,
+                    True,
+                    run.reason or "Error",
+                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}",
+                )
+    return None

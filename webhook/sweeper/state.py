@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,17 +26,48 @@ from webhook.kube.resources import (
 )
 
 JobKey = tuple[str, str]  # (namespace, job)
+# A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
+# the DisruptionTarget condition.
+DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
 
 
 @dataclass(frozen=True)
+class Run:
+    """One terminated run of a container."""
+
+    exit_code: int
+    reason: str  # what the kubelet says: Completed, Error, OOMKilled, ...
+    message: str  # the container's termination message, first line
+    finished: datetime | None
+
+    def describe(self) -> str:
+        plain = ("Error", "Completed", "")
+        reason = f" ({self.reason})" if self.reason not in plain else ""
+        message = f": {self.message}" if self.message else ""
+        return f"exited with code {self.exit_code}{reason}{message}"
+
+
+@dataclass(frozen=True)
 class Training:
-    """The status of a pod's training container."""
+    """The status of a pod's training container (and of its init containers)."""
 
     name: str
     restarts: int
-    exit_code: int | None  # of the current state, when it has terminated
-    last_exit_code: int | None  # of the previous run, when there was one
+    current: Run | None  # the current state, when it has terminated
+    last: Run | None  # the previous run, when there was one
+    waiting: str = ""  # why it is not running: CrashLoopBackOff, ImagePullBackOff, ...
+    waiting_message: str = ""
+    init_failures: int = 0  # failed runs of init containers (sidecars left out)
+    init_failed: Run | None = None  # the latest failed run of an init container
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.current.exit_code if self.current else None
+
+    @property
+    def last_exit_code(self) -> int | None:
+        return self.last.exit_code if self.last else None
 
     @property
     def succeeded(self) -> bool:
@@ -43,11 +75,17 @@ class Training:
 
     @property
     def failures(self) -> int:
-        """Failed runs: restarts not caused by a success, and a failed current run."""
+        """Failed runs: restarts not caused by a success, a failed current run, and every failed
+        run of an init container."""
         restarts = self.restarts
         if self.last_exit_code == 0 and restarts > 0:
             restarts -= 1
-        return restarts + (1 if self.exit_code not in (None, 0) else 0)
+        return restarts + (1 if self.exit_code not in (None, 0) else 0) + self.init_failures
+
+    def failed_runs(self) -> tuple[Run, ...]:
+        """The failed runs whose details are still known: newest first."""
+        runs = (self.current, self.init_failed, self.last)
+        return tuple(run for run in runs if run is not None and run.exit_code != 0)
 
     def exit_codes(self) -> tuple[int, ...]:
         return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
@@ -66,6 +104,20 @@ class PodView:
     topology: str | None
     training: Training | None
     terminating: bool
+    disrupted: bool = False  # evicted or preempted (DisruptionTarget), not failed by itself
+    created: datetime | None = None
+    scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+
+    @property
+    def uid8(self) -> str:
+        """Short enough to be recorded for thousands of pods, long enough within one job."""
+        return self.uid.replace("-", "")[:8] or self.name
+
+    @property
+    def counts(self) -> bool:
+        """Whether what the pod does now says something about the training (a pod being
+        deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
+        return not self.terminating and not self.disrupted
 
 
 @dataclass(frozen=True)
@@ -84,6 +136,37 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class FailedRuns:
+    """Failed runs counted for the pods of one workload: those of pods that are gone, and per
+    live pod (by its short uid). Recorded on the workload, so replacing a pod loses nothing."""
+
+    gone: int
+    pods: Mapping[str, int]
+
+    @staticmethod
+    def parse(raw: str | None) -> FailedRuns:
+        try:
+            value = json.loads(raw) if raw else {}
+        except ValueError:
+            value = {}
+        if not isinstance(value, dict):
+            value = {}
+        gone = value.get("gone")
+        pods = value.get("pods")
+        return FailedRuns(
+            gone if isinstance(gone, int) and gone >= 0 else 0,
+            {
+                str(k): v
+                for k, v in (pods.items() if isinstance(pods, dict) else ())
+                if isinstance(v, int) and v > 0
+            },
+        )
+
+    def format(self) -> str:
+        return json.dumps({"gone": self.gone, "pods": dict(self.pods)}, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
 class WorkloadView:
     """One StatefulSet, Indexed Job or bare Pod of the job: the core's reading of it (`workload`)
     and what the sweeper needs of the object besides."""
@@ -96,6 +179,8 @@ class WorkloadView:
     priority_class: str | None
     created: datetime | None
     job_status: JobStatus | None = None
+    succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
+    failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
 
     @property
     def kind(self) -> str:
@@ -170,6 +255,7 @@ class JobState:
     podgroup: Owned | None = None
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
+    deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
     @property
     def key(self) -> JobKey:
@@ -250,8 +336,10 @@ def read_job_state(
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     sources = [*workloads, *(pod for pod in pods if is_bare_pod(pod))]
+    deleting = False
     for obj in sources:
         if metadata_of(obj).get("deletionTimestamp"):
+            deleting = deleting or obj.get("kind") != "Pod"
             continue
         try:
             views.append(_read_workload(obj, namespace))
@@ -272,6 +360,12 @@ def read_job_state(
         (_read_pod(pod, framework, by_owner) for pod in pods),
         key=lambda pod: pod.name,
     )
+    # Pods of a StatefulSet or Job that is gone: a role of the job is being deleted.
+    deleting = deleting or any(
+        pod.owner_kind in ("StatefulSet", "Job")
+        and (pod.owner_kind, pod.owner_name) not in by_owner
+        for pod in pod_views
+    )
     return JobState(
         namespace=namespace,
         job=job,
@@ -281,6 +375,7 @@ def read_job_state(
         podgroup=_owned(podgroups, job),
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
+        deleting=deleting,
     )
 
 
@@ -313,6 +408,8 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         priority_class=pod_spec.get("priorityClassName"),
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
+        succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
+        failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
     )
 
 
@@ -368,6 +465,20 @@ def parse_indexes(text: str) -> frozenset[int]:
     return frozenset(found)
 
 
+def format_indexes(indexes: Iterable[int]) -> str:
+    """The inverse of parse_indexes: runs of consecutive indexes as ranges."""
+    parts: list[str] = []
+    ordered = sorted(set(indexes))
+    start = 0
+    for i, index in enumerate(ordered):
+        if i + 1 < len(ordered) and ordered[i + 1] == index + 1:
+            continue
+        low = ordered[start]
+        parts.append(str(low) if low == index else f"{low}-{index}")
+        start = i + 1
+    return ",".join(parts)
+
+
 def _read_pod(
     pod: Mapping[str, Any],
     framework: Framework | None,
@@ -379,6 +490,7 @@ def _read_pod(
     owner_kind, owner_name = controller_of(pod)
     owner = workloads.get((owner_kind, owner_name))
     status = pod.get("status") or {}
+    conditions = status.get("conditions") or []
     return PodView(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
@@ -387,13 +499,23 @@ def _read_pod(
         role=labels.get(contract.ROLE) or (owner.role if owner else None),
         index=_pod_index(pod, owner_kind, owner),
         phase=status.get("phase") or "Pending",
-        ready=any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        ),
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
         topology=annotations.get(contract.TOPOLOGY),
         training=_training(pod, framework),
         terminating=bool(metadata.get("deletionTimestamp")),
+        disrupted=status.get("reason") in DISRUPTED_REASONS
+        or any(
+            c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+        ),
+        created=parse_time(metadata.get("creationTimestamp")),
+        scheduling=next(
+            (
+                _one_line(c.get("message") or c.get("reason") or "")
+                for c in conditions
+                if c.get("type") == "PodScheduled" and c.get("status") == "False"
+            ),
+            "",
+        ),
     )
 
 
@@ -426,20 +548,60 @@ def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training |
     status = statuses.get(wanted)
     if wanted is None or status is None:
         return None
+    waiting = (status.get("state") or {}).get("waiting") or {}
+    init_failures, init_failed = _init_failures(pod)
     return Training(
         name=str(wanted),
         restarts=int(status.get("restartCount") or 0),
-        exit_code=_exit_code(status.get("state")),
-        last_exit_code=_exit_code(status.get("lastState")),
+        current=_run(status.get("state")),
+        last=_run(status.get("lastState")),
+        waiting=str(waiting.get("reason") or ""),
+        waiting_message=_one_line(waiting.get("message") or ""),
+        init_failures=init_failures,
+        init_failed=init_failed,
     )
 
 
-def _exit_code(state: Mapping[str, Any] | None) -> int | None:
+def _init_failures(pod: Mapping[str, Any]) -> tuple[int, Run | None]:
+    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) left out."""
+    sidecars = {
+        c.get("name")
+        for c in (pod.get("spec") or {}).get("initContainers") or []
+        if c.get("restartPolicy") == "Always"
+    }
+    count = 0
+    newest: Run | None = None
+    for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if status.get("name") in sidecars:
+            continue
+        current, last = _run(status.get("state")), _run(status.get("lastState"))
+        failed_now = current is not None and current.exit_code != 0
+        count += int(status.get("restartCount") or 0) + (1 if failed_now else 0)
+        for run in (current, last):
+            if run is not None and run.exit_code != 0 and newest is None:
+                newest = run
+    return count, newest
+
+
+def _run(state: Mapping[str, Any] | None) -> Run | None:
     terminated = (state or {}).get("terminated")
     if not terminated:
         return None
     code = terminated.get("exitCode")
-    return code if isinstance(code, int) else None
+    if not isinstance(code, int):
+        return None
+    return Run(
+        exit_code=code,
+        reason=str(terminated.get("reason") or ""),
+        message=_one_line(terminated.get("message") or ""),
+        finished=parse_time(terminated.get("finishedAt")),
+    )
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """A message as one line of a person's reading length."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:
