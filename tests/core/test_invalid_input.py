@@ -105,13 +105,19 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
             "restart-policy",
             "Always",
             "trainhook.io/restart-policy: invalid value 'Always': one of OnFailure, ExitCode, "
-            "Never",
+            "Never, RestartJob",
         ),
         (
             "ttl-seconds-after-finished",
             "1h",
             "trainhook.io/ttl-seconds-after-finished: invalid value '1h': a whole number of "
             "seconds >= 0",
+        ),
+        (
+            "active-deadline-seconds",
+            "0",
+            "trainhook.io/active-deadline-seconds: invalid value '0': a whole number of "
+            "seconds >= 1",
         ),
     ],
 )
