@@ -307,7 +307,7 @@ def lease_transitions(emulator):
 def test_a_write_that_conflicts_is_decided_again_on_state_read_afresh(emulator, kube, caplog):
     caplog.set_level(logging.INFO, logger="trainhook.sweeper")
     _, _, pods = create_mpi_job(kube, {})
-    with sweeping(kube) as sweeper:
+    with sweeping(kube):
         eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="Service")
         emulator.emulator.fail(409, method="PATCH", path="/statefulsets/hvd-worker")
         succeed(kube, pods[0])
