@@ -63,9 +63,7 @@ def without_records(made: Decision) -> Decision:
             patch = {k: dict(v) if isinstance(v, dict) else v for k, v in action.patch.items()}
             metadata = patch.get("metadata")
             if metadata and "annotations" in metadata:
-                annotations = {
-                    k: v for k, v in metadata["annotations"].items() if k not in RECORDS
-                }
+                annotations = {k: v for k, v in metadata["annotations"].items() if k not in RECORDS}
                 if annotations:
                     metadata["annotations"] = annotations
                 else:
