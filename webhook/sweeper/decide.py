@@ -283,8 +283,10 @@ def _running(
     phase, reason, message = live_state(state, succeeded)
     if plan is not None and plan.new is not None:
         phase, reason, message = "Restarting", plan.new.reason, plan.new.message
-    elif restarting:
+    elif restarting:  # a restart under way says what caused it until it is done
         phase = "Restarting"
+        reason = str(recorded.get("reason") or "PodsRestarting")
+        message = str(recorded.get("message") or "")
     status = status_json(
         phase,
         reason,
