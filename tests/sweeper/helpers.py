@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.support.stored import NAMESPACE
 from webhook.core import contract
 from webhook.sweeper.actions import Action, Decision, Emit, Patch
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import JobState, read_job_state
+from webhook.sweeper.state import JobState, format_time, read_job_state
 
 NOW = datetime(2025, 1, 1, 1, 0, 0, tzinfo=UTC)
 
@@ -85,3 +86,47 @@ def described(actions: Sequence[Action]) -> list[str]:
 
 def of_type(actions: Sequence[Action], kind: type) -> list[Any]:
     return [action for action in actions if isinstance(action, kind)]
+
+
+# --- pods in the states the kubelet reports, and what a decision records ------------------
+
+
+def terminated(
+    obj: dict[str, Any],
+    code: int,
+    *,
+    reason: str = "Error",
+    message: str = "",
+    ago: int = 60,
+    last: bool = False,
+) -> dict[str, Any]:
+    """The training container's current (or last) run ended `ago` seconds before NOW."""
+    status = obj["status"]["containerStatuses"][0]
+    run: dict[str, Any] = {
+        "exitCode": code,
+        "reason": reason,
+        "finishedAt": format_time(NOW - timedelta(seconds=ago)),
+    }
+    if message:
+        run["message"] = message
+    status["lastState" if last else "state"] = {"terminated": run}
+    return obj
+
+
+def evicted(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    )
+    return obj
+
+
+def annotations_patched(actions: Sequence[Action], name: str) -> dict[str, str]:
+    patches: list[Patch] = [a for a in of_type(actions, Patch) if a.name == name]
+    assert len(patches) <= 1
+    found: dict[str, str] = patches[0].patch["metadata"]["annotations"] if patches else {}
+    return found
+
+
+def status_of(actions: Sequence[Action], name: str = "pt-master") -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(annotations_patched(actions, name)[contract.STATUS])
+    return value

@@ -8,9 +8,17 @@ from webhook.core import contract
 from webhook.kube.resources import STATEFULSETS
 from webhook.sweeper.actions import Emit, Patch
 from webhook.sweeper.policy import Verdict, judge
-from webhook.sweeper.state import format_time
 
-from .helpers import NOW, decision, of_type, state_of
+from .helpers import (
+    NOW,
+    annotations_patched,
+    decision,
+    evicted,
+    of_type,
+    state_of,
+    status_of,
+    terminated,
+)
 from .objects import pod, stamped, statefulset
 
 
@@ -28,39 +36,8 @@ def pytorch(master=True, workers=2, annotations=None):
     return stamped(*found)
 
 
-def terminated(obj, code, *, reason="Error", message="", ago=60, last=False):
-    """The training container's current (or last) run ended `ago` seconds before NOW."""
-    status = obj["status"]["containerStatuses"][0]
-    run = {
-        "exitCode": code,
-        "reason": reason,
-        "finishedAt": format_time(NOW - timedelta(seconds=ago)),
-    }
-    if message:
-        run["message"] = message
-    status["lastState" if last else "state"] = {"terminated": run}
-    return obj
-
-
-def evicted(obj):
-    obj["status"]["conditions"].append(
-        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
-    )
-    return obj
-
-
 def verdict(workloads, pods, now=NOW):
     return judge(state_of("pt", workloads, pods), now)
-
-
-def annotations_patched(actions, name):
-    patches = [a for a in of_type(actions, Patch) if a.name == name]
-    assert len(patches) <= 1
-    return patches[0].patch["metadata"]["annotations"] if patches else {}
-
-
-def status_of(actions, name="pt-master"):
-    return json.loads(annotations_patched(actions, name)[contract.STATUS])
 
 
 # --- successes that are not ---------------------------------------------------------------

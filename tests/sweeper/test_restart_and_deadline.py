@@ -1,0 +1,188 @@
+"""Whole-job restarts (RestartJob), the active deadline, and a job being deleted."""
+
+import json
+from datetime import timedelta
+
+from webhook.core import contract
+from webhook.kube.resources import PODGROUPS, PODS, STATEFULSETS
+from webhook.sweeper.actions import Delete, Emit, Patch
+from webhook.sweeper.state import format_time
+
+from .helpers import NOW, annotations_patched, decision, evicted, of_type, status_of, terminated
+from .objects import owned, pod, stamped, statefulset
+
+RESTART_JOB = {contract.RESTART_POLICY: "RestartJob", contract.BACKOFF_LIMIT: "2"}
+
+
+def pytorch(annotations=None, workers=2):
+    master = statefulset("pt-master", role="master", job="pt", annotations=annotations, rv="41")
+    worker = statefulset(
+        "pt-worker", role="worker", job="pt", replicas=workers, annotations=annotations, rv="42"
+    )
+    return stamped(master, worker)
+
+
+def created(obj, at):
+    obj["metadata"]["creationTimestamp"] = format_time(at)
+    return obj
+
+
+def record(workloads, **status):
+    for workload in workloads:
+        workload["metadata"]["annotations"][contract.STATUS] = json.dumps(status)
+
+
+def crashed_job():
+    master, workers = pytorch(RESTART_JOB)
+    crashed = terminated(pod(workers, 1, restarts=1), 1, message="NCCL error", last=True)
+    return master, workers, [pod(master, 0), pod(workers, 0), crashed]
+
+
+# --- RestartJob ---------------------------------------------------------------------------
+
+
+def test_restart_job_restarts_every_pod_when_one_training_container_fails_and_counts_it():
+    master, workers, pods = crashed_job()
+    actions = decision("pt", [master, workers], pods, records=True).actions
+    (event,) = of_type(actions, Emit)
+    cause = "pod pt-worker-1: container pytorch exited with code 1: NCCL error"
+    assert (event.type, event.reason, event.message) == (
+        "Warning",
+        "Restarting",
+        "restarting all 3 pod(s) of the job together "
+        f"(restart 1 of trainhook.io/backoff-limit 2): {cause}",
+    )
+    status = status_of(actions)
+    assert (status["state"], status["restarts"], status["message"]) == ("Restarting", 1, cause)
+    assert status["restartedAt"] == "2025-01-01T01:00:00Z"
+    deletes = of_type(actions, Delete)
+    assert [(d.resource, d.name) for d in deletes] == [
+        (PODS, "pt-master-0"),
+        (PODS, "pt-worker-0"),
+        (PODS, "pt-worker-1"),
+    ]
+    patches = of_type(actions, Patch)
+    assert actions.index(patches[-1]) < actions.index(deletes[0])  # recorded before deleting
+
+
+def test_a_restart_recorded_but_not_finished_deletes_the_old_pods_without_counting_again():
+    master, workers, pods = crashed_job()
+    first = decision("pt", [master, workers], pods, records=True).actions
+    for workload in (master, workers):
+        workload["metadata"]["annotations"].update(
+            annotations_patched(first, workload["metadata"]["name"])
+        )
+    # the sweeper was killed after recording: the pods still run, none is terminating yet
+    again = decision("pt", [master, workers], pods, now=NOW + timedelta(seconds=3), records=True)
+    assert of_type(again.actions, Emit) == []
+    assert of_type(again.actions, Patch) == []
+    assert len(of_type(again.actions, Delete)) == 3
+
+
+def test_the_pods_created_after_a_restart_run_on_and_the_job_is_running_again():
+    master, workers, _ = crashed_job()
+    record(
+        (master, workers),
+        state="Restarting",
+        reason="Error",
+        message="",
+        restarts=1,
+        startTime="2025-01-01T00:00:00Z",
+        restartedAt="2025-01-01T00:59:00Z",
+        cause="x/1",
+    )
+    fresh = [
+        created(pod(w, i), NOW - timedelta(seconds=30))
+        for w, i in ((master, 0), (workers, 0), (workers, 1))
+    ]
+    actions = decision("pt", [master, workers], fresh, records=True).actions
+    assert of_type(actions, Delete) == []
+    status = status_of(actions)
+    assert (status["state"], status["restarts"]) == ("Running", 1)
+
+
+def test_an_eviction_restarts_the_whole_job_without_counting():
+    master, workers = pytorch(RESTART_JOB)
+    pods = [pod(master, 0), evicted(pod(workers, 0, terminating=True)), pod(workers, 1)]
+    actions = decision("pt", [master, workers], pods, records=True).actions
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason) == ("Normal", "Restarting")
+    assert "not counted against the backoff limit" in event.message
+    assert status_of(actions)["restarts"] == 0
+    assert [d.name for d in of_type(actions, Delete)] == ["pt-master-0", "pt-worker-1"]
+
+
+def test_a_failure_beyond_the_backoff_limit_fails_the_job_instead_of_restarting_it():
+    master, workers, pods = crashed_job()
+    record((master, workers), state="Running", restarts=2, startTime="2025-01-01T00:00:00Z")
+    actions = decision("pt", [master, workers], pods).actions
+    event = of_type(actions, Emit)[0]
+    assert (event.reason, event.message) == (
+        "BackoffLimitExceeded",
+        "pod pt-worker-1: container pytorch exited with code 1: NCCL error; "
+        "the job was restarted 2 time(s) and trainhook.io/backoff-limit is 2",
+    )
+    assert of_type(actions, Patch)[0].patch["spec"] == {"replicas": 0}
+
+
+def test_restart_job_waits_the_grace_period_so_a_finishing_master_is_not_restarted():
+    master, workers = pytorch(RESTART_JOB)
+    pods = [pod(master, 0), terminated(pod(workers, 0), 1, ago=3), pod(workers, 1)]
+    made = decision("pt", [master, workers], pods)
+    assert of_type(made.actions, Delete) == []
+    assert made.recheck_at == NOW + timedelta(seconds=7)
+
+
+# --- active deadline ----------------------------------------------------------------------
+
+
+def test_a_job_not_finished_within_its_active_deadline_fails_and_its_pods_are_cleaned():
+    annotations = {contract.ACTIVE_DEADLINE_SECONDS: "600", contract.CLEAN_POD_POLICY: "Running"}
+    master, workers = pytorch(annotations)
+    record((master, workers), state="Pending", restarts=0, startTime="2025-01-01T00:50:00Z")
+    pending = [pod(master, 0, phase="Pending"), pod(workers, 0, phase="Pending")]
+    actions = decision("pt", [master, workers], pending).actions
+    event = of_type(actions, Emit)[0]
+    assert (event.type, event.reason, event.message) == (
+        "Warning",
+        "DeadlineExceeded",
+        "the job did not finish within trainhook.io/active-deadline-seconds 600 "
+        "(started 2025-01-01T00:50:00Z)",
+    )
+    assert of_type(actions, Patch)[0].patch == {
+        "metadata": {
+            "annotations": {
+                contract.PHASE: "Failed",
+                contract.FINISHED_AT: "2025-01-01T01:00:00Z",
+                contract.REASON: "DeadlineExceeded",
+            }
+        },
+        "spec": {"replicas": 0},
+    }
+    assert [d.name for d in of_type(actions, Delete)] == ["pt-master-0", "pt-worker-0"]
+
+
+def test_a_new_job_records_its_start_and_is_looked_at_again_at_its_deadline():
+    master, workers = pytorch({contract.ACTIVE_DEADLINE_SECONDS: "3600"})
+    made = decision("pt", [master, workers], [pod(master, 0)], records=True)
+    assert status_of(made.actions)["startTime"] == "2025-01-01T01:00:00Z"
+    assert made.recheck_at == NOW + timedelta(hours=1)
+
+
+# --- a job being deleted ------------------------------------------------------------------
+
+
+def test_a_job_whose_roles_are_being_deleted_is_neither_restamped_nor_restarted():
+    annotations = {contract.SCHEDULER: "volcano"}
+    master, workers = pytorch(annotations)
+    # `kubectl delete -f` removed the master StatefulSet; its pod is still there
+    group = owned(
+        "PodGroup",
+        "pt",
+        job="pt",
+        owners=[],
+        spec={"minMember": 3, "queue": "default", "priorityClassName": None},
+    )
+    pods = [pod(master, 0, terminating=True), pod(workers, 0), pod(workers, 1)]
+    actions = decision("pt", [workers], pods, podgroups=[group]).actions
+    assert [a for a in actions if a.resource in (STATEFULSETS, PODGROUPS, PODS)] == []
