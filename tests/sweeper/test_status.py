@@ -45,8 +45,34 @@ def test_a_finished_job_shows_its_statefulsets_at_zero_and_when_it_finished():
             }
         )
     assert job_rows(workloads, [], NOW) == [
-        JobRow("ml", "pt", "pytorch", "master 0/0, worker 0/0", "Succeeded", "2h", "5m ago")
+        JobRow(
+            "ml",
+            "pt",
+            "pytorch",
+            "master 0/0, worker 0/0",
+            "Succeeded",
+            "2h",
+            "5m ago",
+            reason="Completed",
+        )
     ]
+
+
+def test_a_job_shows_the_state_the_sweeper_recorded_with_its_reason_restarts_and_start():
+    workloads, pods = running_pytorch()
+    for workload in workloads:
+        workload["metadata"]["annotations"][contract.STATUS] = (
+            '{"state":"Restarting","reason":"OOMKilled","message":"pod pt-worker-2: container '
+            'pytorch exited with code 137 (OOMKilled)","restarts":3,'
+            '"startTime":"2025-01-01T01:48:00Z"}'
+        )
+    row = job_rows(workloads, pods, NOW)[0]
+    assert (row.phase, row.reason, row.restarts, row.start) == (
+        "Restarting",
+        "OOMKilled",
+        "3",
+        "12m ago",
+    )
 
 
 def test_a_job_whose_pods_do_not_run_yet_is_pending():
@@ -71,16 +97,42 @@ def test_bare_pods_form_a_job_of_their_own():
 
 def test_the_table_lines_up_its_columns_and_names_namespaces_when_it_shows_several():
     rows = [
-        JobRow("ml", "pt", "pytorch", "master 1/1, worker 2/3", "Running", "2h", "-"),
-        JobRow("research", "hvd", "mpi", "launcher 0/1", "Failed", "3d", "40m ago"),
+        JobRow(
+            "ml",
+            "pt",
+            "pytorch",
+            "master 1/1, worker 2/3",
+            "Running",
+            "2h",
+            "-",
+            "Running",
+            "0",
+            "2h ago",
+        ),
+        JobRow(
+            "research",
+            "hvd",
+            "mpi",
+            "launcher 0/1",
+            "Failed",
+            "3d",
+            "40m ago",
+            "DeadlineExceeded",
+            "2",
+            "3d ago",
+        ),
     ]
     assert format_table(rows, with_namespace=True) == (
-        "NAMESPACE   JOB   FRAMEWORK   ROLES                    PHASE     AGE   FINISHED\n"
-        "ml          pt    pytorch     master 1/1, worker 2/3   Running   2h    -\n"
-        "research    hvd   mpi         launcher 0/1             Failed    3d    40m ago"
+        "NAMESPACE   JOB   FRAMEWORK   ROLES                    PHASE     "
+        "REASON             RESTARTS   START    AGE   FINISHED\n"
+        "ml          pt    pytorch     master 1/1, worker 2/3   Running   "
+        "Running            0          2h ago   2h    -\n"
+        "research    hvd   mpi         launcher 0/1             Failed    "
+        "DeadlineExceeded   2          3d ago   3d    40m ago"
     )
     assert format_table(rows[:1], with_namespace=False).splitlines()[0] == (
-        "JOB   FRAMEWORK   ROLES                    PHASE     AGE   FINISHED"
+        "JOB   FRAMEWORK   ROLES                    PHASE     "
+        "REASON    RESTARTS   START    AGE   FINISHED"
     )
 
 
@@ -112,8 +164,14 @@ def test_trainhook_status_reads_the_cluster(emulator, kube, tmp_path, monkeypatc
         kube.create(PODS, "ml", obj)
     assert main(["status", "-n", "ml"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "JOB   FRAMEWORK   ROLES                    PHASE     AGE   FINISHED"
-    assert re.fullmatch(r"pt    pytorch     master 1/1, worker 2/3   Running   \d+s +-", out[1])
+    assert out[0] == (
+        "JOB   FRAMEWORK   ROLES                    PHASE     "
+        "REASON   RESTARTS   START   AGE   FINISHED"
+    )
+    assert re.fullmatch(
+        r"pt    pytorch     master 1/1, worker 2/3   Running   -        0          -       \d+s +-",
+        out[1],
+    )
     assert main(["status", "-n", "ml", "resnet"]) == 1
     assert capsys.readouterr().err == "No training job resnet found in namespace ml.\n"
     assert main(["status", "-n", "empty"]) == 0

@@ -10,9 +10,16 @@ from typing import Any
 from webhook.core import contract
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
-from webhook.sweeper.decide import recorded_outcome
+from webhook.sweeper.decide import recorded_outcome, recorded_status
 from webhook.sweeper.policy import role_counts
-from webhook.sweeper.state import JobKey, JobState, is_bare_pod, job_key, read_job_state
+from webhook.sweeper.state import (
+    JobKey,
+    JobState,
+    is_bare_pod,
+    job_key,
+    parse_time,
+    read_job_state,
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,9 @@ class JobRow:
     phase: str
     age: str
     finished: str
+    reason: str = "-"  # why it is in that phase: OOMKilled, ImagePullBackOff, Completed, ...
+    restarts: str = "0"  # whole-job restarts with RestartJob, else failed runs
+    start: str = "-"  # when it started, e.g. "12m ago"
 
 
 def human_duration(seconds: float) -> str:
@@ -60,14 +70,20 @@ def job_rows(
 
 def _row(state: JobState, now: datetime) -> JobRow:
     outcome = recorded_outcome(state) if state.workloads else None
+    recorded = recorded_status(state) if state.workloads else {}
+    reason = str(recorded.get("reason") or "-")
     if outcome is not None:
-        phase = outcome.phase
+        phase, reason = outcome.phase, outcome.reason
     elif state.problems:
-        phase = "Invalid"
+        phase, reason = "Invalid", "InvalidJob"
+    elif recorded.get("state"):
+        phase = str(recorded["state"])
     elif any(pod.phase == "Running" and not pod.terminating for pod in state.pods):
         phase = "Running"
     else:
         phase = "Pending"
+    started = parse_time(recorded.get("startTime"))
+    restarts = recorded.get("restarts")
     totals = role_counts(state) if state.workloads else {}
     for workload in state.workloads:  # roles scaled to 0, a finished job's StatefulSets too
         totals.setdefault(workload.role, 0)
@@ -83,6 +99,9 @@ def _row(state: JobState, now: datetime) -> JobRow:
         phase=phase,
         age=human_duration((now - min(created)).total_seconds()) if created else "-",
         finished=f"{human_duration((now - finished).total_seconds())} ago" if finished else "-",
+        reason=reason,
+        restarts=str(restarts) if isinstance(restarts, int) else "0",
+        start=f"{human_duration((now - started).total_seconds())} ago" if started else "-",
     )
 
 
@@ -91,8 +110,21 @@ def _ready(state: JobState, role: str) -> int:
 
 
 def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
-    header = ["JOB", "FRAMEWORK", "ROLES", "PHASE", "AGE", "FINISHED"]
-    lines = [[r.job, r.framework, r.roles, r.phase, r.age, r.finished] for r in rows]
+    header = [
+        "JOB",
+        "FRAMEWORK",
+        "ROLES",
+        "PHASE",
+        "REASON",
+        "RESTARTS",
+        "START",
+        "AGE",
+        "FINISHED",
+    ]
+    lines = [
+        [r.job, r.framework, r.roles, r.phase, r.reason, r.restarts, r.start, r.age, r.finished]
+        for r in rows
+    ]
     if with_namespace:
         header.insert(0, "NAMESPACE")
         for line, row in zip(lines, rows, strict=True):
