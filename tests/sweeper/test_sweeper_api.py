@@ -98,8 +98,17 @@ def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emula
         (service,) = emulator.objects(SERVICES, "ml")
         assert service["spec"]["clusterIP"] == "None"
         assert service["spec"]["selector"] == {contract.JOB: "hvd"}
-        owners = {ref["uid"] for ref in service["metadata"]["ownerReferences"]}
-        assert owners == {launcher["metadata"]["uid"], workers["metadata"]["uid"]}
+        # a workload seen after the Service was created becomes an owner with the next look
+        eventually(
+            lambda: (
+                {
+                    ref["uid"]
+                    for ref in emulator.objects(SERVICES, "ml")[0]["metadata"]["ownerReferences"]
+                }
+                == {launcher["metadata"]["uid"], workers["metadata"]["uid"]}
+            ),
+            what="every workload owns the Service",
+        )
         (group,) = emulator.objects(PODGROUPS, "ml")
         assert group["spec"] == {"minMember": 3, "queue": "research"}
         (secret,) = emulator.objects(SECRETS, "ml")

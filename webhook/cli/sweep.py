@@ -12,9 +12,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.validators import log_level, positive_seconds, whole_seconds
+from webhook.cli.validators import host_port, log_level, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.server.logs import logging_config
+from webhook.sweeper.health import serve
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -61,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a silent leader keeps the lease before another replica takes over",
     )
     parser.add_argument(
+        "--health-address",
+        type=host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve /healthz, /readyz and /metrics there, e.g. 0.0.0.0:8080 (default: not served)",
+    )
+    parser.add_argument(
         "--log-level",
         type=log_level,
         default=log_level(os.environ.get("TRAINHOOK_LOG_LEVEL", "info")),
@@ -96,5 +104,19 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    Sweeper(kube, config_from(args)).run(stop)
+    sweeper = Sweeper(kube, config_from(args))
+    server = None
+    if args.health_address is not None:
+        host, port = args.health_address
+        try:
+            server = serve(sweeper.metrics, host, port)
+        except OSError as error:
+            print(f"trainhook sweep: cannot serve on {host}:{port}: {error}", file=sys.stderr)
+            return 1
+    try:
+        sweeper.run(stop)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     return 0

@@ -50,6 +50,16 @@ def positive_days(value: str) -> int:
     return days
 
 
+def host_port(value: str) -> tuple[str, int]:
+    """HOST:PORT to listen on; an empty host listens on every address."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: HOST:PORT with a port from 0 to 65535, e.g. 0.0.0.0:8080"
+        )
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 def log_level(value: str) -> str:
     if value.lower() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"invalid value {value!r}: one of {', '.join(LOG_LEVELS)}")

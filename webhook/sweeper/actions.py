@@ -94,3 +94,4 @@ Action = Create | CreateSshSecret | Patch | Delete | Emit
 class Decision:
     actions: tuple[Action, ...] = ()
     recheck_at: datetime | None = None  # look at the job again then, even if nothing changes
+    phase: str | None = None  # the job's phase as decided (None: the job is gone), for metrics

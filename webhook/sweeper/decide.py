@@ -80,7 +80,7 @@ class Outcome:
 
 def decide(state: JobState, now: datetime) -> Decision:
     if state.problems:
-        return Decision(tuple(_problem_events(state)))
+        return Decision(tuple(_problem_events(state)), phase="Invalid")
     if not state.workloads:
         return Decision(tuple(_orphans(state)))
     outcome = recorded_outcome(state)
@@ -247,6 +247,17 @@ def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     ]
 
 
+def _restarted(state: JobState, plan: RestartPlan) -> bool:
+    """Whether a pod created since the restart runs (or has already finished)."""
+    return any(
+        pod.phase in ("Running", "Succeeded")
+        and pod.created is not None
+        and pod.created >= plan.since
+        for pod in state.pods
+        if not pod.terminating
+    )
+
+
 def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods: int) -> Emit:
     limit = state.setting("backoff_limit")
     if cause.counted:
@@ -283,7 +294,8 @@ def _running(
     phase, reason, message = live_state(state, succeeded)
     if plan is not None and plan.new is not None:
         phase, reason, message = "Restarting", plan.new.reason, plan.new.message
-    elif restarting:  # a restart under way says what caused it until it is done
+    elif restarting or (plan is not None and not _restarted(state, plan)):
+        # a restart under way says what caused it until the new pods run
         phase = "Restarting"
         reason = str(recorded.get("reason") or "PodsRestarting")
         message = str(recorded.get("message") or "")
@@ -309,7 +321,8 @@ def _running(
                 actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
-        return Decision((_event(state, first, "Warning", "InvalidJob", str(error)),))
+        invalid = _event(state, first, "Warning", "InvalidJob", str(error))
+        return Decision((invalid,), phase="Invalid")
     actions = _merge_records(state, actions, events, _records(state, counts, status))
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
     rechecks = [
@@ -317,7 +330,7 @@ def _running(
         for moment in (settled, counts.pending, _deadline_at(state, start))
         if moment is not None and moment > now
     ]
-    return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None)
+    return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)
 
 
 # Why a container cannot start, as the kubelet says it.
@@ -693,7 +706,8 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
     if expires is not None and now >= expires and not patches:
         return Decision(tuple(_delete_job(state)))
-    return Decision((*events, *patches, *_clean_pods(state, clean)), recheck_at=expires)
+    actions = (*events, *patches, *_clean_pods(state, clean))
+    return Decision(actions, recheck_at=expires, phase=outcome.phase)
 
 
 def _clean_pods(state: JobState, policy: str) -> Iterable[Action]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +25,10 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
+from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
+from webhook.sweeper.health import SweeperMetrics
 from webhook.sweeper.lease import LeaderElector
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
@@ -128,6 +131,9 @@ class Sweeper:
             written=self._written,
         )
         self._failures: dict[JobKey, int] = {}
+        self.metrics = SweeperMetrics(
+            queue_depth=lambda: len(self.queue), leading=self.elector.is_leader
+        )
 
     def run(self, stop: threading.Event) -> None:
         """Sweep until `stop` is set; then hand the lease over and stop every thread."""
@@ -146,10 +152,14 @@ class Sweeper:
         leading = False
         try:
             while not stop.is_set():
+                self.metrics.turned()
+                self.metrics.set_ready(self.synced())
                 now_leading = self.elector.is_leader() and self.synced()
                 if now_leading and not leading:
                     for key in self.known_jobs():
                         self.queue.add(key)
+                if leading and not now_leading:
+                    self.metrics.phases.clear()  # the new leader counts them
                 leading = now_leading
                 if not leading:
                     stop.wait(min(0.2, self.config.retry_period))
@@ -191,6 +201,7 @@ class Sweeper:
     def reconcile(self, key: JobKey) -> None:
         """Decide on the cached state and act; on a conflict decide again on fresh state."""
         now = self.clock()
+        began = time.monotonic()
         try:
             state = self.cached_state(key)
             for _ in range(CONFLICT_RETRIES):
@@ -202,17 +213,29 @@ class Sweeper:
                     state = fetch_state(self.kube, key)
                     continue
                 self._failures.pop(key, None)
+                self._decided(key, decision.phase, decision.actions)
                 if decision.recheck_at is not None:
                     self.queue.add(key, (decision.recheck_at - now).total_seconds())
                 return
+            self.metrics.errors.labels("conflict").inc()
             self._retry_later(key, f"conflicts {CONFLICT_RETRIES} times in a row")
         except NotLeading:
             self.queue.add(key)
         except ApiError as error:
+            self.metrics.errors.labels("api").inc()
             self._retry_later(key, str(error))
         except Exception:
             log.exception("job %s/%s: unexpected error", *key)
+            self.metrics.errors.labels("unexpected").inc()
             self._retry_later(key, "unexpected error")
+        finally:
+            self.metrics.reconciles.observe(time.monotonic() - began)
+
+    def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
+        self.metrics.job_phase(key, phase)
+        restarts = sum(1 for a in actions if isinstance(a, Emit) and a.reason == "Restarting")
+        if restarts:
+            self.metrics.restarts.inc(restarts)
 
     def _written(
         self, resource: Resource, namespace: str, name: str, obj: dict[str, Any] | None

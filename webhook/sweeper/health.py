@@ -1,0 +1,162 @@
+"""The sweeper's own HTTP endpoint: /healthz, /readyz and Prometheus /metrics.
+
+/healthz answers 200 while the reconcile loop turns (it stalls only when a decision or an API
+call hangs); /readyz answers 200 once every cache has listed its objects. /metrics counts what
+a person watching the sweeper wants: the jobs by phase, whole-job restarts, how long a reconcile
+takes and how often it fails, how many jobs wait in the queue, and whether this replica leads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from webhook.sweeper.state import JobKey
+
+PHASES: Final = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Invalid")
+# The loop turns at least every half second; a minute without a turn means it is stuck.
+STALLED_AFTER: Final = 60.0
+
+
+class SweeperMetrics:
+    """Every figure the sweeper exposes, in a registry of its own."""
+
+    def __init__(
+        self,
+        *,
+        queue_depth: Callable[[], int] = lambda: 0,
+        leading: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = CollectorRegistry()
+        self.reconciles = Histogram(
+            "trainhook_sweeper_reconcile_duration_seconds",
+            "Time to decide on one job and apply its actions.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "trainhook_sweeper_reconcile_errors",
+            "Reconciles that did not converge, by reason: conflict (409s in a row), api (an API "
+            "error) or unexpected.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.restarts = Counter(
+            "trainhook_sweeper_job_restarts",
+            "Whole-job restarts started (restart-policy RestartJob), counted or not.",
+            registry=self.registry,
+        )
+        self.phases: dict[JobKey, str] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._turned = clock()
+        self._ready = False
+        self.registry.register(_Live(self, queue_depth, leading))
+
+    def job_phase(self, key: JobKey, phase: str | None) -> None:
+        """The phase a job was last decided in; None once the job is gone."""
+        with self._lock:
+            if phase is None:
+                self.phases.pop(key, None)
+            else:
+                self.phases[key] = phase
+
+    def by_phase(self) -> dict[str, int]:
+        counts = dict.fromkeys(PHASES, 0)
+        with self._lock:
+            for phase in self.phases.values():
+                counts[phase] = counts.get(phase, 0) + 1
+        return counts
+
+    def turned(self) -> None:
+        self._turned = self._clock()
+
+    def set_ready(self, ready: bool) -> None:
+        self._ready = ready
+
+    def healthy(self) -> bool:
+        return self._clock() - self._turned < STALLED_AFTER
+
+    def ready(self) -> bool:
+        return self._ready
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Live(Collector):
+    """Figures read when scraped: jobs by phase, queue depth, leadership."""
+
+    def __init__(
+        self, metrics: SweeperMetrics, queue_depth: Callable[[], int], leading: Callable[[], bool]
+    ) -> None:
+        self.metrics = metrics
+        self.queue_depth = queue_depth
+        self.leading = leading
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        jobs = GaugeMetricFamily(
+            "trainhook_sweeper_jobs",
+            "Training jobs by the phase the sweeper last decided (leader only; 0 on standbys).",
+            labels=["phase"],
+        )
+        for phase, count in self.metrics.by_phase().items():
+            jobs.add_metric([phase], count)
+        yield jobs
+        yield GaugeMetricFamily(
+            "trainhook_sweeper_queue_depth",
+            "Jobs waiting for a look, due now or later.",
+            value=self.queue_depth(),
+        )
+        yield GaugeMetricFamily(
+            "trainhook_sweeper_leader",
+            "1 while this replica holds the lease and acts, else 0.",
+            value=1 if self.leading() else 0,
+        )
+
+
+def serve(metrics: SweeperMetrics, host: str, port: int) -> ThreadingHTTPServer:
+    """Serve /healthz, /readyz and /metrics in a daemon thread; `shutdown()` stops it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._answer(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok = metrics.healthy()
+                self._answer(200 if ok else 503, b"ok\n" if ok else b"reconcile loop stalled\n")
+            elif path == "/readyz":
+                ok = metrics.ready()
+                self._answer(200 if ok else 503, b"ok\n" if ok else b"caches not synced yet\n")
+            else:
+                self._answer(404, b"not found\n")
+
+        def _answer(self, code: int, body: bytes, kind: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
