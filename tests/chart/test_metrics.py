@@ -62,3 +62,22 @@ def test_metrics_are_written_where_the_webhook_process_looks_for_them() -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert env["PROMETHEUS_MULTIPROC_DIR"] in mounts
+
+
+def test_the_sweeper_is_probed_on_its_health_port_and_scraped_by_a_pod_monitor() -> None:
+    rendered = render(ENABLED)
+    deployment = rendered.named("Deployment", "trainhook-sweeper")
+    sweeper = deployment["spec"]["template"]["spec"]
+    (container,) = sweeper["containers"]
+    assert "--health-address=0.0.0.0:8080" in container["args"]
+    assert container["ports"] == [
+        {"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}
+    ]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    monitor = rendered.one("PodMonitor")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("http-metrics", "/metrics")
+    assert render({**ENABLED, "sweeper": {"enabled": False}}).of_kind("PodMonitor") == []
