@@ -162,3 +162,11 @@ def test_a_finished_statefulset_scaled_to_zero_keeps_the_stamp_it_ran_with() -> 
     assert sts["spec"]["template"]["metadata"]["annotations"]["trainhook.io/topology"] == (
         '{"worker":3}'
     )
+
+
+def test_a_suspended_statefulset_scaled_to_zero_keeps_the_stamp_it_resumes_with() -> None:
+    sts = admitted(statefulset("ddp", "pytorch", replicas=3))
+    sts["metadata"]["annotations"] = {"trainhook.io/suspended-replicas": "3"}
+    sts["spec"]["replicas"] = 0
+    outcome = admit(sts, kind="StatefulSet", operation="UPDATE", namespace="default")
+    assert outcome is not None and outcome.patch == []

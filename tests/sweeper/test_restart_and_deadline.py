@@ -186,3 +186,93 @@ def test_a_job_whose_roles_are_being_deleted_is_neither_restamped_nor_restarted(
     pods = [pod(master, 0, terminating=True), pod(workers, 0), pod(workers, 1)]
     actions = decision("pt", [workers], pods, podgroups=[group]).actions
     assert [a for a in actions if a.resource in (STATEFULSETS, PODGROUPS, PODS)] == []
+
+
+# --- suspend and resume -------------------------------------------------------------------
+
+
+def test_a_suspended_job_scales_its_statefulsets_to_zero_remembering_their_replicas():
+    master, workers = pytorch({contract.SUSPEND: "true", contract.ACTIVE_DEADLINE_SECONDS: "60"})
+    record((master, workers), state="Running", restarts=2, startTime="2025-01-01T00:00:00Z")
+    pods = [pod(master, 0), pod(workers, 0), pod(workers, 1)]
+    made = decision("pt", [master, workers], pods, records=True)
+    status = (
+        '{"state":"Suspended","reason":"Suspended","message":"trainhook.io/suspend is true",'
+        '"restarts":0,"startTime":"2025-01-01T00:00:00Z"}'
+    )
+    assert of_type(made.actions, Patch) == [
+        Patch(
+            STATEFULSETS,
+            "ml",
+            name,
+            {
+                "metadata": {
+                    "annotations": {
+                        contract.SUSPENDED_REPLICAS: replicas,
+                        contract.STATUS: status,
+                    }
+                },
+                "spec": {"replicas": 0},
+            },
+            rv,
+        )
+        for name, replicas, rv in (("pt-master", "1", "41"), ("pt-worker", "2", "42"))
+    ]
+    assert [(e.type, e.reason) for e in of_type(made.actions, Emit)] == [("Normal", "Suspended")]
+    assert made.phase == "Suspended"  # not failed by its deadline while suspended
+
+
+def test_a_suspended_indexed_job_is_suspended_and_resumed_by_the_sweeper():
+    from .objects import indexed_job
+
+    (launcher,) = stamped(indexed_job("hvd", annotations={contract.SUSPEND: "true"}))
+    made = decision("hvd", [launcher], [], records=True)
+    (patch,) = of_type(made.actions, Patch)
+    assert patch.patch["spec"] == {"suspend": True}
+    assert patch.patch["metadata"]["annotations"][contract.SUSPENDED_REPLICAS] == "1"
+    launcher["spec"]["suspend"] = True
+    launcher["metadata"]["annotations"].update(patch.patch["metadata"]["annotations"])
+    del launcher["metadata"]["annotations"][contract.SUSPEND]
+    resumed = decision("hvd", [launcher], [], records=True)
+    patch = next(p for p in of_type(resumed.actions, Patch) if p.name == "hvd")
+    assert patch.patch["spec"] == {"suspend": False}
+    assert patch.patch["metadata"]["annotations"][contract.SUSPENDED_REPLICAS] is None
+
+
+def test_a_resumed_job_gets_its_replicas_back_keeps_its_restarts_and_restarts_its_deadline():
+    master, workers = pytorch({contract.ACTIVE_DEADLINE_SECONDS: "60"})
+    record(
+        (master, workers),
+        state="Suspended",
+        reason="Suspended",
+        restarts=2,
+        startTime="2025-01-01T00:00:00Z",
+    )
+    for workload, replicas in ((master, "1"), (workers, "2")):
+        workload["metadata"]["annotations"][contract.SUSPENDED_REPLICAS] = replicas
+        workload["spec"]["replicas"] = 0
+    workers["metadata"]["annotations"][contract.FAILED_RUNS] = '{"gone":2,"pods":{}}'
+    made = decision("pt", [master, workers], [], records=True)
+    patches = {p.name: p.patch for p in of_type(made.actions, Patch)}
+    assert patches["pt-worker"]["spec"] == {"replicas": 2}
+    assert patches["pt-worker"]["metadata"]["annotations"][contract.SUSPENDED_REPLICAS] is None
+    assert patches["pt-master"]["spec"] == {"replicas": 1}
+    status = json.loads(patches["pt-master"]["metadata"]["annotations"][contract.STATUS])
+    assert (status["startTime"], status["restarts"]) == ("2025-01-01T01:00:00Z", 2)
+    assert made.recheck_at == NOW + timedelta(seconds=60)
+    assert of_type(made.actions, Delete) == []  # not restamped, not restarted meanwhile
+
+
+def test_a_finished_job_stays_finished_when_suspended():
+    master, workers = pytorch({contract.SUSPEND: "true"})
+    for workload in (master, workers):
+        workload["metadata"]["annotations"].update(
+            {
+                contract.PHASE: "Succeeded",
+                contract.FINISHED_AT: "2025-01-01T00:30:00Z",
+                contract.REASON: "Completed",
+            }
+        )
+        workload["spec"]["replicas"] = 0
+    made = decision("pt", [master, workers], [], records=True)
+    assert made.actions == () and made.phase == "Succeeded"

@@ -31,6 +31,7 @@ BACKOFF_LIMIT: Final = "trainhook.io/backoff-limit"
 RESTART_POLICY: Final = "trainhook.io/restart-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
+SUSPEND: Final = "trainhook.io/suspend"
 
 # Annotations the webhook writes.
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
@@ -49,6 +50,8 @@ STATUS: Final = "trainhook.io/status"
 # the role indexes that have succeeded ("0,2-4") and the failed runs counted so far (JSON).
 SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
+# On a workload the sweeper suspended: its replicas before, restored when the job resumes.
+SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 
 # Annotations that configure pods; the webhook copies them from a workload onto its template.
 POD_SETTINGS: Final = (

@@ -49,6 +49,7 @@ class Settings:
     restart_policy: str | None = None
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
+    suspend: bool | None = None
 
     @property
     def nproc(self) -> int:
@@ -75,6 +76,7 @@ SETTING_KEYS = (
     contract.RESTART_POLICY,
     contract.TTL_SECONDS_AFTER_FINISHED,
     contract.ACTIVE_DEADLINE_SECONDS,
+    contract.SUSPEND,
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.
@@ -141,6 +143,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             None,
             "a whole number of seconds >= 1",
         ),
+        suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
     )
 
 
@@ -152,6 +155,11 @@ def _choice(key: str, value: str | None, allowed: tuple[str, ...]) -> str | None
     if value is None or value in allowed:
         return value
     raise InvalidSetting(key, value, allowed_list(allowed))
+
+
+def _boolean(key: str, value: str | None) -> bool | None:
+    choice = _choice(key, value, BOOLEANS)
+    return None if choice is None else choice == "true"
 
 
 def _integer(key: str, value: str | None, low: int, high: int | None, allowed: str) -> int | None:

@@ -33,8 +33,12 @@ def mutate_workload(
     peers = [workload, *sibling_workloads(workload, siblings)]
     topology = build_topology(peers, cluster_domain)
     draft = Draft(obj)
-    if operation == "UPDATE" and annotations_of(obj).get(contract.PHASE) in FINISHED:
-        # The sweeper scales a finished job to zero; its template keeps the stamp it ran with.
+    own = annotations_of(obj)
+    if operation == "UPDATE" and (
+        own.get(contract.PHASE) in FINISHED or contract.SUSPENDED_REPLICAS in own
+    ):
+        # The sweeper scales a finished or suspended job to zero; its template keeps the stamp
+        # it ran with (and will run with again once resumed).
         return WorkloadMutation(draft.root, [], topology)
     _label_template(draft, obj, workload)
     _annotate_template(draft, obj, topology)

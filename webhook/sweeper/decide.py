@@ -87,10 +87,15 @@ def decide(state: JobState, now: datetime) -> Decision:
     if outcome is not None:
         return _finished(state, outcome, now)
     recorded = recorded_status(state)
+    suspend = bool(state.setting("suspend"))
     start = parse_time(recorded.get("startTime")) or now
+    if recorded.get("state") == SUSPENDED and not suspend:
+        start = now  # as for a Job, the deadline counts from the resume
     succeeded = succeeded_replicas(state)
-    verdict = judge(state, now) or _deadline(state, now, start)
+    verdict = judge(state, now) or (None if suspend else _deadline(state, now, start))
     plan: RestartPlan | None = None
+    if verdict is None and suspend:
+        return _suspend(state, now, recorded, start, succeeded)
     if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
         plan, verdict = _plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
@@ -197,6 +202,81 @@ def _deadline(state: JobState, now: datetime, start: datetime) -> Verdict | None
 def _deadline_at(state: JobState, start: datetime) -> datetime | None:
     seconds = state.setting("active_deadline_seconds")
     return start + timedelta(seconds=seconds) if seconds is not None else None
+
+
+# --- suspend and resume -------------------------------------------------------------------
+
+SUSPENDED = "Suspended"
+
+
+def _suspend(
+    state: JobState,
+    now: datetime,
+    recorded: dict[str, Any],
+    start: datetime,
+    succeeded: set[Replica],
+) -> Decision:
+    """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
+    restarts and its recorded successes and failed runs."""
+    restarts = _restarts(state, now, recorded, succeeded)
+    message = f"{contract.SUSPEND} is true"
+    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start)
+    actions: list[Action] = []
+    if recorded.get("state") != SUSPENDED:
+        actions.append(_state_event(state, SUSPENDED, SUSPENDED, message, restarts))
+    for workload in state.workloads:
+        if workload.kind == "Pod":
+            continue
+        annotations: dict[str, Any] = {}
+        spec: dict[str, Any] = {}
+        remembered = contract.SUSPENDED_REPLICAS in workload.annotations
+        if workload.kind == "StatefulSet" and workload.replicas > 0:
+            spec["replicas"] = 0
+            if not remembered:
+                annotations[contract.SUSPENDED_REPLICAS] = str(workload.replicas)
+        status_now = workload.job_status
+        if status_now is not None and not status_now.suspended and not status_now.finished:
+            spec["suspend"] = True
+            if not remembered:
+                annotations[contract.SUSPENDED_REPLICAS] = str(workload.replicas)
+        if workload.annotations.get(contract.STATUS) != status:
+            annotations[contract.STATUS] = status
+        patch: dict[str, Any] = {}
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
+        if spec:
+            patch["spec"] = spec
+        if patch:
+            actions.append(
+                Patch(
+                    workload.resource,
+                    state.namespace,
+                    workload.name,
+                    patch,
+                    workload.resource_version,
+                )
+            )
+    return Decision(tuple(actions), phase=SUSPENDED)
+
+
+def _resume(state: JobState) -> list[Action]:
+    """Give back what suspending took: each workload's replicas, each Job running again."""
+    actions: list[Action] = []
+    for workload in state.workloads:
+        remembered = workload.annotations.get(contract.SUSPENDED_REPLICAS)
+        if remembered is None:
+            continue
+        patch: dict[str, Any] = {"metadata": {"annotations": {contract.SUSPENDED_REPLICAS: None}}}
+        if workload.kind == "StatefulSet" and remembered.isdigit():
+            patch["spec"] = {"replicas": int(remembered)}
+        elif workload.job_status is not None and workload.job_status.suspended:
+            patch["spec"] = {"suspend": False}
+        actions.append(
+            Patch(
+                workload.resource, state.namespace, workload.name, patch, workload.resource_version
+            )
+        )
+    return actions
 
 
 # --- whole-job restarts -------------------------------------------------------------------
@@ -315,9 +395,13 @@ def _running(
         events.append(_state_event(state, phase, reason, message, restarts))
     try:
         actions: list[Action] = []
+        resume = _resume(state)
         if not state.deleting:  # a job being deleted is neither re-stamped nor restarted
-            actions += [*_service(state), *_podgroup(state), *_ssh_secret(state)]
-            if now >= settled and not restarting:
+            actions += [*_service(state), *resume]
+            if not resume:  # the replicas it resumes with decide its PodGroup and topology
+                actions += _podgroup(state)
+            actions += _ssh_secret(state)
+            if now >= settled and not restarting and not resume:
                 actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
@@ -452,7 +536,7 @@ def _merge_records(
 
 
 def _state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
-    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting") else "Warning"
+    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting", SUSPENDED) else "Warning"
     text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
     if message:
         text += f": {message}"
