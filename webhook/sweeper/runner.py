@@ -31,7 +31,7 @@ from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperMetrics
 from webhook.sweeper.lease import LeaderElector
 from webhook.sweeper.queue import WorkQueue
-from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
+from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state, slim_pod
 
 log = logging.getLogger("trainhook.sweeper")
 
@@ -88,6 +88,10 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
     )
 
 
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
 class Sweeper:
     def __init__(
         self,
@@ -111,6 +115,7 @@ class Sweeper:
                 resync_seconds=config.resync_seconds,
                 backoff_base=config.backoff_base,
                 optional=resource == PODGROUPS,
+                keep=slim_pod if resource == PODS else _whole,
             )
             for resource, selector in SELECTORS.items()
         }

@@ -317,6 +317,91 @@ def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
     return (namespace, job) if job else None
 
 
+# What the sweeper keeps of a pod's status conditions, and how much of a termination message.
+KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
+MESSAGE_KEPT = 512
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """Only what the sweeper decides on (the informer's `keep`): a pod's env, volumes and most
+    annotations list its peers, so whole pods cost memory in the square of a job's size; this
+    costs a few hundred bytes a pod, whatever the job."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    kept_metadata = {
+        key: metadata[key]
+        for key in (
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "labels",
+        )
+        if key in metadata
+    }
+    kept_metadata["annotations"] = {
+        key: value
+        for key, value in (metadata.get("annotations") or {}).items()
+        if key == contract.JOB_COMPLETION_INDEX
+        or (
+            key.startswith(contract.PREFIX)
+            and key != contract.HOSTFILE
+            and not key.startswith(contract.ENV_FILE_PREFIX)
+        )
+    }
+    owners = [
+        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
+        for ref in metadata.get("ownerReferences") or []
+        if ref.get("controller")
+    ]
+    if owners:
+        kept_metadata["ownerReferences"] = owners
+    kept_spec: dict[str, Any] = {
+        "containers": [{"name": c.get("name")} for c in spec.get("containers") or []]
+    }
+    if spec.get("initContainers"):
+        kept_spec["initContainers"] = [
+            {k: c[k] for k in ("name", "restartPolicy") if k in c} for c in spec["initContainers"]
+        ]
+    for key in ("subdomain", "priorityClassName"):
+        if key in spec:
+            kept_spec[key] = spec[key]
+    kept_status: dict[str, Any] = {key: status[key] for key in ("phase", "reason") if key in status}
+    kept_status["conditions"] = [
+        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+        if c.get("type") in KEPT_CONDITIONS
+    ]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if key in status:
+            kept_status[key] = [_slim_container_status(c) for c in status[key] or []]
+    return {
+        "kind": pod.get("kind") or "Pod",
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "metadata": kept_metadata,
+        "spec": kept_spec,
+        "status": kept_status,
+    }
+
+
+def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
+    kept: dict[str, Any] = {"name": status.get("name"), "restartCount": status.get("restartCount")}
+    for key in ("state", "lastState"):
+        state = status.get(key) or {}
+        kept[key] = {
+            phase: {
+                k: (v[:MESSAGE_KEPT] if k == "message" and isinstance(v, str) else v)
+                for k, v in (detail or {}).items()
+                if k in ("exitCode", "reason", "message", "finishedAt", "startedAt")
+            }
+            for phase, detail in state.items()
+        }
+    return kept
+
+
 def is_bare_pod(obj: Mapping[str, Any]) -> bool:
     return contract.FRAMEWORK in labels_of(obj) and controller_of(obj)[0] == "Pod"
 

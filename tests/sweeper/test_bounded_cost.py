@@ -1,0 +1,68 @@
+"""What the sweeper holds of a pod: only what it decides on, a few hundred bytes per pod."""
+
+import json
+
+from webhook.core import contract
+from webhook.sweeper.decide import decide
+from webhook.sweeper.state import slim_pod
+
+from .helpers import NOW, evicted, state_of, terminated
+from .objects import bare_pod, pod, stamped, statefulset
+
+
+def big_pod(owner, index, hosts=3000):
+    """A pod as the webhook leaves it in a large job: its env and annotations list every peer."""
+    made = pod(owner, index)
+    peers = ",".join(f"pt-worker-{i}.pt.ml.svc:23456" for i in range(hosts))
+    made["spec"]["containers"][0]["env"] = [
+        {"name": "TF_CONFIG", "value": json.dumps({"cluster": {"worker": peers.split(",")}})},
+        {"name": "TRAINHOOK_WORKER_HOSTS", "value": peers},
+    ]
+    made["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    made["metadata"]["annotations"][contract.HOSTFILE] = peers.replace(",", " slots=1\n")
+    made["metadata"]["annotations"][contract.ENV_FILE_PREFIX + "TF_CONFIG"] = peers
+    made["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    return made
+
+
+def test_a_pod_of_a_3000_pod_job_is_held_in_under_a_kilobyte():
+    (workers,) = stamped(statefulset("pt-worker", role="worker", job="pt", replicas=3000))
+    whole = big_pod(workers, 7)
+    held = slim_pod(whole)
+    assert len(json.dumps(whole)) > 200_000
+    assert len(json.dumps(held)) < 1024
+
+
+def test_the_sweeper_decides_the_same_on_what_it_holds_as_on_whole_pods():
+    annotations = {contract.BACKOFF_LIMIT: "5"}
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt", annotations=annotations, rv="41"),
+        statefulset("pt-worker", role="worker", job="pt", replicas=4, annotations=annotations),
+    )
+    looping = terminated(
+        pod(workers, 1, restarts=2), 137, reason="OOMKilled", message="out of memory", last=True
+    )
+    looping["status"]["containerStatuses"][0]["state"] = {
+        "waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}
+    }
+    init = pod(workers, 3, phase="Pending", ready=False)
+    init["spec"]["initContainers"] = [{"name": "fetch", "image": "f:1", "restartPolicy": "Never"}]
+    init["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch",
+            "restartCount": 1,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 3, "reason": "Error"}},
+        }
+    ]
+    cases = [
+        [big_pod(master, 0), looping, evicted(pod(workers, 2)), init],
+        [terminated(pod(master, 0), 0, reason="Completed"), pod(workers, 0, terminating=True)],
+    ]
+    for pods in cases:
+        whole = decide(state_of("pt", [master, workers], pods), NOW)
+        held = decide(state_of("pt", [master, workers], [slim_pod(p) for p in pods]), NOW)
+        assert held == whole
+    bare = [bare_pod("bare-0", topology='{"worker":1}', annotations={contract.BACKOFF_LIMIT: "1"})]
+    whole = decide(state_of("bare", [], bare), NOW)
+    assert decide(state_of("bare", [], [slim_pod(p) for p in bare]), NOW) == whole
