@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import uuid
 from typing import Any
 
@@ -13,6 +14,7 @@ from webhook.core.workload import build_topology, read_workload
 from webhook.kube.resources import MANAGED_BY, MANAGER
 
 NAMESPACE = "ml"
+POD_VERSIONS = itertools.count(20)
 CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow", "mpi": "mpi", "paddle": "paddle"}
 
 
@@ -204,7 +206,8 @@ def _pod(
         "name": name,
         "namespace": NAMESPACE,
         "uid": _uid(name),
-        "resourceVersion": "20",
+        # every state of a pod is a new version, as the API server writes them
+        "resourceVersion": str(next(POD_VERSIONS)),
         "creationTimestamp": "2025-01-01T00:00:10Z",
         "labels": labels,
         "annotations": annotations,

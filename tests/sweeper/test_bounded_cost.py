@@ -66,3 +66,36 @@ def test_the_sweeper_decides_the_same_on_what_it_holds_as_on_whole_pods():
     bare = [bare_pod("bare-0", topology='{"worker":1}', annotations={contract.BACKOFF_LIMIT: "1"})]
     whole = decide(state_of("bare", [], bare), NOW)
     assert decide(state_of("bare", [], [slim_pod(p) for p in bare]), NOW) == whole
+
+
+def test_a_pod_event_reads_only_the_pod_that_changed(monkeypatch):
+    from webhook.sweeper import state as state_module
+
+    (workers,) = stamped(statefulset("big", role="worker", job="big", replicas=300))
+    pods = [slim_pod(pod(workers, i)) for i in range(300)]
+    reads = []
+    real = state_module._read_pod
+    monkeypatch.setattr(
+        state_module, "_read_pod", lambda p, *rest: reads.append(p) or real(p, *rest)
+    )
+    decide(state_of("big", [workers], pods), NOW)
+    assert len(reads) == 300
+    pods[42] = slim_pod(terminated(pod(workers, 42, restarts=1), 1, last=True))  # a new version
+    reads.clear()
+    decide(state_of("big", [workers], pods), NOW)
+    assert [p["metadata"]["name"] for p in reads] == ["big-42"]
+
+
+def test_a_busy_large_job_is_looked_at_once_for_a_burst_of_pod_events(kube):
+    from webhook.sweeper.runner import COALESCE_FACTOR, Sweeper
+
+    from .live import fast_config
+
+    sweeper = Sweeper(kube, fast_config("sweeper-a"))
+    key = ("ml", "big")
+    sweeper._costs[key] = 0.05  # its last reconcile took 50 ms
+    for _ in range(100):
+        sweeper._changed(key)
+    assert len(sweeper.queue) == 1
+    assert sweeper.queue.pop(timeout=0) is None  # not due yet: the burst waits to coalesce
+    assert sweeper.queue.pop(timeout=COALESCE_FACTOR * 0.05 + 0.5) == key

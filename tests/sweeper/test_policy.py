@@ -344,4 +344,5 @@ def test_the_training_container_is_the_one_the_annotation_names():
     pods = [pod(master, 0), sidecar_failed, pod(workers, 1)]
     assert verdict("pt", [master, workers], pods) is None
     sidecar_failed["metadata"]["annotations"][contract.CONTAINER] = "logs"
+    sidecar_failed["metadata"]["resourceVersion"] += "1"  # a changed pod is a new version
     assert verdict("pt", [master, workers], pods).reason == "PodFailed"

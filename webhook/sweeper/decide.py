@@ -718,13 +718,20 @@ def _topology(state: JobState) -> Iterable[Action]:
     if restamped:
         return  # restart pods once their StatefulSets carry the new stamp
     owners = {w.name for w in workloads if w.kind == "StatefulSet"}
+    current: dict[str | None, bool] = {}  # the pods of a job share a handful of stamps
+
+    def is_current(stamped: str | None) -> bool:
+        if stamped not in current:
+            current[stamped] = same_topology(stamped, topology)
+        return current[stamped]
+
     stale = [
         pod
         for pod in state.pods
         if pod.owner_kind == "StatefulSet"
         and pod.owner_name in owners
         and not pod.terminating
-        and not same_topology(pod.topology, topology)
+        and not is_current(pod.topology)
     ]
     if not stale:
         return

@@ -202,13 +202,14 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
                 pending = at if pending is None else max(pending, at)
         return pod.training.failures, len(young)
 
+    by_owner: dict[tuple[str, str], list[PodView]] = {}
+    for pod in state.pods:
+        by_owner.setdefault((pod.owner_kind, pod.owner_name), []).append(pod)
     owned: set[str] = set()
     for workload in state.workloads:
         if workload.kind == "Pod":
             continue
-        pods = [
-            p for p in state.pods if (p.owner_kind, p.owner_name) == (workload.kind, workload.name)
-        ]
+        pods = by_owner.get((workload.kind, workload.name), [])
         owned.update(p.name for p in pods)
         ledger = workload.failed_runs
         present = {p.uid8 for p in pods}

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from webhook.core import contract
@@ -69,11 +70,11 @@ class Training:
     def last_exit_code(self) -> int | None:
         return self.last.exit_code if self.last else None
 
-    @property
+    @cached_property
     def succeeded(self) -> bool:
         return self.exit_code == 0 or self.last_exit_code == 0
 
-    @property
+    @cached_property
     def failures(self) -> int:
         """Failed runs: restarts not caused by a success, a failed current run, and every failed
         run of an init container."""
@@ -84,6 +85,10 @@ class Training:
 
     def failed_runs(self) -> tuple[Run, ...]:
         """The failed runs whose details are still known: newest first."""
+        return self._failed
+
+    @cached_property
+    def _failed(self) -> tuple[Run, ...]:
         runs = (self.current, self.init_failed, self.last)
         return tuple(run for run in runs if run is not None and run.exit_code != 0)
 
@@ -108,12 +113,12 @@ class PodView:
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
 
-    @property
+    @cached_property
     def uid8(self) -> str:
         """Short enough to be recorded for thousands of pods, long enough within one job."""
         return self.uid.replace("-", "")[:8] or self.name
 
-    @property
+    @cached_property
     def counts(self) -> bool:
         """Whether what the pod does now says something about the training (a pod being
         deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
@@ -403,7 +408,9 @@ def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_bare_pod(obj: Mapping[str, Any]) -> bool:
-    return contract.FRAMEWORK in labels_of(obj) and controller_of(obj)[0] == "Pod"
+    if any(ref.get("controller") for ref in metadata_of(obj).get("ownerReferences") or []):
+        return False
+    return contract.FRAMEWORK in labels_of(obj)
 
 
 def read_job_state(
@@ -442,7 +449,7 @@ def read_job_state(
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
     pod_views = sorted(
-        (_read_pod(pod, framework, by_owner) for pod in pods),
+        (_read_pod_once(pod, framework, by_owner) for pod in pods),
         key=lambda pod: pod.name,
     )
     # Pods of a StatefulSet or Job that is gone: a role of the job is being deleted.
@@ -562,6 +569,38 @@ def format_indexes(indexes: Iterable[int]) -> str:
         parts.append(str(low) if low == index else f"{low}-{index}")
         start = i + 1
     return ",".join(parts)
+
+
+# A pod is read once per version: a pod event costs one pod's reading, not the whole job's.
+_READ_PODS_AT_MOST = 50_000
+_read_pods: dict[tuple[str, str, str], tuple[tuple[str, str, int], PodView]] = {}
+
+
+def _read_pod_once(
+    pod: Mapping[str, Any],
+    framework: Framework | None,
+    workloads: Mapping[tuple[str, str], WorkloadView],
+) -> PodView:
+    metadata = metadata_of(pod)
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not uid or not version:
+        return _read_pod(pod, framework, workloads)
+    key = (uid, version, framework.name if framework else "")
+    found = _read_pods.get(key)
+    if found is not None:
+        seen_owner, view = found
+        if _owner_facts(workloads.get((view.owner_kind, view.owner_name))) == seen_owner:
+            return view
+    view = _read_pod(pod, framework, workloads)
+    if len(_read_pods) >= _READ_PODS_AT_MOST:
+        _read_pods.clear()
+    _read_pods[key] = (_owner_facts(workloads.get((view.owner_kind, view.owner_name))), view)
+    return view
+
+
+def _owner_facts(owner: WorkloadView | None) -> tuple[str, str, int]:
+    """What a pod's reading takes from its workload."""
+    return (owner.name, owner.role, owner.ordinal_start) if owner else ("", "", 0)
 
 
 def _read_pod(
