@@ -6,7 +6,9 @@
 2. served throughput and latency of `trainhook serve` against a do-nothing app on the same
    gunicorn/TLS stack, measured in alternation;
 3. how cost grows with the size of a TensorFlow job;
-4. resident memory per gunicorn worker after the run.
+4. resident memory per gunicorn worker after the run;
+5. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
+   1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
+from bench.sweeper import sweeper_costs, sweeper_table
 from bench.wsgi import AppCost, app_costs
 
 GROWTH_SIZES = (8, 64, 512, 2048, 4096)
@@ -231,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print("\n## 4. Resident memory per gunicorn worker after the run\n")
     print(memory_table(memory))
+
+    print("\n## 5. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
+    sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
+    print(sweeper_table(sweeper))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
@@ -239,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "served": [dataclasses.asdict(r) for r in results],
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
+            "sweeper": [dataclasses.asdict(c) for c in sweeper],
             "tools": tools.name,
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
