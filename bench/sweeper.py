@@ -50,6 +50,7 @@ class SweeperCost:
     per_pod_us: float  # decide_ms / pods of one job
     all_jobs_ms: float  # every job once, as after a relist
     cache_mib: float  # resident memory the pod cache adds
+    total_mib: float  # and with every job decided (each pod's reading kept, one per version)
     whole_cache_mib: float  # what whole pods would have taken (bytes as JSON)
 
 
@@ -156,6 +157,8 @@ def measure(case: str, jobs: int, pods: int, rounds: int) -> SweeperCost:
             one(key)
 
     all_ms = _median_ms(every, max(1, rounds // 2))
+    gc.collect()
+    total_mib = (_rss() - before) / 2**20
     return SweeperCost(
         case=case,
         jobs=jobs,
@@ -166,6 +169,7 @@ def measure(case: str, jobs: int, pods: int, rounds: int) -> SweeperCost:
         per_pod_us=decide_ms * 1e3 / pods,
         all_jobs_ms=all_ms,
         cache_mib=cache_mib,
+        total_mib=total_mib,
         whole_cache_mib=whole_bytes * jobs * pods / 2**20,
     )
 
@@ -185,6 +189,7 @@ def sweeper_table(costs: Sequence[SweeperCost]) -> str:
         "per pod",
         "every job",
         "pod cache RSS",
+        "with decisions",
         "whole pods would take",
     ]
     rows = [
@@ -196,6 +201,7 @@ def sweeper_table(costs: Sequence[SweeperCost]) -> str:
             f"{c.per_pod_us:.0f} µs",
             f"{c.all_jobs_ms:.0f} ms",
             f"{c.cache_mib:.1f} MiB",
+            f"{c.total_mib:.1f} MiB",
             f"{c.whole_cache_mib:,.0f} MiB",
         ]
         for c in costs

@@ -99,3 +99,13 @@ def test_a_busy_large_job_is_looked_at_once_for_a_burst_of_pod_events(kube):
     assert len(sweeper.queue) == 1
     assert sweeper.queue.pop(timeout=0) is None  # not due yet: the burst waits to coalesce
     assert sweeper.queue.pop(timeout=COALESCE_FACTOR * 0.05 + 0.5) == key
+
+
+def test_the_sweeper_benchmark_measures_what_it_says_on_small_jobs():
+    from bench.sweeper import sweeper_costs, sweeper_table
+
+    small, many = sweeper_costs(1, (("one job of 40 pods", 1, 40), ("5 jobs of 8 pods", 5, 8)))
+    assert (small.jobs, small.pods, many.jobs, many.pods) == (1, 40, 5, 40)
+    assert small.held_pod_bytes < small.whole_pod_bytes
+    assert small.decide_ms > 0 and many.all_jobs_ms > 0
+    assert sweeper_table([small]).splitlines()[0].startswith("| sweeper ")
