@@ -2,12 +2,12 @@
 
 import json
 
+from tests.support.stored import bare_pod, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.decide import decide
 from webhook.sweeper.state import slim_pod
 
 from .helpers import NOW, evicted, state_of, terminated
-from .objects import bare_pod, pod, stamped, statefulset
 
 
 def big_pod(owner, index, hosts=3000):

@@ -3,13 +3,13 @@
 import json
 from datetime import timedelta
 
+from tests.support.stored import owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import PODGROUPS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
 from webhook.sweeper.state import format_time
 
 from .helpers import NOW, annotations_patched, decision, evicted, of_type, status_of, terminated
-from .objects import owned, pod, stamped, statefulset
 
 RESTART_JOB = {contract.RESTART_POLICY: "RestartJob", contract.BACKOFF_LIMIT: "2"}
 
@@ -223,7 +223,7 @@ def test_a_suspended_job_scales_its_statefulsets_to_zero_remembering_their_repli
 
 
 def test_a_suspended_indexed_job_is_suspended_and_resumed_by_the_sweeper():
-    from .objects import indexed_job
+    from tests.support.stored import indexed_job
 
     (launcher,) = stamped(indexed_job("hvd", annotations={contract.SUSPEND: "true"}))
     made = decision("hvd", [launcher], [], records=True)

@@ -4,6 +4,7 @@ after a success, peers crashing just before the decisive exit 0, replaced pods, 
 import json
 from datetime import timedelta
 
+from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import STATEFULSETS
 from webhook.sweeper.actions import Emit, Patch
@@ -19,7 +20,6 @@ from .helpers import (
     status_of,
     terminated,
 )
-from .objects import pod, stamped, statefulset
 
 
 def pytorch(master=True, workers=2, annotations=None):
