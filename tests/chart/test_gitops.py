@@ -101,6 +101,10 @@ def test_finished_statefulsets_keep_zero_replicas_and_running_ones_still_scale_f
     finished["metadata"]["annotations"] = {contract.PHASE: "Succeeded"}
     finished["spec"]["replicas"] = 0
     assert matches(expression, finished) == [["spec", "replicas"]]
+    suspended = json.loads(json.dumps(statefulset))
+    suspended["metadata"]["annotations"] = {contract.SUSPENDED_REPLICAS: "3"}
+    suspended["spec"]["replicas"] = 0
+    assert matches(expression, suspended) == [["spec", "replicas"]]
     assert "RespectIgnoreDifferences=true" in JOBS["spec"]["syncPolicy"]["syncOptions"]
 
 
@@ -119,6 +123,10 @@ def test_finished_indexed_jobs_stay_suspended_and_running_ones_follow_git() -> N
     finished["metadata"]["annotations"] = {contract.PHASE: "Failed"}
     finished["spec"]["suspend"] = True
     assert matches(expression, finished) == [["spec", "suspend"]]
+    suspended = json.loads(json.dumps(job))
+    suspended["metadata"]["annotations"] = {contract.SUSPENDED_REPLICAS: "2"}
+    suspended["spec"]["suspend"] = True
+    assert matches(expression, suspended) == [["spec", "suspend"]]
 
 
 def test_the_jobs_application_diffs_server_side_including_the_webhook() -> None:
