@@ -114,6 +114,11 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
             "seconds >= 0",
         ),
         (
+            "max-restarts",
+            "-1",
+            "trainhook.io/max-restarts: invalid value '-1': a whole number >= 0",
+        ),
+        (
             "active-deadline-seconds",
             "0",
             "trainhook.io/active-deadline-seconds: invalid value '0': a whole number of "
@@ -131,6 +136,13 @@ def test_an_invalid_annotation_is_refused_naming_key_value_and_what_is_allowed(
 def test_elastic_is_refused_for_frameworks_other_than_pytorch() -> None:
     assert str(refusal(annotated("elastic", "1:2", framework="jax"))) == (
         "trainhook.io/elastic: invalid value '1:2': elastic training is not available for jax jobs"
+    )
+
+
+def test_max_restarts_is_refused_for_frameworks_other_than_pytorch() -> None:
+    assert str(refusal(annotated("max-restarts", "3", framework="tensorflow"))) == (
+        "trainhook.io/max-restarts: invalid value '3': torchrun restarts are not available for "
+        "tensorflow jobs"
     )
 
 

@@ -370,3 +370,41 @@ def test_a_stamp_claiming_billions_of_replicas_is_refused_before_any_work() -> N
         "job ddp has 2000000000 pods; Trainhook supports up to 10000 per job "
         "(every pod lists its peers)"
     )
+
+
+def scaled_pod(replicas: int, ordinal: int, annotations: dict[str, str]) -> dict[str, Any]:
+    """Pod `ordinal` of a worker StatefulSet admitted at `replicas`, then scaled up through
+    /scale (which the webhook never sees): the pod carries the stamp of the old count."""
+    workload = statefulset("el", "pytorch", replicas=replicas, annotations=annotations)
+    mutated = mutate_workload(workload, "CREATE", "default", []).workload
+    mutated["spec"]["replicas"] = ordinal + 1
+    return expand(mutated, "default")[ordinal]
+
+
+def test_an_elastic_job_scaled_within_its_range_admits_its_new_pods_on_the_old_stamp() -> None:
+    pod = scaled_pod(2, 3, {"trainhook.io/elastic": "2:4"})
+    assert pod["metadata"]["annotations"]["trainhook.io/topology"] == '{"worker":2}'
+    outcome = admit_pod(pod)
+    mutated = jsonpatch.apply_patch(pod, outcome.patch)
+    env = {e["name"]: e.get("value") for e in mutated["spec"]["containers"][0]["env"]}
+    assert (env["PET_NNODES"], env["PET_RDZV_ENDPOINT"]) == ("2:4", "el-0.el.default.svc:23456")
+    assert (env["NODE_RANK"], env["TRAINHOOK_ROLE_INDEX"]) == ("3", "3")
+
+
+def test_a_pod_beyond_an_elastic_jobs_maximum_is_refused_until_the_stamp_says_so() -> None:
+    with pytest.raises(TrainhookError, match="worker 4 is outside the 2 worker replicas"):
+        admit_pod(scaled_pod(2, 4, {"trainhook.io/elastic": "2:4"}))
+
+
+def test_max_restarts_becomes_pet_max_restarts() -> None:
+    pod = pod_of(
+        statefulset(
+            "el",
+            "pytorch",
+            replicas=2,
+            annotations={"trainhook.io/elastic": "1:4", "trainhook.io/max-restarts": "3"},
+        ),
+        name="el-1",
+    )
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["PET_MAX_RESTARTS"] == "3"

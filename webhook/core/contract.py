@@ -23,6 +23,7 @@ SCHEDULER: Final = "trainhook.io/scheduler"
 CONTAINER: Final = "trainhook.io/container"
 NPROC_PER_NODE: Final = "trainhook.io/nproc-per-node"
 ELASTIC: Final = "trainhook.io/elastic"
+MAX_RESTARTS: Final = "trainhook.io/max-restarts"  # torchrun's --max-restarts (PET_MAX_RESTARTS)
 QUEUE: Final = "trainhook.io/queue"
 ORDERED_START: Final = "trainhook.io/ordered-start"
 SUCCESS_POLICY: Final = "trainhook.io/success-policy"
@@ -63,6 +64,7 @@ POD_SETTINGS: Final = (
     CONTAINER,
     NPROC_PER_NODE,
     ELASTIC,
+    MAX_RESTARTS,
     QUEUE,
 )
 

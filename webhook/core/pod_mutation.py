@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,10 +76,20 @@ def mutate_pod(
     topology = _topology(
         pod, identity, framework, job, role, namespace, owner, siblings, cluster_domain
     )
+    topology = _elastic_reach(topology, identity, role, settings.elastic)
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = settings.port if settings.port is not None else framework.port
-    placement = Placement(topology, role, index, hostname, port, settings.nproc, settings.elastic)
+    placement = Placement(
+        topology,
+        role,
+        index,
+        hostname,
+        port,
+        settings.nproc,
+        settings.elastic,
+        settings.max_restarts,
+    )
     env = common_env(placement) | framework.env(placement)
 
     draft = Draft(pod)
@@ -133,6 +144,24 @@ def _topology(
         f"pod of job {job} has no {contract.TOPOLOGY} annotation and {source}; "
         "a wrong world size is worse than a retry"
     )
+
+
+def _elastic_reach(
+    topology: Topology, identity: PodIdentity, role: str, elastic: tuple[int, int] | None
+) -> Topology:
+    """An elastic job scaled within min:max keeps its stamp (so no pod restarts for it): a pod
+    beyond the stamp's replicas joins with the role counted up to it, and the rendezvous, not
+    the stamp, decides the world size."""
+    if elastic is None or not topology.has(role):
+        return topology
+    entry = topology.role(role)
+    index = (identity.index or 0) - (entry.start if identity.owner_kind == "StatefulSet" else 0)
+    if index < entry.replicas or topology.total - entry.replicas + index + 1 > elastic[1]:
+        return topology
+    grown = tuple(
+        dataclasses.replace(r, replicas=index + 1) if r.name == role else r for r in topology.roles
+    )
+    return dataclasses.replace(topology, roles=grown)
 
 
 def _role_index(identity: PodIdentity, topology: Topology, role: str) -> int:

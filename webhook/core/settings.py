@@ -41,6 +41,7 @@ class Settings:
     container: str | None = None
     nproc_per_node: int | None = None
     elastic: tuple[int, int] | None = None
+    max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
     ordered_start: bool = False
     success_policy: str | None = None
@@ -68,6 +69,7 @@ SETTING_KEYS = (
     contract.CONTAINER,
     contract.NPROC_PER_NODE,
     contract.ELASTIC,
+    contract.MAX_RESTARTS,
     contract.QUEUE,
     contract.ORDERED_START,
     contract.SUCCESS_POLICY,
@@ -114,6 +116,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             contract.NPROC_PER_NODE, get(contract.NPROC_PER_NODE), 1, None, "a whole number >= 1"
         ),
         elastic=elastic,
+        max_restarts=_max_restarts(get(contract.MAX_RESTARTS), framework),
         queue=_queue(get(contract.QUEUE)),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
         == "true",
@@ -171,6 +174,17 @@ def _integer(key: str, value: str | None, low: int, high: int | None, allowed: s
     number = int(text)
     if number < low or (high is not None and number > high):
         raise InvalidSetting(key, value, allowed)
+    return number
+
+
+def _max_restarts(value: str | None, framework: Framework) -> int | None:
+    number = _integer(contract.MAX_RESTARTS, value, 0, None, "a whole number >= 0")
+    if number is not None and not framework.elastic:
+        raise InvalidSetting(
+            contract.MAX_RESTARTS,
+            value,
+            f"torchrun restarts are not available for {framework.name} jobs",
+        )
     return number
 
 

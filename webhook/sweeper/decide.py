@@ -686,6 +686,21 @@ def same_topology(stamped: str | None, wanted: str) -> bool:
     return isinstance(left, dict) and list(left.items()) == list(right.items())
 
 
+def elastic_scale(stamped: str | None, wanted: str, elastic: tuple[int, int] | None) -> bool:
+    """Whether an elastic job only changed its replica counts, staying within min:max."""
+    if elastic is None:
+        return False
+    try:
+        left = json.loads(stamped) if stamped else None
+        right = json.loads(wanted)
+    except ValueError:
+        return False
+    if not isinstance(left, dict) or not isinstance(right, dict) or list(left) != list(right):
+        return False
+    total = sum(v for v in right.values() if isinstance(v, int))
+    return elastic[0] <= total <= elastic[1]
+
+
 def _topology(state: JobState) -> Iterable[Action]:
     """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
     workloads = [w for w in state.workloads if w.kind != "Pod"]
@@ -693,10 +708,17 @@ def _topology(state: JobState) -> Iterable[Action]:
         return
     wanted = stamp(build_topology([w.workload for w in workloads]))
     topology = wanted[contract.TOPOLOGY]
+    elastic = state.setting("elastic")
     restamped = False
     for workload in workloads:
         if all(workload.stamp.get(key) == value for key, value in wanted.items()):
             continue
+        if elastic_scale(workload.stamp.get(contract.TOPOLOGY), topology, elastic) and all(
+            workload.stamp.get(key) == value
+            for key, value in wanted.items()
+            if key != contract.TOPOLOGY
+        ):
+            continue  # scaled within min:max: the rendezvous takes it, nothing restarts
         status = workload.job_status
         if workload.kind == "StatefulSet" or (status and status.suspended and not status.started):
             restamped = restamped or workload.kind == "StatefulSet"
@@ -722,7 +744,9 @@ def _topology(state: JobState) -> Iterable[Action]:
 
     def is_current(stamped: str | None) -> bool:
         if stamped not in current:
-            current[stamped] = same_topology(stamped, topology)
+            current[stamped] = same_topology(stamped, topology) or elastic_scale(
+                stamped, topology, elastic
+            )
         return current[stamped]
 
     stale = [

@@ -21,6 +21,7 @@ class Placement:
     port: int | None
     nproc: int = 1
     elastic: tuple[int, int] | None = None
+    max_restarts: int | None = None  # torchrun restarts its worker group this often
 
     @property
     def rank(self) -> int:

@@ -30,6 +30,8 @@ def env(placement: Placement) -> dict[str, str]:
         result[f"PET_{name}"] = value
     result["WORLD_SIZE"] = str(topology.total * placement.nproc)
     result["RANK"] = str(placement.rank * placement.nproc)
+    if placement.max_restarts is not None:
+        result["PET_MAX_RESTARTS"] = str(placement.max_restarts)
     if placement.elastic:
         result["PET_RDZV_BACKEND"] = "c10d"
         result["PET_RDZV_ENDPOINT"] = f"{master}:{placement.port}"
