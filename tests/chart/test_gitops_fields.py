@@ -43,6 +43,7 @@ metadata:
     trainhook.io/container: trainer
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
+    trainhook.io/max-restarts: "3"
 spec:
   replicas: 2
   selector:
@@ -73,6 +74,7 @@ metadata:
     trainhook.io/container: trainer
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
+    trainhook.io/max-restarts: "3"
 spec:
   completionMode: Indexed
   completions: 2
@@ -164,7 +166,7 @@ def sweeper_changes(
     job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
     return {
         (patch.resource.kind, field)
-        for patch in of_type(decision(job, workloads, pods, **owned).actions, Patch)
+        for patch in of_type(decision(job, workloads, pods, records=True, **owned).actions, Patch)
         for field in changed_fields({}, patch.patch)
     }
 
@@ -199,8 +201,9 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         f'spec.template.metadata.annotations["{key}"]'
         for key in (contract.TOPOLOGY, contract.HOSTS)
     }
-    assert {f for _, f in restamped} == stamp_fields
-    assert {f for k, f in never_started if k == "Job"} == stamp_fields
+    status = f'metadata.annotations["{contract.STATUS}"]'
+    assert {f for _, f in restamped} - {status} == stamp_fields
+    assert {f for k, f in never_started if k == "Job"} - {status} == stamp_fields
     assert ("Job", "spec.suspend") in suspended
     assert ("StatefulSet", "spec.replicas") in finished
     gang = {contract.SCHEDULER: "volcano", contract.QUEUE: "research"}
@@ -215,7 +218,23 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         services=[owned("Service", "pt", job="pt")],
         podgroups=[owned("PodGroup", "pt", job="pt")],
     )
-    changes = finished | restamped | suspended | never_started | kept
+    master, workers = pytorch()
+    running = sweeper_changes(
+        [master, workers],
+        [
+            pod(master, 0),
+            pod(workers, 0, exit_code=0),
+            pod(workers, 1, restarts=1, last_exit_code=1),
+        ],
+    )
+    (retried,) = stamped(indexed_job("ij", role="worker", completions=1))
+    running |= sweeper_changes([retried], [pod(retried, 0, restarts=1, last_exit_code=1)])
+    pausing = {contract.SUSPEND: "true"}
+    paused = sweeper_changes(pytorch(annotations=pausing), [])
+    paused |= sweeper_changes(
+        stamped(indexed_job("ij", role="worker", completions=1, annotations=pausing)), []
+    )
+    changes = finished | restamped | suspended | never_started | kept | running | paused
     assert changes == documented("sweeper")
 
 
