@@ -39,6 +39,28 @@
 {{- printf "%s-webhook" (include "trainhook.fullname" .) }}
 {{- end }}
 
+{{/* certManager mode without an issuerRef: the self-signed Issuer, and the CA it signs. */}}
+{{- define "trainhook.selfSignedIssuerName" -}}
+{{- printf "%s-selfsigned" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{- define "trainhook.caName" -}}
+{{- printf "%s-ca" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{/*
+"namespace/Certificate" whose Secret's ca.crt cert-manager's CA injector copies into the
+caBundle: the chart's own CA (it changes only when the CA renews, and keeps its key), or the
+serving certificate when an issuer is given (its ca.crt is that issuer's CA).
+*/}}
+{{- define "trainhook.injectCaFrom" -}}
+{{- if .Values.certificates.certManager.issuerRef }}
+{{- printf "%s/%s" .Release.Namespace (include "trainhook.certManagerName" .) }}
+{{- else }}
+{{- printf "%s/%s" .Release.Namespace (include "trainhook.caName" .) }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret the webhook reads its certificate from in the certManager and secret modes. */}}
 {{- define "trainhook.tlsSecretName" -}}
 {{- if eq .Values.certificates.mode "certManager" }}
