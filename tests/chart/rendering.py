@@ -219,7 +219,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
             "mode": "secret",
             "secret": {"name": "trainhook-tls", "caBundle": CA_BUNDLE},
         },
-        "sweeper": {"watchNamespace": "ml"},
+        "namespaces": ["ml"],
         "webhook": {"lookup": False},
     },
     "single-replica": {

@@ -79,9 +79,7 @@ needs_sweep = pytest.mark.skipif(
 
 @needs_sweep
 def test_trainhook_sweep_accepts_the_sweeper_command_line() -> None:
-    rendered = render(
-        {"sweeper": {"watchNamespace": "ml", "resyncSeconds": 30, "logLevel": "debug"}}
-    )
+    rendered = render({"namespaces": ["ml"], "sweeper": {"resyncSeconds": 30, "logLevel": "debug"}})
     args = parse(rendered.container("Deployment", "trainhook-sweeper"))
     assert args.namespace == "ml"
     assert args.resync_seconds == 30

@@ -141,7 +141,7 @@ def test_webhook_runs_two_replicas_spread_over_nodes_with_a_disruption_budget() 
             "labelSelector": {"matchLabels": selector},
         }
     ]
-    budget = rendered.one("PodDisruptionBudget")["spec"]
+    budget = rendered.named("PodDisruptionBudget", "trainhook-webhook")["spec"]
     assert budget == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
     assert rendered.one("Service")["spec"]["selector"] == selector
     assert selector["app.kubernetes.io/component"] == "webhook"

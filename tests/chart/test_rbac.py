@@ -36,9 +36,13 @@ def bound_subjects(rendered: Rendered, binding_kind: str, role_kind: str, role: 
 LOOKUP = expand("apps", "statefulsets", "get list watch") | expand(
     "batch", "jobs", "get list watch"
 )
+# Only its own configuration, list and watch included (the watch selects it by metadata.name).
 SELF_CA_BUNDLE = expand(
-    "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get patch", "trainhook"
-) | expand("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list watch")
+    "admissionregistration.k8s.io",
+    "mutatingwebhookconfigurations",
+    "get list watch patch",
+    "trainhook",
+)
 SELF_SECRET = expand("", "secrets", "create") | expand(
     "", "secrets", "get update patch", "trainhook-webhook-tls"
 )
@@ -47,7 +51,7 @@ SWEEPER = (
     | expand("batch", "jobs", "get list watch patch delete")
     | expand("", "pods", "get list watch patch delete")
     | expand("", "services", "get list watch create patch delete")
-    | expand("", "secrets", "get list watch create delete")
+    | expand("", "secrets", "list watch create delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
     | expand("", "events", "create")
 )
@@ -110,14 +114,34 @@ def test_sweeper_holds_its_lease_only_in_the_release_namespace() -> None:
     assert bound_subjects(rendered, "RoleBinding", "Role", "trainhook-sweeper-lease") == subject
 
 
-def test_sweeper_watching_one_namespace_is_granted_its_permissions_only_there() -> None:
-    rendered = render({"sweeper": {"watchNamespace": "ml"}})
+def test_a_namespace_list_grants_the_sweeper_a_role_in_each_namespace_and_nothing_cluster_wide() -> (
+    None
+):
+    rendered = render({"namespaces": ["ml", "vision"]})
+    assert "trainhook-sweeper" not in rendered.names("ClusterRole")
     assert "trainhook-sweeper" not in rendered.names("ClusterRoleBinding")
-    binding = rendered.named("RoleBinding", "trainhook-sweeper")
-    assert binding["metadata"]["namespace"] == "ml"
-    assert binding["roleRef"]["kind"] == "ClusterRole"
+    roles = [r for r in rendered.of_kind("Role") if r["metadata"]["name"] == "trainhook-sweeper"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["ml", "vision"]
+    for role in roles:
+        assert grants(role) == SWEEPER
+    bindings = [
+        b for b in rendered.of_kind("RoleBinding") if b["metadata"]["name"] == "trainhook-sweeper"
+    ]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["ml", "vision"]
+    for binding in bindings:
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "trainhook-sweeper",
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "trainhook-sweeper", "namespace": "trainhook"}
+        ]
     args = rendered.container("Deployment", "trainhook-sweeper")["args"]
-    assert "--namespace=ml" in args
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=ml",
+        "--namespace=vision",
+    ]
 
 
 def test_a_disabled_sweeper_has_no_account_and_no_permissions() -> None:

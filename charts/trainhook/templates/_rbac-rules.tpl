@@ -6,8 +6,9 @@ calls; adjust here when a component starts or stops making a call.
 {{- /*
 Webhook, cluster-wide (ClusterRole).
 - Reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup).
-- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration
-  (get/patch by name; list/watch to follow it).
+- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration,
+  and only that one: get and patch by name, list and watch by name too (the watch selects it
+  with a metadata.name field selector, which is what lets RBAC limit list/watch to one name).
 */ -}}
 {{- define "trainhook.rules.webhookCluster" -}}
 {{- if .Values.webhook.lookup }}
@@ -22,10 +23,7 @@ Webhook, cluster-wide (ClusterRole).
 - apiGroups: [admissionregistration.k8s.io]
   resources: [mutatingwebhookconfigurations]
   resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
-  verbs: [get, patch]
-- apiGroups: [admissionregistration.k8s.io]
-  resources: [mutatingwebhookconfigurations]
-  verbs: [list, watch]
+  verbs: [get, list, watch, patch]
 {{- end }}
 {{- end }}
 
@@ -46,8 +44,8 @@ serving certificate. "create" cannot be limited to a name by RBAC; the rest is.
 {{- end }}
 
 {{- /*
-Sweeper, every watched namespace (a ClusterRole, bound cluster-wide, or only in
-sweeper.watchNamespace when that is set).
+Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in each of
+`namespaces` when that list is set).
 */ -}}
 {{- define "trainhook.rules.sweeperWatched" -}}
 # Labelled workloads: completion, failure, cleanup, scaling a finished StatefulSet to zero.
@@ -66,10 +64,13 @@ sweeper.watchNamespace when that is set).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
-# SSH keys of MPI jobs.
+# SSH keys of MPI jobs (the Secret <job>-ssh): created, followed and deleted when orphaned. The
+# sweeper lists and watches only Secrets labelled app.kubernetes.io/managed-by=trainhook and
+# never reads one by name, but RBAC cannot limit list/watch to a label: this grant lets its
+# token read every Secret of the watched namespaces (docs/install.md).
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch, create, delete]
+  verbs: [list, watch, create, delete]
 # Volcano gang scheduling.
 - apiGroups: [scheduling.volcano.sh]
   resources: [podgroups]
@@ -109,10 +110,21 @@ the webhook created (release namespace).
   verbs: [delete]
 {{- end }}
 
-{{- /* helm test: reading the CA bundle and service of the MutatingWebhookConfiguration. */ -}}
+{{- /* helm test: reading the CA bundle and service of the MutatingWebhookConfiguration... */ -}}
 {{- define "trainhook.rules.test" -}}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [mutatingwebhookconfigurations]
   resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
   verbs: [get]
+{{- end }}
+
+{{- /*
+...and, in the test namespace only, creating a Pod: the test sends every create with
+dryRun=All, so nothing is stored (RBAC cannot require the dry run; the grant lives only while
+`helm test` runs).
+*/ -}}
+{{- define "trainhook.rules.testNamespace" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create]
 {{- end }}
