@@ -4,8 +4,8 @@ emulator (kmock) and, for the test, a real `trainhook serve` over TLS."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import base64
+import copy
 import os
 import subprocess
 import sys

@@ -34,7 +34,10 @@ def test_with_cert_manager_the_scrape_verifies_the_certificate_with_its_ca() -> 
     assert endpoint["tlsConfig"] == {
         "serverName": "trainhook-webhook.trainhook.svc",
         "ca": {
-            "secret": {"name": rendered.named("Certificate", "trainhook-webhook")["spec"]["secretName"], "key": "ca.crt"}
+            "secret": {
+                "name": rendered.named("Certificate", "trainhook-webhook")["spec"]["secretName"],
+                "key": "ca.crt",
+            }
         },
     }
 

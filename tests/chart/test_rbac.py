@@ -114,7 +114,7 @@ def test_sweeper_holds_its_lease_only_in_the_release_namespace() -> None:
     assert bound_subjects(rendered, "RoleBinding", "Role", "trainhook-sweeper-lease") == subject
 
 
-def test_a_namespace_list_grants_the_sweeper_a_role_in_each_namespace_and_nothing_cluster_wide() -> (
+def test_a_namespace_list_grants_the_sweeper_a_role_per_namespace_and_nothing_cluster_wide() -> (
     None
 ):
     rendered = render({"namespaces": ["ml", "vision"]})
