@@ -79,9 +79,11 @@ needs_sweep = pytest.mark.skipif(
 
 @needs_sweep
 def test_trainhook_sweep_accepts_the_sweeper_command_line() -> None:
-    rendered = render({"namespaces": ["ml"], "sweeper": {"resyncSeconds": 30, "logLevel": "debug"}})
+    rendered = render(
+        {"namespaces": ["ml", "vision"], "sweeper": {"resyncSeconds": 30, "logLevel": "debug"}}
+    )
     args = parse(rendered.container("Deployment", "trainhook-sweeper"))
-    assert args.namespace == "ml"
+    assert args.namespaces == ["ml", "vision"]
     assert args.resync_seconds == 30
     assert (args.lease_name, args.lease_namespace) == ("trainhook-sweeper", "trainhook")
     assert args.identity == "trainhook-sweeper-5d9f-x2k"
@@ -90,4 +92,4 @@ def test_trainhook_sweep_accepts_the_sweeper_command_line() -> None:
 
 @needs_sweep
 def test_a_sweeper_watching_everything_passes_no_namespace() -> None:
-    assert parse(render().container("Deployment", "trainhook-sweeper")).namespace == ""
+    assert parse(render().container("Deployment", "trainhook-sweeper")).namespaces is None

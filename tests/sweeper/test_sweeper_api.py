@@ -214,7 +214,7 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     create_pytorch_job(kube, {})
     with sweeping(kube, backoff_base=0.1) as sweeper:
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
-        assert sweeper.sweeper.informers[PODS].lists >= 1
+        assert sweeper.sweeper.watches[(PODS, None)].lists >= 1
     posts = [
         (code, t)
         for method, path, code, t in emulator.emulator.log
@@ -235,7 +235,7 @@ def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator
     for resource in (STATEFULSETS, JOBS, PODS, SERVICES, SECRETS, PODGROUPS):
         emulator.emulator.gone(resource.plural)  # its first watch
     with sweeping(kube) as sweeper:
-        informers = sweeper.sweeper.informers.values()
+        informers = sweeper.sweeper.watches.values()
         eventually(lambda: all(i.lists >= 2 for i in informers), what="relist after 410 Gone")
         create_pytorch_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
@@ -319,3 +319,35 @@ def test_a_write_that_conflicts_is_decided_again_on_state_read_afresh(emulator, 
     ]
     assert fresh_reads  # the job's pods were read straight from the API, not from the cache
     assert sweeper.actions.count("patch StatefulSet ml/hvd-worker") == 1
+
+
+def create_single_worker_job(kube, namespace):
+    (workers,) = stamped(statefulset("solo", role="worker", job="solo", replicas=1))
+    workers["metadata"]["namespace"] = namespace
+    workers = kube.create(STATEFULSETS, namespace, workers)
+    single = pod(workers, 0)
+    single["metadata"]["namespace"] = namespace
+    kube.create(PODS, namespace, single)
+
+
+def test_a_sweeper_given_two_namespaces_serves_both_and_reads_nothing_outside_them(emulator, kube):
+    for namespace in ("ml", "vision", "research"):
+        create_single_worker_job(kube, namespace)
+    with sweeping(kube, namespaces=("ml", "vision")):
+        eventually(
+            lambda: (
+                [o["metadata"]["name"] for o in emulator.objects(SERVICES, "vision")] == ["solo"]
+            ),
+            what="Service in vision",
+        )
+        eventually(lambda: names(emulator, SERVICES) == ["solo"], what="Service in ml")
+    assert emulator.objects(SERVICES, "research") == []
+    reads = {path for method, path, _, _ in emulator.emulator.log if method == "GET"}
+    outside = {
+        path
+        for path in reads
+        if "/namespaces/ml/" not in path
+        and "/namespaces/vision/" not in path
+        and f"/namespaces/{LEASE_NAMESPACE}/leases" not in path
+    }
+    assert outside == set()

@@ -29,11 +29,21 @@ def _own_namespace() -> str:
         return "default"
 
 
+def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
+    """The --namespace flags (an empty one means every namespace), else the environment's."""
+    given = flags if flags is not None else [os.environ.get("TRAINHOOK_WATCH_NAMESPACE", "")]
+    names = (name.strip() for flag in given for name in flag.split(","))
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namespace",
-        default=os.environ.get("TRAINHOOK_WATCH_NAMESPACE", ""),
-        help="sweep only this namespace (env TRAINHOOK_WATCH_NAMESPACE; default: every namespace)",
+        action="append",
+        dest="namespaces",
+        default=None,
+        help="sweep only this namespace; repeat for several (env TRAINHOOK_WATCH_NAMESPACE, "
+        "a comma list; default: every namespace)",
     )
     parser.add_argument(
         "--resync-seconds",
@@ -72,7 +82,7 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
     duration: int = args.lease_duration_seconds
     return SweeperConfig(
         identity=args.identity,
-        namespace=args.namespace or None,
+        namespaces=_namespaces(args.namespaces),
         resync_seconds=args.resync_seconds,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace or _own_namespace(),

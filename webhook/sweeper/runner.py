@@ -47,7 +47,7 @@ CONFLICT_RETRIES = 3
 @dataclass(frozen=True)
 class SweeperConfig:
     identity: str
-    namespace: str | None = None  # None: every namespace
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
     resync_seconds: float = 60.0
     lease_name: str = "trainhook-sweeper"
     lease_namespace: str = "default"
@@ -97,11 +97,13 @@ class Sweeper:
         self.config = config
         self.clock = clock
         self.queue = WorkQueue()
-        self.informers: dict[Resource, Informer[JobKey]] = {
-            resource: Informer(
+        # One watch per resource and watched namespace (None: one watch of every namespace),
+        # so the sweeper needs permissions only in the namespaces it watches.
+        self.watches: dict[tuple[Resource, str | None], Informer[JobKey]] = {
+            (resource, namespace): Informer(
                 kube,
                 resource,
-                namespace=config.namespace,
+                namespace=namespace,
                 selector=selector,
                 index=partial(job_key, resource),
                 on_change=self._changed,
@@ -110,6 +112,7 @@ class Sweeper:
                 optional=resource == PODGROUPS,
             )
             for resource, selector in SELECTORS.items()
+            for namespace in (config.namespaces or (None,))
         }
         self.elector = LeaderElector(
             kube,
@@ -132,8 +135,12 @@ class Sweeper:
     def run(self, stop: threading.Event) -> None:
         """Sweep until `stop` is set; then hand the lease over and stop every thread."""
         threads = [
-            threading.Thread(target=informer.run, name=f"watch-{resource.plural}", daemon=True)
-            for resource, informer in self.informers.items()
+            threading.Thread(
+                target=informer.run,
+                name=f"watch-{resource.plural}" + (f"-{namespace}" if namespace else ""),
+                daemon=True,
+            )
+            for (resource, namespace), informer in self.watches.items()
         ]
         elector = threading.Thread(target=self.elector.run, name="lease", daemon=True)
         for thread in [*threads, elector]:
@@ -141,7 +148,12 @@ class Sweeper:
         log.info(
             "sweeper %s started, watching %s",
             self.config.identity,
-            f"namespace {self.config.namespace}" if self.config.namespace else "every namespace",
+            (
+                f"namespace{'s' if len(self.config.namespaces) > 1 else ''} "
+                + ", ".join(self.config.namespaces)
+                if self.config.namespaces
+                else "every namespace"
+            ),
         )
         leading = False
         try:
@@ -159,7 +171,7 @@ class Sweeper:
                     self.reconcile(due)
         finally:
             self.elector.stop()
-            for informer in self.informers.values():
+            for informer in self.watches.values():
                 informer.stop()
             elector.join(timeout=30)
             self.elector.release()  # only once no renewal can take the lease back
@@ -168,16 +180,23 @@ class Sweeper:
             log.info("sweeper %s stopped", self.config.identity)
 
     def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers.values())
+        return all(informer.synced.is_set() for informer in self.watches.values())
 
     def known_jobs(self) -> set[JobKey]:
         keys: set[JobKey] = set()
-        for informer in self.informers.values():
+        for informer in self.watches.values():
             keys |= informer.keys()
         return keys
 
+    def informer(self, resource: Resource, namespace: str) -> Informer[JobKey] | None:
+        """The watch that sees `resource` in `namespace`, if any does."""
+        return self.watches.get((resource, namespace)) or self.watches.get((resource, None))
+
     def cached_state(self, key: JobKey) -> JobState:
-        objects = {res: informer.objects_of(key) for res, informer in self.informers.items()}
+        objects: dict[Resource, list[dict[str, Any]]] = {}
+        for resource in SELECTORS:
+            informer = self.informer(resource, key[0])
+            objects[resource] = list(informer.objects_of(key)) if informer is not None else []
         return read_job_state(
             key[0],
             key[1],
@@ -217,7 +236,7 @@ class Sweeper:
     def _written(
         self, resource: Resource, namespace: str, name: str, obj: dict[str, Any] | None
     ) -> None:
-        informer = self.informers.get(resource)
+        informer = self.informer(resource, namespace)
         if informer is None:
             return
         if obj is None:
