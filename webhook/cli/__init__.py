@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from webhook import __version__
+
 # Each subcommand lives in its own module, exposing `add_arguments(parser)` and `run(args) -> int`.
 # Modules are imported only when their subcommand runs, so `render` never loads Flask or gunicorn.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainhook",
         description="Turn labelled StatefulSets, Indexed Jobs and Pods into training jobs.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"trainhook {__version__}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_module, summary) in COMMANDS.items():

@@ -7,6 +7,7 @@ samples to files there and `/metrics` sums them, whichever worker answers the sc
 from __future__ import annotations
 
 import os
+import platform
 from typing import Final
 
 from prometheus_client import (
@@ -20,6 +21,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from webhook import __version__
 from webhook.server.admission import Record
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
@@ -61,6 +63,14 @@ CERTIFICATE_EXPIRY = Gauge(
 )
 
 
+BUILD_INFO = Gauge(
+    "trainhook_build_info",
+    "Always 1; its labels say which Trainhook and Python answer.",
+    ["version", "python"],
+    multiprocess_mode="max",
+)
+
+
 def observe(record: Record, seconds: float) -> None:
     if record.result == "rejected":
         ERRORS.labels(record.error).inc()
@@ -74,6 +84,8 @@ def observe(record: Record, seconds: float) -> None:
 
 def exposition() -> tuple[bytes, str]:
     """The text a scrape of /metrics gets, and its content type."""
+    # Set by the process that answers (a gunicorn worker writes its own samples file).
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
