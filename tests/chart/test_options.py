@@ -77,7 +77,12 @@ def test_network_policy_admits_only_the_api_server_the_helm_test_and_listed_peer
     test_labels = rendered.named("Pod", "trainhook-test")["metadata"]["labels"]
     assert rule["from"][1]["podSelector"]["matchLabels"].items() <= test_labels.items()
     sweeper = rendered.named("NetworkPolicy", "trainhook-sweeper")["spec"]
-    assert sweeper["policyTypes"] == ["Ingress"] and "ingress" not in sweeper
+    assert sweeper["policyTypes"] == ["Ingress"]
+    assert sweeper["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 9090}], "from": [rule["from"][2]]}
+    ]
+    closed = render({"networkPolicy": {"enabled": True, "apiServer": rule["from"][:1]}})
+    assert "ingress" not in closed.named("NetworkPolicy", "trainhook-sweeper")["spec"]
     assert render().of_kind("NetworkPolicy") == []
 
 
@@ -176,3 +181,12 @@ def test_image_registry_prefixes_the_repository() -> None:
         render({"image": {"registry": ""}}).container("Deployment", "trainhook-webhook")["image"]
         == "trainhook/trainhook:0.1.0"
     )
+
+
+def test_sweeper_serves_metrics_on_its_port_unless_it_is_zero() -> None:
+    container = render().container("Deployment", "trainhook-sweeper")
+    assert "--metrics-bind=0.0.0.0:9090" in container["args"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+    off = render({"sweeper": {"metricsPort": 0}}).container("Deployment", "trainhook-sweeper")
+    assert "ports" not in off
+    assert not [a for a in off["args"] if a.startswith("--metrics-bind")]

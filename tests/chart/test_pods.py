@@ -217,6 +217,7 @@ def test_webhook_and_sweeper_learn_their_namespace_and_name_from_the_downward_ap
         "--lease-namespace=$(TRAINHOOK_NAMESPACE)",
         "--identity=$(POD_NAME)",
         "--log-level=info",
+        "--metrics-bind=0.0.0.0:9090",
     ]
 
 

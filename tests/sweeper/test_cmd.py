@@ -76,6 +76,7 @@ def test_namespace_repeats_for_several_namespaces_and_the_environment_takes_a_co
         ("--resync-seconds=0", "invalid value '0': a number of seconds above 0"),
         ("--lease-duration-seconds=1.5", "invalid value '1.5': a whole number of seconds >= 1"),
         ("--log-level=loud", "invalid value 'loud': one of debug, info, warning, error"),
+        ("--metrics-bind=9090", "invalid value '9090': HOST:PORT, e.g. 0.0.0.0:9090"),
     ],
 )
 def test_a_bad_flag_is_refused_with_what_is_allowed(flag, message, capsys):

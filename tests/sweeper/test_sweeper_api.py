@@ -351,3 +351,35 @@ def test_a_sweeper_given_two_namespaces_serves_both_and_reads_nothing_outside_th
         and f"/namespaces/{LEASE_NAMESPACE}/leases" not in path
     }
     assert outside == set()
+
+
+def test_the_sweeper_process_serves_its_build_and_whether_it_leads_as_metrics(emulator, tmp_path):
+    import platform
+    import socket
+    import urllib.request
+
+    from webhook import __version__
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    log = tmp_path / "sweeper.log"
+    process = SweeperProcess(kubeconfig, "sweeper-0", log, f"--metrics-bind=127.0.0.1:{port}")
+    try:
+
+        def leading() -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as got:
+                    text = got.read().decode()
+            except OSError:
+                return None  # not listening yet
+            return text if "trainhook_sweeper_leader 1.0" in text.splitlines() else None
+
+        text = eventually(leading, what="leader metric", timeout=20)
+    finally:
+        assert process.terminate() == 0
+    build = (
+        f'trainhook_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0'
+    )
+    assert build in text.splitlines()

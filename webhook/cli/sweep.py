@@ -15,6 +15,7 @@ from typing import Any
 from webhook.cli.validators import log_level, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.server.logs import logging_config
+from webhook.sweeper.metrics import SweeperMetrics
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -34,6 +35,13 @@ def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
     given = flags if flags is not None else [os.environ.get("TRAINHOOK_WATCH_NAMESPACE", "")]
     names = (name.strip() for flag in given for name in flag.split(","))
     return tuple(dict.fromkeys(name for name in names if name))
+
+
+def _bind(text: str) -> str:
+    _host, colon, port = text.rpartition(":")
+    if text and (not colon or not port.isdigit() or int(port) > 65535):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: HOST:PORT, e.g. 0.0.0.0:9090")
+    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a silent leader keeps the lease before another replica takes over",
     )
     parser.add_argument(
+        "--metrics-bind",
+        type=_bind,
+        default=_bind(os.environ.get("TRAINHOOK_METRICS_BIND", "")),
+        help="serve Prometheus metrics over HTTP on HOST:PORT (env TRAINHOOK_METRICS_BIND; "
+        "default: none)",
+    )
+    parser.add_argument(
         "--log-level",
         type=log_level,
         default=log_level(os.environ.get("TRAINHOOK_LOG_LEVEL", "info")),
@@ -106,5 +121,18 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    Sweeper(kube, config_from(args)).run(stop)
+    sweeper = Sweeper(kube, config_from(args))
+    metrics = SweeperMetrics(sweeper.elector.is_leader)
+    if args.metrics_bind:
+        try:
+            host, port = metrics.serve(args.metrics_bind)
+        except OSError as error:
+            print(f"trainhook sweep: cannot serve metrics on {args.metrics_bind}: {error}",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        logging.getLogger("trainhook.sweeper").info("metrics at http://%s:%d/metrics", host, port)
+    try:
+        sweeper.run(stop)
+    finally:
+        metrics.stop()
     return 0
