@@ -208,7 +208,9 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
         by_job[(pod.pod["metadata"]["namespace"], pod.job)].append(pod)
     for (namespace, job), members in by_job.items():
         framework = members[0].framework
-        header = ["POD", "ROLE", "INDEX", "RANK", *framework.key_vars]
+        # POD_RANK is the pod's place in the job (the trainhook.io/rank label); the framework's
+        # own variables follow under their env names (PyTorch's RANK counts processes).
+        header = ["POD", "ROLE", "INDEX", "POD_RANK", *framework.key_vars]
         rows = [
             [p.name, p.role, str(p.index), str(p.rank)]
             + [
