@@ -8,13 +8,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tests.support.emulator import kubeconfig
+from tests.support.stored import pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.describe import JobObjects, describe
 
-from .live import write_kubeconfig
-from .objects import pod, stamped, statefulset
 from .test_status import use_kubeconfig
 
 NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
@@ -116,7 +116,7 @@ def test_a_failed_job_names_the_recorded_reason_before_the_containers_exit() -> 
 def test_trainhook_describe_reads_the_cluster_and_says_when_a_job_is_missing(
     emulator, kube, tmp_path, monkeypatch, capsys
 ) -> None:
-    use_kubeconfig(monkeypatch, write_kubeconfig(tmp_path / "config", emulator.url))
+    use_kubeconfig(monkeypatch, kubeconfig(tmp_path / "config", emulator.url))
     workloads, pods = failing_pytorch()
     for workload in workloads:
         created = kube.create(STATEFULSETS, "ml", workload)

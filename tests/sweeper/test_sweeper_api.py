@@ -363,9 +363,9 @@ def test_the_sweeper_process_serves_its_build_and_whether_it_leads_as_metrics(em
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    config = kubeconfig(tmp_path / "kubeconfig", emulator.url)
     log = tmp_path / "sweeper.log"
-    process = SweeperProcess(kubeconfig, "sweeper-0", log, f"--metrics-bind=127.0.0.1:{port}")
+    process = SweeperProcess(config, "sweeper-0", log, f"--metrics-bind=127.0.0.1:{port}")
     try:
 
         def leading() -> str | None:
