@@ -175,3 +175,26 @@ def test_no_role_anywhere_uses_wildcards_or_escalation_verbs() -> None:
                 assert "*" not in (group, resource, verb), where
                 assert verb not in ("escalate", "bind", "impersonate"), where
                 assert resource not in ("clusterroles", "roles", "nodes"), where
+
+
+def test_a_namespace_list_confines_the_webhooks_lookup_to_roles_in_those_namespaces() -> None:
+    rendered = render({"namespaces": ["ml", "vision"]})
+    # Cluster-wide, only its own configuration (self mode) is left.
+    assert grants(rendered.named("ClusterRole", "trainhook-webhook")) == SELF_CA_BUNDLE
+    lookup_roles = {
+        r["metadata"]["namespace"]: grants(r)
+        for r in rendered.of_kind("Role")
+        if r["metadata"]["name"] == "trainhook-webhook"
+        and r["metadata"]["namespace"] != "trainhook"
+    }
+    assert lookup_roles == {"ml": LOOKUP, "vision": LOOKUP}
+    args = rendered.container("Deployment", "trainhook-webhook")["args"]
+    assert [a for a in args if a.startswith("--lookup-namespace")] == [
+        "--lookup-namespace=ml",
+        "--lookup-namespace=vision",
+    ]
+    no_lookup = render({"namespaces": ["ml"], "webhook": {"lookup": False}})
+    assert not [
+        r for r in no_lookup.of_kind("Role") if r["metadata"].get("namespace") == "ml"
+        and r["metadata"]["name"] == "trainhook-webhook"
+    ]  # fmt: skip

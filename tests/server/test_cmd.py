@@ -50,6 +50,7 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "cluster_domain": "",
         "log_level": "info",
         "lookup": True,
+        "lookup_namespaces": None,
         "cert_mode": "files",
         "cert_secret": "",
         "webhook_config": "",
@@ -72,12 +73,26 @@ def test_every_setting_comes_from_its_environment_variable(
         "cluster_domain": "cluster.local",
         "log_level": "warning",
         "lookup": False,
+        "lookup_namespaces": None,  # read from TRAINHOOK_LOOKUP_NAMESPACES when run
         "cert_mode": "self",
         "cert_secret": "trainhook-ca",
         "webhook_config": "trainhook",
         "service": "trainhook-webhook",
         "namespace": "trainhook",
     }
+
+
+def test_lookup_namespaces_repeat_or_come_as_a_comma_list(
+    clean_environment: pytest.MonkeyPatch,
+) -> None:
+    from webhook.cli.serve import _namespaces
+
+    flags = parse("--lookup-namespace=ml", "--lookup-namespace=vision")
+    assert _namespaces(flags.lookup_namespaces) == ("ml", "vision")
+    clean_environment.setenv("TRAINHOOK_LOOKUP_NAMESPACES", "ml, vision")
+    assert _namespaces(parse().lookup_namespaces) == ("ml", "vision")
+    clean_environment.delenv("TRAINHOOK_LOOKUP_NAMESPACES")
+    assert _namespaces(parse().lookup_namespaces) == ()
 
 
 def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.MonkeyPatch) -> None:

@@ -41,6 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=boolean_env("serve", "TRAINHOOK_LOOKUP", default=True),
         help="read sibling workloads of multi-role jobs from the API server [TRAINHOOK_LOOKUP]",
     )
+    parser.add_argument(
+        "--lookup-namespace",
+        action="append",
+        dest="lookup_namespaces",
+        default=None,
+        help="read siblings only in this namespace; repeat for several (env "
+        "TRAINHOOK_LOOKUP_NAMESPACES, a comma list; default: every namespace)",
+    )
     option(
         "--cert-mode",
         "TRAINHOOK_CERT_MODE",
@@ -60,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
 
 
+def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
+    """The --lookup-namespace flags, else the environment's comma list; empty: every one."""
+    given = flags if flags is not None else [os.environ.get("TRAINHOOK_LOOKUP_NAMESPACES", "")]
+    names = (name.strip() for flag in given for name in flag.split(","))
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
 def run(args: argparse.Namespace) -> int:
     from webhook.server.launch import ServeSettings, serve
 
@@ -77,5 +92,6 @@ def run(args: argparse.Namespace) -> int:
             webhook_config=args.webhook_config,
             service=args.service,
             namespace=args.namespace,
+            lookup_namespaces=_namespaces(args.lookup_namespaces),
         )
     )

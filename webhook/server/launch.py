@@ -32,6 +32,7 @@ class ServeSettings:
     webhook_config: str
     service: str
     namespace: str
+    lookup_namespaces: tuple[str, ...] = ()  # empty: every namespace
 
 
 def serve(settings: ServeSettings) -> int:
@@ -120,7 +121,7 @@ def build_app(settings: ServeSettings) -> Flask:
         from webhook.kube.lookup import start_sibling_cache
 
         # Each worker watches for itself: the watch threads would not survive the fork.
-        cache = lookup = start_sibling_cache()
+        cache = lookup = start_sibling_cache(namespaces=settings.lookup_namespaces)
 
         def cache_synced() -> str | None:
             return None if cache.synced() else "the sibling cache has not synced yet"

@@ -4,13 +4,11 @@ calls; adjust here when a component starts or stops making a call.
 */ -}}
 
 {{- /*
-Webhook, cluster-wide (ClusterRole).
-- Reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup).
-- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration,
-  and only that one: get and patch by name, list and watch by name too (the watch selects it
-  with a metadata.name field selector, which is what lets RBAC limit list/watch to one name).
+Webhook: reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup),
+cluster-wide (ClusterRole), or in each of `namespaces` (a Role there; the webhook then lists and
+watches each namespace separately).
 */ -}}
-{{- define "trainhook.rules.webhookCluster" -}}
+{{- define "trainhook.rules.webhookLookup" -}}
 {{- if .Values.webhook.lookup }}
 - apiGroups: [apps]
   resources: [statefulsets]
@@ -18,6 +16,19 @@ Webhook, cluster-wide (ClusterRole).
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch]
+{{- end }}
+{{- end }}
+
+{{- /*
+Webhook, cluster-wide (ClusterRole).
+- The lookup above, when no namespace list is set.
+- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration,
+  and only that one: get and patch by name, list and watch by name too (the watch selects it
+  with a metadata.name field selector, which is what lets RBAC limit list/watch to one name).
+*/ -}}
+{{- define "trainhook.rules.webhookCluster" -}}
+{{- if not .Values.namespaces }}
+{{- include "trainhook.rules.webhookLookup" . }}
 {{- end }}
 {{- if eq .Values.certificates.mode "self" }}
 - apiGroups: [admissionregistration.k8s.io]
