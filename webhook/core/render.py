@@ -118,6 +118,10 @@ def render_all(
                 mutated_pods[key].append(pod.pod)
             if found:
                 members[(namespace, found[0].job)].append((what, settings))
+    # A job's pods in rank order, whatever order its workloads come in (a Job is best listed
+    # last: its template cannot be re-stamped once it has started); jobs in order of appearance.
+    first_seen = {key: i for i, key in enumerate(mutated_pods)}
+    pods.sort(key=lambda pod: (first_seen[(_namespace(pod.pod), pod.job)], pod.rank))
     podgroups = []
     for (namespace, job), pods_of_job in mutated_pods.items():
         with _blame(*first_of[(namespace, job)]):
