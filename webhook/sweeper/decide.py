@@ -187,7 +187,13 @@ def gang_of(state: JobState) -> Gang | None:
     return job_gang(state.job, members)
 
 
-def podgroup_spec(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
+def podgroup_spec(state: JobState) -> dict[str, Any] | None:
+    """The spec of the job's PodGroup; None when the job has none."""
+    found = podgroup_of(state)
+    return found[1] if found else None
+
+
+def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
     """The job's PodGroup, of whichever scheduler it names: its pods, their summed requests."""
     gang = gang_of(state)
     if gang is None:
@@ -208,7 +214,7 @@ def _podgroups(state: JobState) -> dict[Resource, Owned | None]:
 
 
 def _podgroup(state: JobState) -> Iterable[Action]:
-    found = podgroup_spec(state)
+    found = podgroup_of(state)
     wanted = found[0] if found else None
     for resource, existing in _podgroups(state).items():
         if resource != wanted and existing is not None and existing.managed:
