@@ -101,6 +101,11 @@ def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.Mon
             "argument --log-level: invalid value 'loud': one of debug, info, warning, error",
         ),
         (
+            ["--coscheduling-scheduler-name=Coscheduler_1"],
+            "argument --coscheduling-scheduler-name: invalid value 'Coscheduler_1': a scheduler "
+            "name (a DNS-1123 subdomain, e.g. scheduler-plugins-scheduler)",
+        ),
+        (
             ["--cert-mode=vault"],
             "argument --cert-mode: invalid choice: 'vault' (choose from 'files', 'self')",
         ),

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from webhook.cli.validators import scheduler_name
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.render import RenderError, render_all, table
 
@@ -33,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--coscheduling-scheduler-name",
         default=DEFAULT_COSCHEDULING_SCHEDULER,
+        type=scheduler_name,
         help="schedulerName of coscheduling jobs' pods, as the webhook "
         f"(default {DEFAULT_COSCHEDULING_SCHEDULER})",
     )

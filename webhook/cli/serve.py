@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import Any
 
-from webhook.cli.validators import boolean_env, log_level, positive_int
+from webhook.cli.validators import boolean_env, log_level, positive_int, scheduler_name
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 
 
@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "TRAINHOOK_COSCHEDULING_SCHEDULER_NAME",
         DEFAULT_COSCHEDULING_SCHEDULER,
         "schedulerName given to pods of jobs with trainhook.io/scheduler: coscheduling",
+        type=scheduler_name,
     )
     option(
         "--log-level",
