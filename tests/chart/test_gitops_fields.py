@@ -163,10 +163,15 @@ def sweeper_changes(
     """(kind, field) for every field the sweeper's merge patches write on the job's objects."""
     job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
     return {
-        (patch.resource.kind, field)
+        (patch.resource.kind, whole_map(field))
         for patch in of_type(decision(job, workloads, pods, **owned).actions, Patch)
         for field in changed_fields({}, patch.patch)
     }
+
+
+def whole_map(field: str) -> str:
+    """A PodGroup's minResources is one field: its keys are whatever resources the job asks for."""
+    return "spec.minResources" if field.startswith("spec.minResources") else field
 
 
 def pytorch(replicas: int = 2, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -208,6 +213,7 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         "pt-master", role="master", job="pt", annotations=gang, priority_class="hi"
     )
     workers = statefulset("pt-worker", role="worker", job="pt", annotations=gang)
+    workers["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     # A Service and PodGroup the sweeper created, since changed by someone: it puts them back.
     kept = sweeper_changes(
         stamped(master, workers),
@@ -215,7 +221,13 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         services=[owned("Service", "pt", job="pt")],
         podgroups=[owned("PodGroup", "pt", job="pt")],
     )
-    changes = finished | restamped | suspended | never_started | kept
+    cosched = {contract.SCHEDULER: "coscheduling", contract.SCHEDULE_TIMEOUT_SECONDS: "60"}
+    timed = sweeper_changes(
+        pytorch(annotations=cosched),
+        [],
+        coscheduling_podgroups=[owned("PodGroup", "pt", job="pt")],
+    )
+    changes = finished | restamped | suspended | never_started | kept | timed
     assert changes == documented("sweeper")
 
 

@@ -181,17 +181,23 @@ def test_webhook_serves_probes_and_the_service_on_its_https_port() -> None:
 def test_webhook_command_line_follows_the_values() -> None:
     rendered = render(
         {
-            "webhook": {"workers": 4, "logLevel": "debug", "lookup": False},
+            "webhook": {
+                "workers": 4,
+                "logLevel": "debug",
+                "lookup": False,
+                "coschedulingSchedulerName": "coscheduler",
+            },
             "clusterDomain": "cluster.local",
         }
     )
-    assert rendered.container("Deployment", "trainhook-webhook")["args"][:7] == [
+    assert rendered.container("Deployment", "trainhook-webhook")["args"][:8] == [
         "serve",
         "--bind=0.0.0.0:8443",
         "--workers=4",
         "--log-level=debug",
         "--no-lookup",
         "--cluster-domain=cluster.local",
+        "--coscheduling-scheduler-name=coscheduler",
         "--namespace=$(TRAINHOOK_NAMESPACE)",
     ]
 

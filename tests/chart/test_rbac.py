@@ -53,6 +53,7 @@ SWEEPER = (
     | expand("", "services", "get list watch create patch delete")
     | expand("", "secrets", "list watch create delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
+    | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
     | expand("", "events", "create")
 )
 LEASE = expand("coordination.k8s.io", "leases", "create") | expand(

@@ -18,6 +18,7 @@ ENVIRONMENT = {
     "TRAINHOOK_KEY_FILE": "/tls/tls.key",
     "TRAINHOOK_WORKERS": "4",
     "TRAINHOOK_CLUSTER_DOMAIN": "cluster.local",
+    "TRAINHOOK_COSCHEDULING_SCHEDULER_NAME": "scheduler-plugins-scheduler-v2",
     "TRAINHOOK_LOG_LEVEL": "WARNING",
     "TRAINHOOK_LOOKUP": "false",
     "TRAINHOOK_CERT_MODE": "self",
@@ -48,6 +49,7 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "key_file": "certs/tls.key",
         "workers": 2,
         "cluster_domain": "",
+        "coscheduling_scheduler_name": "scheduler-plugins-scheduler",
         "log_level": "info",
         "lookup": True,
         "lookup_namespaces": None,
@@ -71,6 +73,7 @@ def test_every_setting_comes_from_its_environment_variable(
         "key_file": "/tls/tls.key",
         "workers": 4,
         "cluster_domain": "cluster.local",
+        "coscheduling_scheduler_name": "scheduler-plugins-scheduler-v2",
         "log_level": "warning",
         "lookup": False,
         "lookup_namespaces": None,  # read from TRAINHOOK_LOOKUP_NAMESPACES when run
@@ -111,6 +114,11 @@ def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.Mon
         (
             ["--log-level=loud"],
             "argument --log-level: invalid value 'loud': one of debug, info, warning, error",
+        ),
+        (
+            ["--coscheduling-scheduler-name=Coscheduler_1"],
+            "argument --coscheduling-scheduler-name: invalid value 'Coscheduler_1': a scheduler "
+            "name (a DNS-1123 subdomain, e.g. scheduler-plugins-scheduler)",
         ),
         (
             ["--cert-mode=vault"],

@@ -13,6 +13,7 @@ from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
     LEASES,
@@ -134,6 +135,37 @@ def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emula
             what="job deleted after its TTL",
         )
     assert "create Service ml/hvd" in sweeper.actions
+
+
+def test_a_coscheduling_job_gets_its_podgroup_and_loses_it_once_it_is_done(emulator, kube):
+    settings = {contract.SCHEDULER: "coscheduling", contract.SCHEDULE_TIMEOUT_SECONDS: "120"}
+    with sweeping(kube):
+        _, _, pods = create_mpi_job(kube, settings)
+        eventually(
+            lambda: names(emulator, COSCHEDULING_PODGROUPS) == ["hvd"],
+            what="scheduler-plugins PodGroup",
+        )
+        (group,) = emulator.objects(COSCHEDULING_PODGROUPS, "ml")
+        assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+        assert group["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 120}
+        assert names(emulator, PODGROUPS) == []
+
+        succeed(kube, pods[0])
+        eventually(
+            lambda: annotations(emulator, JOBS, "hvd-launcher").get(contract.PHASE) == "Succeeded",
+            what="phase recorded",
+        )
+        # The workers still run (until their StatefulSet, scaled to 0, removes them): the gang
+        # keeps its PodGroup meanwhile.
+        assert names(emulator, COSCHEDULING_PODGROUPS) == ["hvd"]
+        for worker in pods[1:]:
+            kube.delete(PODS, "ml", worker["metadata"]["name"], {})
+        eventually(
+            lambda: not names(emulator, COSCHEDULING_PODGROUPS),
+            what="PodGroup released once no pod of the finished job runs",
+        )
+        assert names(emulator, JOBS) == ["hvd-launcher"]
+        assert names(emulator, STATEFULSETS) == ["hvd-worker"]
 
 
 def create_pytorch_job(kube, settings):

@@ -9,7 +9,8 @@ import argparse
 import os
 from typing import Any
 
-from webhook.cli.validators import boolean_env, log_level, positive_int
+from webhook.cli.validators import boolean_env, log_level, positive_int, scheduler_name
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "TRAINHOOK_CLUSTER_DOMAIN",
         "",
         "append .svc.DOMAIN to pod host names (e.g. cluster.local)",
+    )
+    option(
+        "--coscheduling-scheduler-name",
+        "TRAINHOOK_COSCHEDULING_SCHEDULER_NAME",
+        DEFAULT_COSCHEDULING_SCHEDULER,
+        "schedulerName given to pods of jobs with trainhook.io/scheduler: coscheduling",
+        type=scheduler_name,
     )
     option(
         "--log-level",
@@ -85,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             key_file=args.key_file,
             workers=int(args.workers),
             cluster_domain=args.cluster_domain,
+            coscheduling_scheduler=args.coscheduling_scheduler_name,
             log_level=args.log_level,
             lookup=args.lookup,
             cert_mode=args.cert_mode,

@@ -11,6 +11,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def positive_int(value: str) -> int:
@@ -61,6 +62,16 @@ def dns_label(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a DNS label: lower-case letters, digits and '-', "
             "at most 63, starting and ending with a letter or digit"
+        )
+    return value
+
+
+def scheduler_name(value: str) -> str:
+    """A pod's schedulerName: Kubernetes requires a DNS-1123 subdomain."""
+    if not DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: a scheduler name (a DNS-1123 subdomain, e.g. "
+            "scheduler-plugins-scheduler)"
         )
     return value
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
 from webhook.core.workload import job_of
@@ -36,6 +37,7 @@ def admit(
     siblings: Sequence[Mapping[str, Any]] = (),
     owner: Mapping[str, Any] | None = None,
     cluster_domain: str = "",
+    coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
 ) -> Outcome | None:
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
@@ -45,7 +47,12 @@ def admit(
         return None
     if kind == "Pod":
         pod = mutate_pod(
-            obj, namespace, owner=owner, siblings=siblings, cluster_domain=cluster_domain
+            obj,
+            namespace,
+            owner=owner,
+            siblings=siblings,
+            cluster_domain=cluster_domain,
+            coscheduling_scheduler=coscheduling_scheduler,
         )
         return Outcome(diff(obj, pod.pod), pod.warnings)
     workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain)

@@ -20,13 +20,14 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
-SCHEDULERS = ("volcano",)
+SCHEDULERS = ("volcano", "coscheduling", "kueue")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never")
 BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Settings:
     nproc_per_node: int | None = None
     elastic: tuple[int, int] | None = None
     queue: str = DEFAULT_QUEUE
+    schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
     success_policy: str | None = None
     clean_pod_policy: str | None = None
@@ -67,6 +69,7 @@ SETTING_KEYS = (
     contract.NPROC_PER_NODE,
     contract.ELASTIC,
     contract.QUEUE,
+    contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
     contract.SUCCESS_POLICY,
     contract.CLEAN_POD_POLICY,
@@ -111,6 +114,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ),
         elastic=elastic,
         queue=_queue(get(contract.QUEUE)),
+        schedule_timeout_seconds=_integer(
+            contract.SCHEDULE_TIMEOUT_SECONDS,
+            get(contract.SCHEDULE_TIMEOUT_SECONDS),
+            1,
+            INT32_MAX,
+            f"a whole number of seconds from 1 to {INT32_MAX}",
+        ),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
         == "true",
         success_policy=_choice(
@@ -205,5 +215,7 @@ def _queue(value: str | None) -> str:
     if value is None:
         return DEFAULT_QUEUE
     if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
-        raise InvalidSetting(contract.QUEUE, value, "a Volcano queue name (a DNS-1123 label)")
+        raise InvalidSetting(
+            contract.QUEUE, value, "a Volcano queue or Kueue LocalQueue name (a DNS-1123 label)"
+        )
     return value

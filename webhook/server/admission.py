@@ -16,6 +16,7 @@ from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
 from webhook.core.admit import HANDLED, admit, owner_to_resolve
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import TrainhookError
 from webhook.core.workload import job_of
 from webhook.server.reviews import (
@@ -53,6 +54,7 @@ class Context:
     """What every admission shares: the server's settings and its view of the cluster."""
 
     cluster_domain: str = ""
+    coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER
     lookup: Lookup | None = None
 
 
@@ -251,6 +253,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             siblings=siblings,
             owner=owner,
             cluster_domain=context.cluster_domain,
+            coscheduling_scheduler=context.coscheduling_scheduler,
         )
     except TrainhookError as error:
         message = str(error)

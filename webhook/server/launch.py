@@ -25,6 +25,7 @@ class ServeSettings:
     key_file: str
     workers: int
     cluster_domain: str
+    coscheduling_scheduler: str
     log_level: str
     lookup: bool
     cert_mode: str
@@ -127,7 +128,11 @@ def build_app(settings: ServeSettings) -> Flask:
             return None if cache.synced() else "the sibling cache has not synced yet"
 
         checks.append(cache_synced)
-    context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
+    context = Context(
+        cluster_domain=settings.cluster_domain,
+        coscheduling_scheduler=settings.coscheduling_scheduler,
+        lookup=lookup,
+    )
     return create_app(context, tuple(checks))
 
 

@@ -150,7 +150,9 @@ def failure(state: JobState) -> Verdict | None:
             return Verdict(
                 FAILED, "JobFailed", f"Job {workload.name} failed: {workload.job_status.failed}"
             )
-    live = [pod for pod in state.pods if not pod.terminating]
+    # A pod evicted, preempted or stopped by Kueue did not fail: its job restarts (Kueue requeues
+    # the whole pod group, the controllers recreate the pods), it is not failed.
+    live = [pod for pod in state.pods if not pod.terminating and not pod.disrupted]
     for pod in live:
         if pod.owner_kind == "Pod" and pod.phase == "Failed":
             return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")

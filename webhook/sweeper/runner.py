@@ -14,6 +14,7 @@ from webhook.core import contract
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
     JOBS,
     MANAGED_BY,
     MANAGER,
@@ -40,7 +41,10 @@ SELECTORS: dict[Resource, str] = {
     SERVICES: OWNED_SELECTOR,
     SECRETS: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
+    COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
 }
+# Served only where Volcano or scheduler-plugins is installed.
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
 CONFLICT_RETRIES = 3
 
 
@@ -69,7 +73,7 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
         try:
             items, _ = kube.list(resource, namespace, selector)
         except ApiError as error:
-            if resource == PODGROUPS and error.status == 404:
+            if resource in OPTIONAL and error.status == 404:
                 items = []
             else:
                 raise
@@ -81,6 +85,7 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
         pods=found[PODS],
         services=found[SERVICES],
         podgroups=found[PODGROUPS],
+        coscheduling_podgroups=found[COSCHEDULING_PODGROUPS],
         secrets=found[SECRETS],
     )
 
@@ -109,7 +114,7 @@ class Sweeper:
                 on_change=self._changed,
                 resync_seconds=config.resync_seconds,
                 backoff_base=config.backoff_base,
-                optional=resource == PODGROUPS,
+                optional=resource in OPTIONAL,
             )
             for resource, selector in SELECTORS.items()
             for namespace in (config.namespaces or (None,))
@@ -204,6 +209,7 @@ class Sweeper:
             pods=objects[PODS],
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
+            coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
             secrets=objects[SECRETS],
         )
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
+from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.pods import identify, training_container
+from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import Settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.kube.resources import (
@@ -66,6 +68,9 @@ class PodView:
     topology: str | None
     training: Training | None
     terminating: bool
+    # Stopped from outside, not by its training: evicted or preempted (DisruptionTarget), or
+    # stopped by Kueue (TerminationTarget) when it preempts or evicts the job's pod group.
+    disrupted: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class WorkloadView:
     priority_class: str | None
     created: datetime | None
     job_status: JobStatus | None = None
+    pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
 
     @property
     def kind(self) -> str:
@@ -167,7 +173,8 @@ class JobState:
     workloads: tuple[WorkloadView, ...]  # in the framework's role order
     pods: tuple[PodView, ...]
     service: Owned | None = None
-    podgroup: Owned | None = None
+    podgroup: Owned | None = None  # Volcano's
+    coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
 
@@ -243,6 +250,7 @@ def read_job_state(
     pods: Iterable[Mapping[str, Any]] = (),
     services: Iterable[Mapping[str, Any]] = (),
     podgroups: Iterable[Mapping[str, Any]] = (),
+    coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
     secrets: Iterable[Mapping[str, Any]] = (),
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
@@ -279,6 +287,7 @@ def read_job_state(
         pods=tuple(pod_views),
         service=_owned(services, job),
         podgroup=_owned(podgroups, job),
+        coscheduling_podgroup=_owned(coscheduling_podgroups, job),
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
     )
@@ -311,6 +320,11 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         stamp={key: stamped[key] for key in STAMP_KEYS if key in stamped},
         annotations=dict(annotations_of(obj)),
         priority_class=pod_spec.get("priorityClassName"),
+        pod_requests=(
+            pod_requests(pod_spec)
+            if workload.kind == "Pod"  # a bare pod is mutated already: GPUs and all
+            else template_requests(pod_spec, workload.settings, workload.framework.container)
+        ),
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
     )
@@ -394,6 +408,11 @@ def _read_pod(
         topology=annotations.get(contract.TOPOLOGY),
         training=_training(pod, framework),
         terminating=bool(metadata.get("deletionTimestamp")),
+        disrupted=any(
+            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+            and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ),
     )
 
 

@@ -82,8 +82,9 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [""]
   resources: [secrets]
   verbs: [list, watch, create, delete]
-# Volcano gang scheduling.
-- apiGroups: [scheduling.volcano.sh]
+# Gang scheduling: the PodGroup of each job, for Volcano and for scheduler-plugins'
+# coscheduling (Kueue's pod groups are labels on the pods and need nothing more).
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, patch, delete]
 # Events that explain what the sweeper did.
