@@ -123,9 +123,12 @@ def rejected(bad: BadRequest, record: Record | None = None) -> Answer:
 
 _REASONS: Final = {
     400: "BadRequest",
+    408: "Timeout",
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
+    431: "RequestHeaderFieldsTooLarge",
+    503: "ServiceUnavailable",
 }
 
 
