@@ -206,8 +206,8 @@ def test_chunked_body_within_the_limit_is_admitted(webhook: Webhook) -> None:
         (
             head("POST /mutate HTTP/1.1", Transfer_Encoding="chunked") + b"zz\r\n{}\r\n0\r\n\r\n",
             400,
-            "malformed chunked request body: chunk size 'zz' is not a hexadecimal number of 1 "
-            "to 8 digits",
+            "malformed chunked request body: chunk size 'zz' is not a hexadecimal number of 1 to 8 "
+            "digits",
         ),
         (
             head("POST /mutate HTTP/1.1", Transfer_Encoding="chunked") + b"2\r\n{}XX0\r\n\r\n",
@@ -217,25 +217,33 @@ def test_chunked_body_within_the_limit_is_admitted(webhook: Webhook) -> None:
         (
             head("GET /" + "a" * 9000 + " HTTP/1.1"),
             414,
-            "malformed HTTP request: ",
+            "malformed HTTP request: Request Line is too large (9014 > 8190)",
         ),
         (
             head("GET /healthz HTTP/1.1", X_Big="b" * 9000),
             431,
-            "malformed HTTP request: ",
+            "malformed HTTP request: limit request headers fields size",
         ),
         (
             head("GET /healthz HTTP/1.1", **{f"X_{n}": "v" for n in range(120)}),
             431,
-            "malformed HTTP request: ",
+            "malformed HTTP request: limit request headers fields",
         ),
-        (b"NOT HTTP AT ALL\r\n\r\n", 400, "malformed HTTP request: "),
+        (
+            b"NOT HTTP AT ALL\r\n\r\n",
+            400,
+            "malformed HTTP request: Invalid HTTP request line: 'NOT HTTP AT ALL'",
+        ),
         (
             head("POST /mutate HTTP/1.1", Content_Length=str(MAX_BODY_BYTES * 4)),
             413,
             f"request body is {MAX_BODY_BYTES * 4} bytes; the limit is 3 MiB",
         ),
-        (b"GET /healthz HTTP/1.1\r\n" + b"X: " + b"y" * 70000, 431, "request head over "),
+        (
+            b"GET /healthz HTTP/1.1\r\n" + b"X: " + b"y" * 70000,
+            431,
+            "request head over 65536 bytes",
+        ),
     ],
     ids=[
         "chunk size not hex",
@@ -254,5 +262,4 @@ def test_malformed_requests_get_a_one_line_json_status_never_html(
     got, answer = raw_answer(webhook, request_bytes)
 
     assert (got, answer["code"], answer["kind"]) == (status, status, "Status")
-    assert answer["message"].startswith(message)
-    assert "\n" not in answer["message"]
+    assert answer["message"] == message
