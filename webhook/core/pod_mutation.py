@@ -89,7 +89,9 @@ def mutate_pod(
     training = training_container(pod, framework.container, settings.container)
     _set_gpus(draft, pod, training, settings, warnings)
     _set_shm(draft, pod, settings)
-    _set_scheduler(draft, pod, settings, job, role, warnings)
+    # The job the topology names: a pod resolved through its owner may not carry the job label
+    # yet, and its group must be the same on the first pass as on the next.
+    _set_scheduler(draft, pod, settings, topology.job, role, warnings)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, Protocol
 from webhook.core import jsoncodec
 from webhook.core.admit import HANDLED, admit, owner_to_resolve
 from webhook.core.errors import TrainhookError
+from webhook.core.limits import one_line
 from webhook.core.workload import job_of
 from webhook.server.reviews import (
     API_VERSION,
@@ -25,6 +26,7 @@ from webhook.server.reviews import (
     AdmissionReview,
     Status,
 )
+from webhook.server.shape import KINDS as SHAPED_KINDS
 from webhook.server.shape import malformed
 
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
@@ -218,6 +220,12 @@ def _read_review(document: object) -> _Request:
             )
         if not isinstance(obj.get("metadata", {}), dict):
             raise _invalid("missing_field", "request.object.metadata must be an object")
+        if object_kind in SHAPED_KINDS and not isinstance(obj.get("spec", {}), dict):
+            raise _invalid(
+                "malformed_object",
+                "request.object.spec must be an object, got "
+                + ("null" if obj.get("spec") is None else _what(obj.get("spec"))),
+            )
     else:
         obj = None
     dry_run = request.get("dryRun") is True
@@ -256,7 +264,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             cluster_domain=context.cluster_domain,
         )
     except TrainhookError as error:
-        message = str(error)
+        message = one_line(str(error))
         response["allowed"] = False
         response["status"] = {"code": error.status_code, "message": message}
         record.result = "denied"
