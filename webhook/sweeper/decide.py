@@ -55,6 +55,13 @@ class Outcome:
 
 
 def decide(state: JobState, now: datetime) -> Decision:
+    decision = _decide(state, now)
+    if not state.intruders:
+        return decision
+    return Decision((*_intruder_events(state), *decision.actions), decision.recheck_at)
+
+
+def _decide(state: JobState, now: datetime) -> Decision:
     if state.problems:
         return Decision(tuple(_problem_events(state)))
     if not state.workloads:
@@ -388,6 +395,12 @@ def _problem_events(state: JobState) -> Iterable[Action]:
     for problem in state.problems:
         target = ObjectRef(_api_version(problem.kind), problem.kind, problem.name, problem.uid)
         yield _emit(state, target, "Warning", "InvalidJob", problem.message, problem.message)
+
+
+def _intruder_events(state: JobState) -> Iterable[Action]:
+    for intruder in state.intruders:
+        target = ObjectRef(PODS.api_version, "Pod", intruder.name, intruder.uid)
+        yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 
 def _api_version(kind: str) -> str:

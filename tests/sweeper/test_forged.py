@@ -1,0 +1,82 @@
+"""A tenant who may only create pods tries to make the sweeper act on someone else's job."""
+
+from __future__ import annotations
+
+import time
+
+from webhook.core import contract
+from webhook.kube.resources import EVENTS, PODS, SERVICES, STATEFULSETS
+
+from .live import eventually, sweeping
+from .objects import _pod, bare_pod, pod, stamped, statefulset
+
+
+def names(emulator, resource):
+    return [obj["metadata"]["name"] for obj in emulator.objects(resource, "ml")]
+
+
+def the(emulator, resource, name):
+    (found,) = [o for o in emulator.objects(resource, "ml") if o["metadata"]["name"] == name]
+    return found
+
+
+def create_victim(kube):
+    (workers,) = stamped(statefulset("victim", framework="pytorch", job="victim", replicas=2))
+    workers = kube.create(STATEFULSETS, "ml", workers)
+    for index in range(2):
+        kube.create(PODS, "ml", pod(workers, index))
+    return workers
+
+
+FORGED = {
+    contract.PHASE: "Failed",
+    contract.REASON: "Forged",
+    contract.FINISHED_AT: "2026-01-01T00:00:00Z",
+    contract.TTL_SECONDS_AFTER_FINISHED: "0",
+    contract.CLEAN_POD_POLICY: "All",
+}
+
+
+def test_a_forged_bare_pod_claiming_a_job_is_ignored_with_a_warning_and_deletes_nothing(
+    emulator, kube
+):
+    with sweeping(kube):
+        create_victim(kube)
+        eventually(lambda: names(emulator, SERVICES) == ["victim"], what="the victim's Service")
+        forged = bare_pod("intruder", framework="pytorch", job="victim", annotations=dict(FORGED))
+        kube.create(PODS, "ml", forged)
+        # A stranger's pod, run by a ReplicaSet, labelled with the victim's job.
+        stranger = _pod(
+            "web-abcde",
+            labels={contract.JOB: "victim"},
+            annotations={},
+            owner=("ReplicaSet", "web", "uid-web"),
+            containers=["web"],
+            phase="Running",
+            exit_code=None,
+            last_exit_code=None,
+            restarts=0,
+            ready=True,
+            terminating=False,
+        )
+        kube.create(PODS, "ml", stranger)
+        warnings = eventually(
+            lambda: [
+                e
+                for e in emulator.objects(EVENTS, "ml")
+                if e["reason"] == "NotInJob" and e["involvedObject"]["name"] == "intruder"
+            ],
+            what="a Warning Event on the forged pod",
+        )
+        time.sleep(1.5)  # long enough for a sweeper that trusted the pod to act on it
+
+    assert warnings[0]["type"] == "Warning"
+    assert warnings[0]["message"] == (
+        "pod intruder is labelled trainhook.io/job=victim but is not a pod of the job's "
+        "workloads (StatefulSet victim); the sweeper ignores it"
+    )
+    victim = the(emulator, STATEFULSETS, "victim")
+    assert contract.PHASE not in (victim["metadata"].get("annotations") or {})
+    assert victim["spec"]["replicas"] == 2
+    assert names(emulator, SERVICES) == ["victim"]
+    assert names(emulator, PODS) == ["intruder", "victim-0", "victim-1", "web-abcde"]
