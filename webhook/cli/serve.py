@@ -58,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("--service", "TRAINHOOK_SERVICE", "", "self mode: the webhook's Service")
     option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
+    option(
+        "--sweeper-username",
+        "TRAINHOOK_SWEEPER_USERNAME",
+        "",
+        "the sweeper's user (system:serviceaccount:NAMESPACE:NAME): the only one allowed to "
+        "change trainhook.io/phase, finished-at and reason",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,5 +84,6 @@ def run(args: argparse.Namespace) -> int:
             webhook_config=args.webhook_config,
             service=args.service,
             namespace=args.namespace,
+            sweeper_username=args.sweeper_username,
         )
     )

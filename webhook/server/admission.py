@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
-from webhook.core.admit import HANDLED, admit, owner_to_resolve
+from webhook.core.admit import HANDLED, admit, changed_outcome, owner_to_resolve
 from webhook.core.errors import TrainhookError
 from webhook.core.limits import one_line
 from webhook.core.workload import job_of
@@ -56,6 +56,8 @@ class Context:
 
     cluster_domain: str = ""
     lookup: Lookup | None = None
+    # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
+    sweeper_username: str = ""
 
 
 @dataclass(slots=True)
@@ -144,6 +146,8 @@ class _Request:
     name: str
     obj: dict[str, Any] | None
     dry_run: bool
+    old: dict[str, Any] | None = None
+    username: str = ""
 
 
 def _parse(body: bytes, content_type: str | None) -> _Request:
@@ -229,7 +233,21 @@ def _read_review(document: object) -> _Request:
     else:
         obj = None
     dry_run = request.get("dryRun") is True
-    return _Request(api_version, uid, object_kind, operation, namespace, name, obj, dry_run)
+    old = request.get("oldObject")
+    user = request.get("userInfo")
+    username = user.get("username") if isinstance(user, dict) else None
+    return _Request(
+        api_version,
+        uid,
+        object_kind,
+        operation,
+        namespace,
+        name,
+        obj,
+        dry_run,
+        old if isinstance(old, dict) else None,
+        username if isinstance(username, str) else "",
+    )
 
 
 def _admit(request: _Request, context: Context) -> Answer:
@@ -252,6 +270,12 @@ def _admit(request: _Request, context: Context) -> Answer:
     if obj is None:
         return Answer(200, answer_body, record)
     warnings: list[str] = []
+    forged = _outcome_forged(request, obj, context)
+    if forged is not None:
+        response["allowed"] = False
+        response["status"] = {"code": 403, "message": forged}
+        record.result, record.detail = "denied", forged
+        return Answer(200, answer_body, record)
     try:
         siblings, owner = _related(request, obj, context.lookup, warnings, record)
         outcome = admit(
@@ -289,6 +313,31 @@ def _admit(request: _Request, context: Context) -> Answer:
         response["warnings"] = warnings
         record.warnings = len(warnings)
     return Answer(200, answer_body, record)
+
+
+def _outcome_forged(request: _Request, obj: dict[str, Any], context: Context) -> str | None:
+    """Why a request may not carry the outcome annotations it does; None when it may.
+
+    The sweeper records a job's phase, when it finished and why on the job's objects and
+    believes them from then on, so nobody else may write them: a CREATE that carries them is
+    refused (the sweeper only ever patches them onto existing objects), and so is an UPDATE
+    that changes them, unless it comes from the sweeper's user."""
+    if request.kind not in (*WORKLOAD_KINDS, "Pod") or job_of(obj) is None:
+        return None
+    changed = changed_outcome(obj, request.old if request.operation == "UPDATE" else None)
+    if not changed:
+        return None
+    sweeper = context.sweeper_username
+    if request.operation == "UPDATE" and (not sweeper or request.username == sweeper):
+        return None
+    if request.operation == "CREATE" and sweeper and request.username == sweeper:
+        return None
+    keys = ", ".join(changed)
+    return one_line(
+        f"{keys}: written only by the Trainhook sweeper, which acts on them "
+        f"({'it runs as ' + sweeper if sweeper else 'it never creates objects with them'}); "
+        f"remove {'them' if len(changed) > 1 else 'it'} from the {request.kind}"
+    )
 
 
 def _related(

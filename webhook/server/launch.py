@@ -32,6 +32,7 @@ class ServeSettings:
     webhook_config: str
     service: str
     namespace: str
+    sweeper_username: str = ""
 
 
 def serve(settings: ServeSettings) -> int:
@@ -126,7 +127,11 @@ def build_app(settings: ServeSettings) -> Flask:
             return None if cache.synced() else "the sibling cache has not synced yet"
 
         checks.append(cache_synced)
-    context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
+    context = Context(
+        cluster_domain=settings.cluster_domain,
+        lookup=lookup,
+        sweeper_username=settings.sweeper_username,
+    )
     return create_app(context, tuple(checks))
 
 
