@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from webhook.core import contract
-from webhook.kube.resources import EVENTS, PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
 
 from .live import eventually, sweeping
-from .objects import _pod, bare_pod, pod, stamped, statefulset
+from .objects import _pod, bare_pod, indexed_job, pod, stamped, statefulset
 
 
 def names(emulator, resource):
@@ -80,3 +80,49 @@ def test_a_forged_bare_pod_claiming_a_job_is_ignored_with_a_warning_and_deletes_
     assert victim["spec"]["replicas"] == 2
     assert names(emulator, SERVICES) == ["victim"]
     assert names(emulator, PODS) == ["intruder", "victim-0", "victim-1", "web-abcde"]
+
+
+def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_listed(
+    emulator, kube
+):
+    kube.create(
+        SECRETS,
+        "ml",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hvd-ssh", "namespace": "ml"},
+            "data": {"config": "SG9zdCAq"},
+        },
+    )
+    launcher, workers = stamped(
+        indexed_job("hvd-launcher", role="launcher", job="hvd"),
+        statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
+    )
+    with sweeping(kube):
+        kube.create(JOBS, "ml", launcher)
+        kube.create(STATEFULSETS, "ml", workers)
+        warnings = eventually(
+            lambda: [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == "ForeignSecret"],
+            what="a ForeignSecret Warning",
+        )
+        eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="the job's Service")
+        time.sleep(1.0)  # reconciles keep coming; none may try to create the Secret
+
+    assert [(e["type"], e["involvedObject"]["name"]) for e in warnings] == [
+        ("Warning", "hvd-launcher")
+    ]
+    assert warnings[0]["message"] == (
+        "Secret hvd-ssh was not made by Trainhook (it has no app.kubernetes.io/managed-by="
+        "trainhook label), yet the job's pods mount it as their SSH keys; delete it so the "
+        "sweeper makes one, or rename the job"
+    )
+    secret_calls = [
+        (method, path)
+        for method, path, _, _ in emulator.emulator.log
+        if "/secrets" in path.split("?")[0]
+    ]
+    assert ("POST", "/api/v1/namespaces/ml/secrets") not in secret_calls[1:]  # ours was first
+    assert {path.split("?")[0] for method, path in secret_calls if method == "GET"} == {
+        "/api/v1/namespaces/ml/secrets/hvd-ssh"
+    }

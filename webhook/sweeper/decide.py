@@ -207,7 +207,22 @@ def _podgroup(state: JobState) -> Iterable[Action]:
 
 
 def _ssh_secret(state: JobState) -> Iterable[Action]:
-    if not state.framework.ssh_keys or state.secret is not None:
+    if not state.framework.ssh_keys:
+        return
+    if state.secret is not None:
+        if not state.secret.managed:
+            # Someone else's Secret under the name the pods mount: say so once, never replace it.
+            first = state.workloads[0]
+            yield _event(
+                state,
+                first,
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} was not made by Trainhook (it has no "
+                f"{MANAGED_BY}={MANAGER} label), yet the job's pods mount it as their SSH keys; "
+                "delete it so the sweeper makes one, or rename the job",
+                key=state.secret.uid or state.secret.name,
+            )
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
     port = workers[0].settings.port or state.framework.port
