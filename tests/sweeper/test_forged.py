@@ -126,3 +126,33 @@ def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_l
     assert {path.split("?")[0] for method, path in secret_calls if method == "GET"} == {
         "/api/v1/namespaces/ml/secrets/hvd-ssh"
     }
+
+
+def test_a_failing_podgroup_create_neither_holds_back_the_service_nor_deafens_the_job(
+    emulator, kube
+):
+    emulator.emulator.fail(500, method="POST", path="/podgroups", times=1000)
+    (workers,) = stamped(
+        statefulset(
+            "gang",
+            framework="pytorch",
+            job="gang",
+            replicas=2,
+            annotations={contract.SCHEDULER: "volcano"},
+        )
+    )
+    with sweeping(kube, backoff_base=5.0):  # a job backing off waits 5 s, then 10 s...
+        kube.create(STATEFULSETS, "ml", workers)
+        eventually(lambda: names(emulator, SERVICES) == ["gang"], timeout=3, what="Service")
+        time.sleep(0.5)  # the job now backs off after its PodGroup failed
+        kube.create(PODS, "ml", pod(the(emulator, STATEFULSETS, "gang"), 0, phase="Failed"))
+        before = len(emulator.emulator.log)
+        # The new pod is news: the job is decided on again at once, not after its backoff.
+        eventually(
+            lambda: any(
+                method == "POST" and path.endswith("/podgroups")
+                for method, path, _, _ in emulator.emulator.log[before:]
+            ),
+            timeout=3,
+            what="a fresh attempt after the watch event",
+        )

@@ -249,8 +249,8 @@ class Sweeper:
             informer.remember(obj)
 
     def _changed(self, key: JobKey) -> None:
-        if key not in self._failures:  # a job backing off after an error waits its turn
-            self.queue.add(key)
+        # A change is news even for a job backing off after an error: decide on it now.
+        self.queue.add(key)
 
     def _retry_later(self, key: JobKey, why: str) -> None:
         failures = self._failures.get(key, 0) + 1
