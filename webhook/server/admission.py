@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
 from webhook.core.admit import HANDLED, admit, changed_outcome, owner_to_resolve
-from webhook.core.errors import TrainhookError
+from webhook.core.errors import Refused, TrainhookError
 from webhook.core.limits import one_line
 from webhook.core.workload import job_of
 from webhook.server.reviews import (
@@ -270,13 +270,10 @@ def _admit(request: _Request, context: Context) -> Answer:
     if obj is None:
         return Answer(200, answer_body, record)
     warnings: list[str] = []
-    forged = _outcome_forged(request, obj, context)
-    if forged is not None:
-        response["allowed"] = False
-        response["status"] = {"code": 403, "message": forged}
-        record.result, record.detail = "denied", forged
-        return Answer(200, answer_body, record)
     try:
+        forged = _outcome_forged(request, obj, context)
+        if forged is not None:
+            raise Refused(forged)
         siblings, owner = _related(request, obj, context.lookup, warnings, record)
         outcome = admit(
             obj,
