@@ -28,9 +28,9 @@ from bench.load import load_tools
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.wsgi import AppCost, app_costs
-from tests.server.attacks import KINDS, Report, under_attack
-from tests.server.running import serving
-from webhook.certs import generate
+from tests.support.attacks import KINDS, Report, under_attack
+from tests.support.serving import serving
+from webhook.certs.material import generate
 
 GROWTH_SIZES = (8, 64, 512, 2048, 4096)
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.server.attacks import KINDS, describe, under_attack
-from tests.server.reviews import encoded, review
-from tests.server.running import Webhook, serving
 from tests.server.test_review import labelled_pod
+from tests.support.attacks import KINDS, describe, under_attack
+from tests.support.reviews import encoded, review
+from tests.support.serving import Webhook, serving
 from webhook.server import gunicorn_conf
 from webhook.server.admission import MAX_BODY_BYTES
 from webhook.server.worker import REQUEST_SECONDS

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.reviews import encoded, review
+from tests.support.reviews import encoded, review
 from webhook.core import contract
 from webhook.server.admission import Answer, Context
 from webhook.server.admission import review as answer_to

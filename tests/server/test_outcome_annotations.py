@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.server.reviews import encoded, review
+from tests.support.reviews import encoded, review
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to

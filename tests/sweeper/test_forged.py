@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
+from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
 
 from .live import eventually, sweeping
-from .objects import _pod, bare_pod, indexed_job, pod, stamped, statefulset
 
 
 def names(emulator, resource):

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from http.client import HTTPSConnection
 from typing import Any
 
-from tests.server.reviews import encoded, review
-from tests.server.running import ROOT, Webhook
+from tests.support.reviews import encoded, review
+from tests.support.serving import ROOT, Webhook
 
 KINDS = ("partial-handshake", "slow-headers", "slow-body", "silent")
 WEBHOOK_TIMEOUT = 10.0  # the API server's ?timeout=10s
@@ -173,7 +173,7 @@ async def _attack(kinds: Sequence[str], count: int, port: int, ca_file: str) -> 
 
 
 def main(argv: Sequence[str]) -> None:
-    """python -m tests.server.attacks KINDS COUNT PORT CA_FILE: attack until a line on stdin."""
+    """python -m tests.support.attacks KINDS COUNT PORT CA_FILE: attack until a line on stdin."""
     kinds, count, port, ca_file = argv
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
@@ -186,7 +186,7 @@ def attackers(webhook: Webhook, kinds: Sequence[str], count: int) -> Iterator[Ca
     giving how often the server cut an attacker off (known once the block ends)."""
     arguments = [",".join(kinds), str(count), str(webhook.port), str(webhook.ca_file)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.server.attacks", *arguments],
+        [sys.executable, "-m", "tests.support.attacks", *arguments],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
