@@ -411,3 +411,17 @@ def test_a_job_name_of_52_characters_still_names_its_bare_pods() -> None:
         bare_pod("p", "pytorch", labels={"trainhook.io/job": job}), outcome.patch
     )
     assert patched["spec"]["hostname"] == f"{job}-worker-0"
+
+
+def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named() -> None:
+    sts = statefulset("ddp", "pytorch", replicas=2)
+    sts["spec"]["serviceName"] = "Bad_Service"
+
+    with pytest.raises(TrainhookError) as caught:
+        admit(sts, kind="StatefulSet", operation="CREATE", namespace="default")
+
+    assert str(caught.value) == (
+        "job ddp: Service 'Bad_Service' of role worker is not a DNS-1035 label of at most 63 "
+        "characters (it ends every host name of the role); set the StatefulSet's serviceName or "
+        "the pod's subdomain to one"
+    )

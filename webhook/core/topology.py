@@ -80,6 +80,12 @@ class Topology:
                     f"DNS-1123 label of at most {MAX_LABEL} characters; shorten the name the "
                     "pods are named after (the StatefulSet, the Job or, for bare pods, the job)"
                 )
+            if not is_dns_1035_label(role.service):
+                raise InvalidName(
+                    f"job {self.job}: Service {shown(role.service)} of role {role.name} is not a "
+                    f"DNS-1035 label of at most {MAX_LABEL} characters (it ends every host name "
+                    "of the role); set the StatefulSet's serviceName or the pod's subdomain to one"
+                )
             suffix = len(self._fqdn("", role.service))
             listed += role.replicas * (len(role.pod) + 2 + len(str(role.start + role.replicas)))
             listed += role.replicas * suffix
