@@ -263,3 +263,27 @@ def test_malformed_requests_get_a_one_line_json_status_never_html(
 
     assert (got, answer["code"], answer["kind"]) == (status, status, "Status")
     assert answer["message"] == message
+
+
+def test_two_requests_sent_in_one_write_get_both_answers_at_once(webhook: Webhook) -> None:
+    body = encoded(review(labelled_pod()))
+    one = (
+        head(
+            "POST /mutate?timeout=10s HTTP/1.1",
+            Content_Type="application/json",
+            Content_Length=str(len(body)),
+        )
+        + body
+    )
+    client = tls_client(webhook)
+    started = time.monotonic()
+    client.sendall(one + one)
+    statuses = []
+    for _ in range(2):
+        status, answer, _ = answer_to(client)
+        statuses.append((status, answer["response"]["allowed"]))
+    waited = time.monotonic() - started
+    client.close()
+
+    assert statuses == [(200, True), (200, True)]
+    assert waited < 2.0

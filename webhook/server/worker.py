@@ -72,11 +72,11 @@ _RECV = 256 * 1024
 class _Incoming:
     """One connection's request as it arrives: handshake, head, body."""
 
-    def __init__(self, conn: TConn, deadline: float, handshaking: bool, data: bytes = b"") -> None:
+    def __init__(self, conn: TConn, deadline: float, handshaking: bool) -> None:
         self.conn = conn
         self.deadline = deadline
         self.handshaking = handshaking
-        self.buffer = bytearray(data)
+        self.buffer = bytearray()
         self.head_end = -1  # index just past the blank line ending the head
         self.length: int | None = None  # Content-Length, when the body has one
         self.chunked = False
@@ -159,11 +159,10 @@ class AdmissionWorker(ThreadWorker):  # type: ignore[misc]
             ahead = conn.parser.unreader.take_buffered()
             if ahead:  # the start of the next request, read with the last one: gather the rest
                 conn.parser = None
-                incoming = _Incoming(
-                    conn, time.monotonic() + REQUEST_SECONDS, handshaking=False, data=ahead
-                )
+                incoming = _Incoming(conn, time.monotonic() + REQUEST_SECONDS, handshaking=False)
                 self._watch(incoming)
-                self._advance(incoming)
+                if self._take(incoming, ahead):  # not whole yet: read the rest as it comes
+                    self._advance(incoming)
                 return
             conn.parser = None
         if keep:
