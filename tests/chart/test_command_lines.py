@@ -48,6 +48,15 @@ def test_trainhook_serve_accepts_the_webhook_command_line(combination: str) -> N
     args = parse(rendered.container("Deployment", _webhook(rendered)))
     assert args.bind == "0.0.0.0:8443"
     assert args.namespace == "trainhook"
+    sweepers = [n for n in rendered.names("Deployment") if n.endswith("-sweeper")]
+    accounts = [
+        rendered.named("Deployment", name)["spec"]["template"]["spec"]["serviceAccountName"]
+        for name in sweepers
+    ]
+    # Only the sweeper may change the outcome it records; without one, nobody is named.
+    assert args.sweeper_username == "".join(
+        f"system:serviceaccount:trainhook:{account}" for account in accounts
+    )
     assert args.lookup is values.get("webhook", {}).get("lookup", True)
     assert (args.cert_file, args.key_file) == (
         "/var/run/trainhook/certs/tls.crt",

@@ -51,7 +51,7 @@ SWEEPER = (
     | expand("batch", "jobs", "get list watch patch delete")
     | expand("", "pods", "get list watch patch delete")
     | expand("", "services", "get list watch create patch delete")
-    | expand("", "secrets", "list watch create delete")
+    | expand("", "secrets", "get create patch delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
     | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
     | expand("", "events", "create")

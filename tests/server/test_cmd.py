@@ -26,6 +26,7 @@ ENVIRONMENT = {
     "TRAINHOOK_WEBHOOK_CONFIG": "trainhook",
     "TRAINHOOK_SERVICE": "trainhook-webhook",
     "TRAINHOOK_NAMESPACE": "trainhook",
+    "TRAINHOOK_SWEEPER_USERNAME": "system:serviceaccount:trainhook:trainhook-sweeper",
 }
 
 
@@ -58,6 +59,7 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "webhook_config": "",
         "service": "",
         "namespace": "",
+        "sweeper_username": "",
     }
 
 
@@ -82,6 +84,7 @@ def test_every_setting_comes_from_its_environment_variable(
         "webhook_config": "trainhook",
         "service": "trainhook-webhook",
         "namespace": "trainhook",
+        "sweeper_username": "system:serviceaccount:trainhook:trainhook-sweeper",
     }
 
 

@@ -264,7 +264,7 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
 
 
 def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, SECRETS, PODGROUPS):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS):
         emulator.emulator.gone(resource.plural)  # its first watch
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()

@@ -74,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("--service", "TRAINHOOK_SERVICE", "", "self mode: the webhook's Service")
     option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
+    option(
+        "--sweeper-username",
+        "TRAINHOOK_SWEEPER_USERNAME",
+        "",
+        "the sweeper's user (system:serviceaccount:NAMESPACE:NAME): the only one allowed to "
+        "change trainhook.io/phase, finished-at and reason",
+    )
 
 
 def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
@@ -102,5 +109,6 @@ def run(args: argparse.Namespace) -> int:
             service=args.service,
             namespace=args.namespace,
             lookup_namespaces=_namespaces(args.lookup_namespaces),
+            sweeper_username=args.sweeper_username,
         )
     )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting
 from webhook.core.frameworks.base import Framework
+from webhook.core.limits import MAX_INT32, whole_number
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -158,11 +159,8 @@ def _choice(key: str, value: str | None, allowed: tuple[str, ...]) -> str | None
 def _integer(key: str, value: str | None, low: int, high: int | None, allowed: str) -> int | None:
     if value is None:
         return None
-    text = value.strip()
-    if not text.isdigit() or not text.isascii():
-        raise InvalidSetting(key, value, allowed)
-    number = int(text)
-    if number < low or (high is not None and number > high):
+    number = whole_number(value, MAX_INT32 if high is None else high)
+    if number is None or number < low:
         raise InvalidSetting(key, value, allowed)
     return number
 
@@ -171,12 +169,11 @@ def _elastic(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
     allowed = "min:max nodes, whole numbers with 1 <= min <= max, e.g. 2:4"
-    low, sep, high = value.partition(":")
-    if not sep or not (low.isdigit() and high.isdigit()):
+    low_text, sep, high_text = value.partition(":")
+    low, high = whole_number(low_text), whole_number(high_text)
+    if not sep or low is None or high is None or not 1 <= low <= high:
         raise InvalidSetting(contract.ELASTIC, value, allowed)
-    if not 1 <= int(low) <= int(high):
-        raise InvalidSetting(contract.ELASTIC, value, allowed)
-    return int(low), int(high)
+    return low, high
 
 
 def _quantity(key: str, value: str | None) -> str | None:

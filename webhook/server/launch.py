@@ -34,6 +34,7 @@ class ServeSettings:
     service: str
     namespace: str
     lookup_namespaces: tuple[str, ...] = ()  # empty: every namespace
+    sweeper_username: str = ""
 
 
 def serve(settings: ServeSettings) -> int:
@@ -132,6 +133,7 @@ def build_app(settings: ServeSettings) -> Flask:
         cluster_domain=settings.cluster_domain,
         coscheduling_scheduler=settings.coscheduling_scheduler,
         lookup=lookup,
+        sweeper_username=settings.sweeper_username,
     )
     return create_app(context, tuple(checks))
 

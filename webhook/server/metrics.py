@@ -44,7 +44,8 @@ DURATION = Histogram(
 ERRORS = Counter(
     "trainhook_admission_errors",
     "Requests to /mutate that got no AdmissionReview back, by reason: not_json, content_type, "
-    "too_large, not_review, version, missing_field, malformed_object (4xx) and internal (500).",
+    "too_large, not_review, version, missing_field, malformed_object, malformed_body, "
+    "head_too_large, timeout (4xx), busy (503) and internal (500).",
     ["reason"],
 )
 LOOKUP_UNAVAILABLE = Counter(

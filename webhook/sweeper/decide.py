@@ -60,6 +60,13 @@ class Outcome:
 
 
 def decide(state: JobState, now: datetime) -> Decision:
+    decision = _decide(state, now)
+    if not state.intruders:
+        return decision
+    return Decision((*_intruder_events(state), *decision.actions), decision.recheck_at)
+
+
+def _decide(state: JobState, now: datetime) -> Decision:
     if state.problems:
         return Decision(tuple(_problem_events(state)))
     if not state.workloads:
@@ -235,7 +242,22 @@ def _podgroup(state: JobState) -> Iterable[Action]:
 
 
 def _ssh_secret(state: JobState) -> Iterable[Action]:
-    if not state.framework.ssh_keys or state.secret is not None:
+    if not state.framework.ssh_keys:
+        return
+    if state.secret is not None:
+        if not state.secret.managed:
+            # Someone else's Secret under the name the pods mount: say so once, never replace it.
+            first = state.workloads[0]
+            yield _event(
+                state,
+                first,
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} was not made by Trainhook (it has no "
+                f"{MANAGED_BY}={MANAGER} label), yet the job's pods mount it as their SSH keys; "
+                "delete it so the sweeper makes one, or rename the job",
+                key=state.secret.uid or state.secret.name,
+            )
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
     port = workers[0].settings.port or state.framework.port
@@ -434,6 +456,12 @@ def _problem_events(state: JobState) -> Iterable[Action]:
     for problem in state.problems:
         target = ObjectRef(_api_version(problem.kind), problem.kind, problem.name, problem.uid)
         yield _emit(state, target, "Warning", "InvalidJob", problem.message, problem.message)
+
+
+def _intruder_events(state: JobState) -> Iterable[Action]:
+    for intruder in state.intruders:
+        target = ObjectRef(PODS.api_version, "Pod", intruder.name, intruder.uid)
+        yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 
 def _api_version(kind: str) -> str:

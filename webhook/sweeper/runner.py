@@ -11,6 +11,8 @@ from functools import partial
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.objects import labels_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
@@ -39,12 +41,13 @@ SELECTORS: dict[Resource, str] = {
     JOBS: contract.FRAMEWORK,
     PODS: contract.JOB,
     SERVICES: OWNED_SELECTOR,
-    SECRETS: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
     COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
 }
 # Served only where Volcano or scheduler-plugins is installed.
 OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
+# Secrets are never listed or watched (a list reads every Secret it matches, whatever its
+# label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 CONFLICT_RETRIES = 3
 
 
@@ -78,16 +81,35 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
             else:
                 raise
         found[resource] = [obj for obj in items if job_key(resource, obj) == key]
+    workloads = found[STATEFULSETS] + found[JOBS]
     return read_job_state(
         namespace,
         job,
-        workloads=found[STATEFULSETS] + found[JOBS],
+        workloads=workloads,
         pods=found[PODS],
         services=found[SERVICES],
         podgroups=found[PODGROUPS],
         coscheduling_podgroups=found[COSCHEDULING_PODGROUPS],
-        secrets=found[SECRETS],
+        secrets=ssh_secret(kube, key, workloads + found[PODS]),
     )
+
+
+def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
+    workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
+    frameworks = {labels_of(obj).get(contract.FRAMEWORK) for obj in members} - {None}
+    if frameworks and not any(
+        (framework := FRAMEWORKS.get(name or "")) is not None and framework.ssh_keys
+        for name in frameworks
+    ):
+        return []
+    namespace, job = key
+    try:
+        return [kube.get(SECRETS, namespace, f"{job}-ssh")]
+    except ApiError as error:
+        if error.status == 404:
+            return []
+        raise
 
 
 class Sweeper:
@@ -202,15 +224,16 @@ class Sweeper:
         for resource in SELECTORS:
             informer = self.informer(resource, key[0])
             objects[resource] = list(informer.objects_of(key)) if informer is not None else []
+        workloads = objects[STATEFULSETS] + objects[JOBS]
         return read_job_state(
             key[0],
             key[1],
-            workloads=objects[STATEFULSETS] + objects[JOBS],
+            workloads=workloads,
             pods=objects[PODS],
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
-            secrets=objects[SECRETS],
+            secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
         )
 
     def reconcile(self, key: JobKey) -> None:
@@ -251,8 +274,8 @@ class Sweeper:
             informer.remember(obj)
 
     def _changed(self, key: JobKey) -> None:
-        if key not in self._failures:  # a job backing off after an error waits its turn
-            self.queue.add(key)
+        # A change is news even for a job backing off after an error: decide on it now.
+        self.queue.add(key)
 
     def _retry_later(self, key: JobKey, why: str) -> None:
         failures = self._failures.get(key, 0) + 1

@@ -177,6 +177,8 @@ class JobState:
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
+    # Pods labelled with the job that its workloads did not make: never acted on, never read.
+    intruders: tuple[Problem, ...] = ()
 
     @property
     def key(self) -> JobKey:
@@ -255,8 +257,22 @@ def read_job_state(
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
+    workloads = list(workloads)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
+    # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
+    # carries the job's label (anyone allowed to create pods can write one) joins nothing. Only
+    # a job made of bare pods alone takes its bare pods as its workloads.
+    members = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj in workloads}
+    intruders: list[Problem] = []
+    if members:
+        owned = []
+        for candidate in pods:
+            if controller_of(candidate) in members:
+                owned.append(candidate)
+            else:
+                intruders.append(_intruder(candidate, job, members))
+        pods = owned
     sources = [*workloads, *(pod for pod in pods if is_bare_pod(pod))]
     for obj in sources:
         if metadata_of(obj).get("deletionTimestamp"):
@@ -290,6 +306,20 @@ def read_job_state(
         coscheduling_podgroup=_owned(coscheduling_podgroups, job),
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
+        intruders=tuple(intruders),
+    )
+
+
+def _intruder(pod: Mapping[str, Any], job: str, members: set[tuple[str, str]]) -> Problem:
+    metadata = metadata_of(pod)
+    name = metadata.get("name") or ""
+    workloads = ", ".join(f"{kind} {workload}" for kind, workload in sorted(members))
+    return Problem(
+        "Pod",
+        name,
+        metadata.get("uid") or "",
+        f"pod {name} is labelled {contract.JOB}={job} but is not a pod of the job's workloads "
+        f"({workloads}); the sweeper ignores it",
     )
 
 

@@ -75,13 +75,13 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
-# SSH keys of MPI jobs (the Secret <job>-ssh): created, followed and deleted when orphaned. The
-# sweeper lists and watches only Secrets labelled app.kubernetes.io/managed-by=trainhook and
-# never reads one by name, but RBAC cannot limit list/watch to a label: this grant lets its
-# token read every Secret of the watched namespaces (docs/install.md).
+# SSH keys of MPI jobs (the Secret <job>-ssh): read by name when an MPI job is reconciled,
+# created, kept owned by the job and deleted when orphaned. The sweeper never lists or watches
+# Secrets; RBAC cannot name <job>-ssh in advance, so the token may still get a Secret whose name
+# it knows (docs/install.md).
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [list, watch, create, delete]
+  verbs: [get, create, patch, delete]
 # Gang scheduling: the PodGroup of each job, for Volcano and for scheduler-plugins'
 # coscheduling (Kueue's pod groups are labels on the pods and need nothing more).
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]

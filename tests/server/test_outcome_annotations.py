@@ -1,0 +1,99 @@
+"""Only the sweeper writes the outcome it acts on: phase, finished-at and reason."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from tests.support.reviews import encoded, review
+from webhook.core import contract
+from webhook.server.admission import Context
+from webhook.server.admission import review as answer_to
+
+SWEEPER = "system:serviceaccount:trainhook:trainhook-sweeper"
+TENANT = "system:serviceaccount:ml:default"
+CONTEXT = Context(sweeper_username=SWEEPER)
+
+
+def statefulset(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": "ddp",
+            "namespace": "ml",
+            "labels": {contract.FRAMEWORK: "pytorch"},
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "replicas": 2,
+            "template": {"spec": {"containers": [{"name": "pytorch", "image": "t"}]}},
+        },
+    }
+
+
+def forged_pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "intruder",
+            "namespace": "ml",
+            "labels": {contract.FRAMEWORK: "pytorch", contract.JOB: "victim"},
+            "annotations": {contract.PHASE: "Failed", contract.TTL_SECONDS_AFTER_FINISHED: "0"},
+        },
+        "spec": {"containers": [{"name": "pytorch", "image": "t"}]},
+    }
+
+
+def answer(document: dict[str, Any], username: str, context: Context = CONTEXT) -> dict[str, Any]:
+    document["request"]["userInfo"] = {"username": username}
+    got = answer_to(encoded(document), "application/json", context)
+    assert got.status == 200
+    response: dict[str, Any] = got.body["response"]
+    return response
+
+
+def test_a_pod_created_with_a_phase_is_refused_naming_the_key() -> None:
+    response = answer(review(forged_pod(), namespace="ml"), TENANT)
+
+    assert response["allowed"] is False
+    assert response["status"] == {
+        "code": 403,
+        "message": f"trainhook.io/phase: written only by the Trainhook sweeper, which acts on "
+        f"them (it runs as {SWEEPER}); remove it from the Pod",
+    }
+
+
+def test_without_a_configured_sweeper_user_a_created_phase_is_still_refused() -> None:
+    response = answer(review(forged_pod(), namespace="ml"), TENANT, Context())
+
+    assert response["status"]["message"] == (
+        "trainhook.io/phase: written only by the Trainhook sweeper, which acts on them (it never "
+        "creates objects with them); remove it from the Pod"
+    )
+
+
+def test_an_update_that_changes_the_phase_is_refused_unless_the_sweeper_sends_it() -> None:
+    old = statefulset()
+    new = statefulset({contract.PHASE: "Failed", contract.REASON: "Forged"})
+
+    by_tenant = answer(review(copy.deepcopy(new), operation="UPDATE", old=old), TENANT)
+    by_sweeper = answer(review(copy.deepcopy(new), operation="UPDATE", old=old), SWEEPER)
+
+    assert by_tenant["allowed"] is False
+    assert by_tenant["status"]["message"] == (
+        f"trainhook.io/phase, trainhook.io/reason: written only by the Trainhook sweeper, which "
+        f"acts on them (it runs as {SWEEPER}); remove them from the StatefulSet"
+    )
+    assert by_sweeper["allowed"] is True
+
+
+def test_an_update_that_keeps_the_recorded_phase_is_allowed_from_anyone() -> None:
+    recorded = statefulset({contract.PHASE: "Succeeded"})
+    scaled = copy.deepcopy(recorded)
+    scaled["spec"]["replicas"] = 0
+
+    response = answer(review(scaled, operation="UPDATE", old=recorded), TENANT)
+
+    assert response["allowed"] is True
