@@ -64,9 +64,9 @@ def test_pods_on_create_statefulsets_on_create_and_update_and_jobs_on_create_are
         for resource in rule["resources"]
     }
     assert sent == {
-        ("", "pods"): ["CREATE"],
+        ("", "pods"): ["CREATE", "UPDATE"],
         ("apps", "statefulsets"): ["CREATE", "UPDATE"],
-        ("batch", "jobs"): ["CREATE"],
+        ("batch", "jobs"): ["CREATE", "UPDATE"],
     }
     assert {rule["scope"] for rule in rules} == {"Namespaced"}
     assert {version for rule in rules for version in rule["apiVersions"]} == {"v1"}

@@ -97,3 +97,44 @@ def test_an_update_that_keeps_the_recorded_phase_is_allowed_from_anyone() -> Non
     response = answer(review(scaled, operation="UPDATE", old=recorded), TENANT)
 
     assert response["allowed"] is True
+
+
+def indexed_job(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    job = statefulset(annotations)
+    job["apiVersion"], job["kind"] = "batch/v1", "Job"
+    job["spec"] = {
+        "completionMode": "Indexed",
+        "completions": 2,
+        "parallelism": 2,
+        "template": job["spec"]["template"],
+    }
+    return job
+
+
+def test_a_tenant_who_marks_a_job_or_a_pod_failed_by_an_update_is_refused() -> None:
+    job = indexed_job()
+    pod = forged_pod()
+    pod["metadata"]["annotations"] = {}
+    marked_job = indexed_job({contract.PHASE: "Failed"})
+    marked_pod = copy.deepcopy(pod)
+    marked_pod["metadata"]["annotations"] = {contract.PHASE: "Failed"}
+
+    for old, new in ((job, marked_job), (pod, marked_pod)):
+        response = answer(review(copy.deepcopy(new), operation="UPDATE", old=old), TENANT)
+        assert (response["allowed"], response["status"]["message"]) == (
+            False,
+            f"trainhook.io/phase: written only by the Trainhook sweeper, which acts on them "
+            f"(it runs as {SWEEPER}); remove it from the {new['kind']}",
+        )
+
+
+def test_any_other_update_of_a_labelled_pod_is_allowed_unchanged() -> None:
+    pod = forged_pod()
+    pod["metadata"]["annotations"] = {}
+    relabelled = copy.deepcopy(pod)
+    relabelled["metadata"]["labels"]["team"] = "vision"
+
+    response = answer(review(relabelled, operation="UPDATE", old=pod), TENANT)
+
+    assert response["allowed"] is True
+    assert "patch" not in response
