@@ -7,7 +7,8 @@
    gunicorn/TLS stack, measured in alternation;
 3. how cost grows with the size of a TensorFlow job;
 4. resident memory per gunicorn worker after the run;
-5. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
+5. healthy admissions and probes while 200 attackers of each kind hold connections open;
+6. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
    1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own).
 """
 
@@ -30,6 +31,9 @@ from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sweeper import sweeper_costs, sweeper_table
 from bench.wsgi import AppCost, app_costs
+from tests.support.attacks import KINDS, Report, under_attack
+from tests.support.serving import serving
+from webhook.certs.material import generate
 
 GROWTH_SIZES = (8, 64, 512, 2048, 4096)
 
@@ -179,6 +183,38 @@ def memory_table(rows: Sequence[Memory]) -> str:
     )
 
 
+def attack_table(reports: Sequence[Report]) -> str:
+    rows = []
+    for r in reports:
+        rows.append(
+            [
+                f"{r.attack} x{r.attackers}",
+                *(f"{o.success_rate:.1%} of {o.total} / {o.p99_ms:.0f}" for o in r.outcomes),
+                str(r.workers_died),
+                str(r.attacker_reconnects),
+            ]
+        )
+    header = [
+        "attack",
+        *(f"{o.name}: success / p99 ms" for o in reports[0].outcomes),
+        "workers died",
+        "attackers cut off",
+    ]
+    return table(header, rows)
+
+
+def attacks(workdir: Path, workers: int, count: int, seconds: float) -> list[Report]:
+    """One server; each kind of attack in turn with healthy traffic measured during it."""
+    certs = workdir / "attack-certs"
+    certs.mkdir()
+    generate(certs, "trainhook", "trainhook-system")
+    reports = []
+    with serving(certs, workdir / "attack.log", f"--workers={workers}") as webhook:
+        for kind in KINDS:
+            reports.append(under_attack(webhook, [kind], count, seconds))
+    return reports
+
+
 def _short(message: str) -> str:
     return message if len(message) < 70 else message[:67] + "..."
 
@@ -191,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per server")
     parser.add_argument("--tool", choices=("auto", "wrk", "k6"), default="auto")
+    parser.add_argument("--attackers", type=int, default=200, help="of each kind (200)")
+    parser.add_argument("--attack-seconds", type=float, default=15, help="per attack (15)")
     parser.add_argument("--json", type=Path, help="also write every figure to this file")
     args = parser.parse_args(argv)
 
@@ -235,7 +273,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 4. Resident memory per gunicorn worker after the run\n")
     print(memory_table(memory))
 
-    print("\n## 5. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
+    print(f"\n## 5. Under attack: {args.attackers} attackers of each kind, one kind at a time\n")
+    print(
+        f"{args.workers} workers; for {args.attack_seconds:g} s per attack, 2 clients each of "
+        "admissions over one kept-alive connection, admissions on new connections and "
+        "/healthz and /readyz probes on new connections; success is a 200 within the "
+        "webhook's 10 s timeout.\n",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="trainhook-attack-") as directory:
+        reports = attacks(Path(directory), args.workers, args.attackers, args.attack_seconds)
+    print(attack_table(reports))
+    print("\n## 6. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
@@ -247,6 +296,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
+            "attacks": [
+                {
+                    "attack": r.attack,
+                    "attackers": r.attackers,
+                    "workers_died": r.workers_died,
+                    "attackers_cut_off": r.attacker_reconnects,
+                    "healthy": {
+                        o.name: {
+                            "success_rate": o.success_rate,
+                            "total": o.total,
+                            "p99_ms": o.p99_ms,
+                        }
+                        for o in r.outcomes
+                    },
+                }
+                for r in reports
+            ],
             "tools": tools.name,
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

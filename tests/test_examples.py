@@ -74,10 +74,12 @@ JOB = {
     "jax.yaml": ("jax", "jax-simple"),
     "mindspore.yaml": ("mindspore", "ms-resnet"),
     "mpi-horovod.yaml": ("mpi", "horovod-mnist"),
+    "mpi-kueue.yaml": ("mpi", "horovod-queued"),
     "paddle-collective-volcano.yaml": ("paddle", "resnet50-gang"),
     "paddle-collective.yaml": ("paddle", "resnet50"),
     "paddle-indexed-job.yaml": ("paddle", "ernie"),
     "paddle-ps.yaml": ("paddle", "wide-deep"),
+    "pytorch-coscheduling.yaml": ("pytorch", "llama-ft"),
     "pytorch.yaml": ("pytorch", "pytorch-mnist"),
     "tensorflow-mnist.yaml": ("tensorflow", "mnist"),
     "tensorflow-ps.yaml": ("tensorflow", "dist-mnist"),
@@ -101,6 +103,11 @@ PODS: dict[str, list[tuple[str, int, int, str]]] = {
         ("worker", 0, 1, "horovod-mnist-worker-0"),
         ("worker", 1, 2, "horovod-mnist-worker-1"),
     ],
+    "mpi-kueue.yaml": [
+        ("launcher", 0, 0, "horovod-queued-launcher-0"),
+        ("worker", 0, 1, "horovod-queued-worker-0"),
+        ("worker", 1, 2, "horovod-queued-worker-1"),
+    ],
     "paddle-collective-volcano.yaml": [
         ("worker", 0, 0, "resnet50-gang-0"),
         ("worker", 1, 1, "resnet50-gang-1"),
@@ -119,6 +126,12 @@ PODS: dict[str, list[tuple[str, int, int, str]]] = {
         ("ps", 1, 1, "wide-deep-ps-1"),
         ("worker", 0, 2, "wide-deep-worker-0"),
         ("worker", 1, 3, "wide-deep-worker-1"),
+    ],
+    "pytorch-coscheduling.yaml": [
+        ("master", 0, 0, "llama-ft-master-0"),
+        ("worker", 0, 1, "llama-ft-worker-0"),
+        ("worker", 1, 2, "llama-ft-worker-1"),
+        ("worker", 2, 3, "llama-ft-worker-2"),
     ],
     "pytorch.yaml": [
         ("master", 0, 0, "pytorch-mnist-master-0"),
@@ -144,10 +157,12 @@ TOPOLOGY = {
     "jax.yaml": '{"worker":2}',
     "mindspore.yaml": '{"scheduler":1,"worker":4}',
     "mpi-horovod.yaml": '{"launcher":1,"worker":2}',
+    "mpi-kueue.yaml": '{"launcher":1,"worker":2}',
     "paddle-collective-volcano.yaml": '{"worker":2}',
     "paddle-collective.yaml": '{"worker":2}',
     "paddle-indexed-job.yaml": '{"worker":3}',
     "paddle-ps.yaml": '{"ps":2,"worker":2}',
+    "pytorch-coscheduling.yaml": '{"master":1,"worker":3}',
     "pytorch.yaml": '{"master":1,"worker":2}',
     "tensorflow-mnist.yaml": '{"worker":1}',
     "tensorflow-ps.yaml": '{"ps":1,"worker":2}',
@@ -312,8 +327,94 @@ XGB_WORKER_HOSTS = (
     "xgboost-iris-worker-0.xgboost-iris.default.svc,xgboost-iris-worker-1.xgboost-iris.default.svc"
 )
 JAX_HOSTS = "jax-simple-0.jax-simple.default.svc,jax-simple-1.jax-simple.default.svc"
+QUEUED_LAUNCHER_HOSTS = "horovod-queued-launcher-0.horovod-queued.default.svc"
+QUEUED_WORKER_HOSTS = (
+    "horovod-queued-worker-0.horovod-queued.default.svc,"
+    "horovod-queued-worker-1.horovod-queued.default.svc"
+)
+FT_MASTER_HOST = "llama-ft-master-0.llama-ft.default.svc"
+FT_WORKER_HOSTS = (
+    "llama-ft-worker-0.llama-ft.default.svc,llama-ft-worker-1.llama-ft.default.svc,"
+    "llama-ft-worker-2.llama-ft.default.svc"
+)
 
 ENV: dict[tuple[str, str, int], dict[str, str]] = {
+    ("mpi-kueue.yaml", "launcher", 0): {
+        "TRAINHOOK_JOB": "horovod-queued",
+        "TRAINHOOK_ROLE": "launcher",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "3",
+        "TRAINHOOK_LAUNCHER_HOSTS": QUEUED_LAUNCHER_HOSTS,
+        "TRAINHOOK_LAUNCHER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": QUEUED_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "K_MPI_JOB_ROLE": "launcher",
+        **MPI_ENV,
+    },
+    ("mpi-kueue.yaml", "worker", 0): {
+        "TRAINHOOK_JOB": "horovod-queued",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "1",
+        "TRAINHOOK_WORLD_SIZE": "3",
+        "TRAINHOOK_LAUNCHER_HOSTS": QUEUED_LAUNCHER_HOSTS,
+        "TRAINHOOK_LAUNCHER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": QUEUED_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "K_MPI_JOB_ROLE": "worker",
+        **MPI_ENV,
+    },
+    ("pytorch-coscheduling.yaml", "master", 0): {
+        "TRAINHOOK_JOB": "llama-ft",
+        "TRAINHOOK_ROLE": "master",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "4",
+        "TRAINHOOK_MASTER_HOSTS": FT_MASTER_HOST,
+        "TRAINHOOK_MASTER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": FT_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "3",
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_ADDR": FT_MASTER_HOST,
+        "PET_MASTER_ADDR": FT_MASTER_HOST,
+        "MASTER_PORT": "23456",
+        "PET_MASTER_PORT": "23456",
+        "NNODES": "4",
+        "PET_NNODES": "4",
+        "NODE_RANK": "0",
+        "PET_NODE_RANK": "0",
+        "NPROC_PER_NODE": "8",
+        "PET_NPROC_PER_NODE": "8",
+        "WORLD_SIZE": "32",
+        "RANK": "0",
+    },
+    ("pytorch-coscheduling.yaml", "worker", 2): {
+        "TRAINHOOK_JOB": "llama-ft",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "2",
+        "TRAINHOOK_RANK": "3",
+        "TRAINHOOK_WORLD_SIZE": "4",
+        "TRAINHOOK_MASTER_HOSTS": FT_MASTER_HOST,
+        "TRAINHOOK_MASTER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": FT_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "3",
+        "PYTHONUNBUFFERED": "1",
+        "MASTER_ADDR": FT_MASTER_HOST,
+        "PET_MASTER_ADDR": FT_MASTER_HOST,
+        "MASTER_PORT": "23456",
+        "PET_MASTER_PORT": "23456",
+        "NNODES": "4",
+        "PET_NNODES": "4",
+        "NODE_RANK": "3",
+        "PET_NODE_RANK": "3",
+        "NPROC_PER_NODE": "8",
+        "PET_NPROC_PER_NODE": "8",
+        "WORLD_SIZE": "32",
+        "RANK": "24",
+    },
     ("mindspore.yaml", "scheduler", 0): {
         "TRAINHOOK_JOB": "ms-resnet",
         "TRAINHOOK_ROLE": "scheduler",
@@ -774,6 +875,16 @@ RESOURCES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     },
     ("mpi-horovod.yaml", "launcher"): {"requests": {"cpu": "1", "memory": "1Gi"}},
     ("mpi-horovod.yaml", "worker"): {"requests": {"cpu": "4", "memory": "8Gi"}},
+    ("mpi-kueue.yaml", "launcher"): {"requests": {"cpu": "1", "memory": "1Gi"}},
+    ("mpi-kueue.yaml", "worker"): {"requests": {"cpu": "4", "memory": "8Gi"}},
+    ("pytorch-coscheduling.yaml", "master"): {
+        "requests": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
+        "limits": {"nvidia.com/gpu": "8"},
+    },
+    ("pytorch-coscheduling.yaml", "worker"): {
+        "requests": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
+        "limits": {"nvidia.com/gpu": "8"},
+    },
     ("paddle-collective-volcano.yaml", "worker"): {
         "requests": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"},
         "limits": {"memory": "64Gi", "nvidia.com/gpu": "2"},

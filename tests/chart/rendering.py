@@ -219,7 +219,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
             "mode": "secret",
             "secret": {"name": "trainhook-tls", "caBundle": CA_BUNDLE},
         },
-        "sweeper": {"watchNamespace": "ml"},
+        "namespaces": ["ml"],
         "webhook": {"lookup": False},
     },
     "single-replica": {
@@ -232,6 +232,47 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "helmTest": {"enabled": False},
         "uninstallHook": {"enabled": False},
         "webhookConfiguration": {"failurePolicy": "Ignore"},
+    },
+    "scoped-and-observed": {
+        "namespaces": ["ml", "vision"],
+        "networkPolicy": {
+            "enabled": True,
+            "apiServer": [{"ipBlock": {"cidr": "10.0.0.0/24"}}],
+            "extraIngress": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                    }
+                }
+            ],
+        },
+        "metrics": {
+            "serviceMonitor": {"enabled": True},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+        },
+        "image": {"registry": "registry.example.com:5000", "repository": "ml/trainhook"},
+        "webhook": {
+            "serviceAccount": {
+                "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/trainhook"}
+            },
+            "extraArgs": ["--log-level=debug"],
+            "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"}],
+            "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+            "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/corp-ca"}],
+            "readinessProbe": {"periodSeconds": 2, "failureThreshold": 3},
+            "livenessProbe": {"initialDelaySeconds": 30},
+        },
+        "sweeper": {
+            "serviceAccount": {"create": False, "name": "platform-sweeper"},
+            "extraEnv": [{"name": "TZ", "value": "UTC"}],
+            "extraVolumes": [{"name": "scratch", "emptyDir": {}}],
+            "extraVolumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "podDisruptionBudget": {"maxUnavailable": "50%"},
+        },
+    },
+    "no-rbac": {
+        "rbac": {"create": False},
+        "webhook": {"serviceAccount": {"create": False, "name": "platform-webhook"}},
     },
     "platform-assigned-ids": {
         "fullnameOverride": "ml-hook",

@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import re
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509 import DNSName
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.verification import PolicyBuilder, Store
+
 from tests.chart.rendering import CA_BUNDLE, render, render_error
 
 CERT_DIR = "/var/run/trainhook/certs"
@@ -41,16 +52,35 @@ def test_self_mode_writes_and_serves_the_certificate_from_the_memory_volume() ->
     assert mount == {"name": "certs", "mountPath": CERT_DIR}
 
 
-def test_cert_manager_mode_issues_a_certificate_for_the_service_from_a_self_signed_issuer() -> None:
+def test_cert_manager_mode_chains_self_signed_issuer_ca_certificate_ca_issuer_and_serving() -> None:
     rendered = render({"certificates": {"mode": "certManager"}})
-    issuer = rendered.one("Issuer")
-    certificate = rendered.one("Certificate")["spec"]
-    assert issuer["spec"] == {"selfSigned": {}}
-    assert certificate["issuerRef"] == {
-        "name": issuer["metadata"]["name"],
+    issuers = {i["metadata"]["name"]: i["spec"] for i in rendered.of_kind("Issuer")}
+    certificates = {c["metadata"]["name"]: c["spec"] for c in rendered.of_kind("Certificate")}
+    assert issuers == {
+        "trainhook-selfsigned": {"selfSigned": {}},
+        "trainhook-ca": {"ca": {"secretName": "trainhook-ca"}},
+    }
+    ca = certificates.pop("trainhook-ca")
+    # The self-signed Issuer signs only the CA...
+    assert ca["issuerRef"] == {
+        "name": "trainhook-selfsigned",
         "kind": "Issuer",
         "group": "cert-manager.io",
     }
+    assert ca["isCA"] is True
+    assert ca["secretName"] == "trainhook-ca"
+    assert ca["usages"] == ["cert sign", "crl sign", "digital signature"]
+    # ...which is long-lived and keeps its key when renewed...
+    assert (ca["duration"], ca["renewBefore"]) == ("87600h", "2160h")
+    assert ca["privateKey"] == {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Never"}
+    # ...and the CA Issuer made from it signs the serving certificate, with a new key each time.
+    (certificate,) = certificates.values()
+    assert certificate["issuerRef"] == {
+        "name": "trainhook-ca",
+        "kind": "Issuer",
+        "group": "cert-manager.io",
+    }
+    assert certificate["privateKey"]["rotationPolicy"] == "Always"
     assert certificate["dnsNames"] == [
         "trainhook-webhook",
         "trainhook-webhook.trainhook",
@@ -62,6 +92,100 @@ def test_cert_manager_mode_issues_a_certificate_for_the_service_from_a_self_sign
         "name": "certs",
         "secret": {"secretName": certificate["secretName"], "defaultMode": 0o440},
     }
+
+
+def test_serving_certificates_signed_before_and_after_a_ca_renewal_verify_against_either_ca() -> (
+    None
+):
+    """cert-manager's renewal, played from the rendered specs: the API server may still hold the
+    old CA while the webhook serves a certificate from the renewed one, and the other way round."""
+    rendered = render({"certificates": {"mode": "certManager"}})
+    ca_spec = rendered.named("Certificate", "trainhook-ca")["spec"]
+    serving_spec = rendered.named("Certificate", "trainhook-webhook")["spec"]
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    first_ca = issue_ca(ca_spec, ca_key, start)
+    renewal = first_ca.not_valid_after_utc - go_duration(ca_spec["renewBefore"])
+    if ca_spec["privateKey"]["rotationPolicy"] != "Never":
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+    renewed_ca = issue_ca(ca_spec, ca_key, renewal)
+    served_before = issue_serving(serving_spec, first_ca, ca_key, renewal - HOUR)
+    served_after = issue_serving(serving_spec, renewed_ca, ca_key, renewal + MINUTE)
+    host = "trainhook-webhook.trainhook.svc"
+    for served, bundle in ((served_before, renewed_ca), (served_after, first_ca)):
+        verifier = (
+            PolicyBuilder()
+            .store(Store([bundle]))
+            .time(renewal + 2 * MINUTE)
+            .build_server_verifier(DNSName(host))
+        )
+        chain = verifier.verify(served, [])
+        assert chain[0] == served
+
+
+HOUR = datetime.timedelta(hours=1)
+MINUTE = datetime.timedelta(minutes=1)
+
+
+def go_duration(text: str) -> datetime.timedelta:
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    parts = re.findall(r"([0-9.]+)(ms|h|m|s)", text)
+    assert "".join(n + u for n, u in parts) == text, text
+    return datetime.timedelta(seconds=sum(float(n) * units[u] for n, u in parts))
+
+
+def issue_ca(
+    spec: dict[str, Any], key: ec.EllipticCurvePrivateKey, now: datetime.datetime
+) -> x509.Certificate:
+    """A self-signed CA certificate as cert-manager's selfSigned issuer makes it."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, spec["commonName"])])
+    identifier = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + go_duration(spec["duration"]))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False),
+            critical=True,
+        )
+        .add_extension(identifier, critical=False)
+        .sign(key, hashes.SHA256())
+    )
+
+
+def issue_serving(
+    spec: dict[str, Any],
+    ca: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    now: datetime.datetime,
+) -> x509.Certificate:
+    """A serving certificate as cert-manager's CA issuer signs it (never beyond the CA)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    ca_identifier = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(min(now + go_duration(spec["duration"]), ca.not_valid_after_utc))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in spec["dnsNames"]]),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_identifier),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
 
 
 def test_cert_manager_mode_can_use_an_existing_cluster_issuer() -> None:
@@ -76,6 +200,11 @@ def test_cert_manager_mode_can_use_an_existing_cluster_issuer() -> None:
     )
     assert rendered.of_kind("Issuer") == []
     certificate = rendered.one("Certificate")["spec"]
+    configuration = rendered.one("MutatingWebhookConfiguration")
+    # The caBundle is the given issuer's CA, which cert-manager puts in the Secret's ca.crt.
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "trainhook/trainhook-webhook"
+    }
     assert certificate["issuerRef"] == {
         "name": "corp-ca",
         "kind": "ClusterIssuer",

@@ -48,6 +48,15 @@ def test_trainhook_serve_accepts_the_webhook_command_line(combination: str) -> N
     args = parse(rendered.container("Deployment", _webhook(rendered)))
     assert args.bind == "0.0.0.0:8443"
     assert args.namespace == "trainhook"
+    sweepers = [n for n in rendered.names("Deployment") if n.endswith("-sweeper")]
+    accounts = [
+        rendered.named("Deployment", name)["spec"]["template"]["spec"]["serviceAccountName"]
+        for name in sweepers
+    ]
+    # Only the sweeper may change the outcome it records; without one, nobody is named.
+    assert args.sweeper_username == "".join(
+        f"system:serviceaccount:trainhook:{account}" for account in accounts
+    )
     assert args.lookup is values.get("webhook", {}).get("lookup", True)
     assert (args.cert_file, args.key_file) == (
         "/var/run/trainhook/certs/tls.crt",
@@ -80,10 +89,10 @@ needs_sweep = pytest.mark.skipif(
 @needs_sweep
 def test_trainhook_sweep_accepts_the_sweeper_command_line() -> None:
     rendered = render(
-        {"sweeper": {"watchNamespace": "ml", "resyncSeconds": 30, "logLevel": "debug"}}
+        {"namespaces": ["ml", "vision"], "sweeper": {"resyncSeconds": 30, "logLevel": "debug"}}
     )
     args = parse(rendered.container("Deployment", "trainhook-sweeper"))
-    assert args.namespace == "ml"
+    assert args.namespaces == ["ml", "vision"]
     assert args.resync_seconds == 30
     assert (args.lease_name, args.lease_namespace) == ("trainhook-sweeper", "trainhook")
     assert args.identity == "trainhook-sweeper-5d9f-x2k"
@@ -92,4 +101,4 @@ def test_trainhook_sweep_accepts_the_sweeper_command_line() -> None:
 
 @needs_sweep
 def test_a_sweeper_watching_everything_passes_no_namespace() -> None:
-    assert parse(render().container("Deployment", "trainhook-sweeper")).namespace == ""
+    assert parse(render().container("Deployment", "trainhook-sweeper")).namespaces is None

@@ -165,10 +165,15 @@ def sweeper_changes(
     """(kind, field) for every field the sweeper's merge patches write on the job's objects."""
     job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
     return {
-        (patch.resource.kind, field)
+        (patch.resource.kind, whole_map(field))
         for patch in of_type(decision(job, workloads, pods, records=True, **owned).actions, Patch)
         for field in changed_fields({}, patch.patch)
     }
+
+
+def whole_map(field: str) -> str:
+    """A PodGroup's minResources is one field: its keys are whatever resources the job asks for."""
+    return "spec.minResources" if field.startswith("spec.minResources") else field
 
 
 def pytorch(replicas: int = 2, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -211,6 +216,7 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         "pt-master", role="master", job="pt", annotations=gang, priority_class="hi"
     )
     workers = statefulset("pt-worker", role="worker", job="pt", annotations=gang)
+    workers["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     # A Service and PodGroup the sweeper created, since changed by someone: it puts them back.
     kept = sweeper_changes(
         stamped(master, workers),
@@ -234,7 +240,13 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
     paused |= sweeper_changes(
         stamped(indexed_job("ij", role="worker", completions=1, annotations=pausing)), []
     )
-    changes = finished | restamped | suspended | never_started | kept | running | paused
+    cosched = {contract.SCHEDULER: "coscheduling", contract.SCHEDULE_TIMEOUT_SECONDS: "60"}
+    timed = sweeper_changes(
+        pytorch(annotations=cosched),
+        [],
+        coscheduling_podgroups=[owned("PodGroup", "pt", job="pt")],
+    )
+    changes = finished | restamped | suspended | never_started | kept | timed | running | paused
     assert changes == documented("sweeper")
 
 

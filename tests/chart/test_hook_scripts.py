@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from tests.chart.apiserver import AdmittingApiServer, admitting_api_server
 from tests.chart.rendering import render
 from tests.server.conftest import serving
 from webhook.certs.material import generate
@@ -173,44 +175,195 @@ def helm_test_pod(values: dict[str, Any] | None = None) -> dict[str, Any]:
     return render(values).named("Pod", "trainhook-test")["spec"]
 
 
-def test_helm_test_gets_an_answer_from_the_webhook_trusting_only_the_configured_ca_bundle(
-    api: ApiEmulator, running_webhook: tuple[int, bytes], tmp_path: Path
-) -> None:
-    port, ca = running_webhook
-    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
-        webhook_configuration(f"https://127.0.0.1:{port}/mutate", ca)
+def kubeconfig_for(server: str, directory: Path) -> Path:
+    path = directory / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "cluster", "cluster": {"server": server}}],
+                "users": [{"name": "test", "user": {"token": "not-checked"}}],
+                "contexts": [
+                    {"name": "cluster", "context": {"cluster": "cluster", "user": "test"}}
+                ],
+                "current-context": "cluster",
+            }
+        )
     )
-    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"webhook https://127.0.0.1:{port}/mutate answered in ")
-    assert ": allowed, uid " in result.stdout
+    return path
 
 
-def test_helm_test_fails_when_the_ca_bundle_is_not_the_webhook_ca(
-    api: ApiEmulator, running_webhook: tuple[int, bytes], tmp_path: Path
+def rendered_configuration(url: str, ca: bytes | None, values: dict[str, Any] | None = None):
+    """The chart's MutatingWebhookConfiguration, its Service reference swapped for a URL."""
+    configuration = copy.deepcopy(render(values).one("MutatingWebhookConfiguration"))
+    client_config: dict[str, Any] = {"url": url}
+    if ca is not None:
+        client_config["caBundle"] = base64.b64encode(ca).decode()
+    configuration["webhooks"][0]["clientConfig"] = client_config
+    return configuration
+
+
+@pytest.fixture
+def apiserver() -> Iterator[tuple[AdmittingApiServer, str]]:
+    with admitting_api_server() as served:
+        yield served
+
+
+def failure_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_helm_test_creates_a_labelled_pod_through_the_api_server_and_checks_rank_and_peers(
+    apiserver: tuple[AdmittingApiServer, str],
+    running_webhook: tuple[int, bytes],
+    tmp_path: Path,
 ) -> None:
+    api, address = apiserver
+    port, ca = running_webhook
+    api.add_configuration(rendered_configuration(f"https://127.0.0.1:{port}/mutate", ca))
+    result = run_like_the_pod(helm_test_pod(), kubeconfig_for(address, tmp_path))
+    assert result.returncode == 0, result.stderr
+    peers = ",".join(f"trainhook-check-worker-{i}.trainhook-check.default.svc" for i in range(2))
+    assert result.stdout.splitlines() == [
+        "labelled Pod created through the API server in default (dry run): "
+        f"rank 1 of world size 2, peers {peers}"
+    ]
+    assert api.requests == [
+        "GET /apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/trainhook",
+        "POST /api/v1/namespaces/default/pods?dryRun=All",
+    ]
+
+
+def test_helm_test_runs_in_the_first_served_namespace_when_a_namespace_list_is_set(
+    apiserver: tuple[AdmittingApiServer, str],
+    running_webhook: tuple[int, bytes],
+    tmp_path: Path,
+) -> None:
+    api, address = apiserver
+    port, ca = running_webhook
+    values = {"namespaces": ["ml", "vision"]}
+    api.add_configuration(rendered_configuration(f"https://127.0.0.1:{port}/mutate", ca, values))
+    result = run_like_the_pod(helm_test_pod(values), kubeconfig_for(address, tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("labelled Pod created through the API server in ml ")
+
+
+def test_helm_test_says_when_the_api_server_never_sends_the_pod_to_the_webhook(
+    apiserver: tuple[AdmittingApiServer, str],
+    running_webhook: tuple[int, bytes],
+    tmp_path: Path,
+) -> None:
+    api, address = apiserver
+    port, ca = running_webhook
+    # The webhook serves only "ml"; the test was pointed at "default".
+    api.add_configuration(
+        rendered_configuration(f"https://127.0.0.1:{port}/mutate", ca, {"namespaces": ["ml"]})
+    )
+    pod = helm_test_pod({"helmTest": {"namespace": "default"}})
+    result = run_like_the_pod(pod, kubeconfig_for(address, tmp_path), WAIT_SECONDS="0")
+    assert failure_line(result) == (
+        "FAILED: API server -> webhook: the API server did not send the labelled test Pod to "
+        "the webhook (it came back without env): namespace default is left out by the "
+        "configuration's namespaceSelector, objectSelector or matchConditions; set "
+        "helmTest.namespace to a namespace the webhook serves"
+    )
+
+
+def test_helm_test_blames_the_control_plane_route_when_only_the_api_server_cannot_reach_it(
+    apiserver: tuple[AdmittingApiServer, str],
+    running_webhook: tuple[int, bytes],
+    tmp_path: Path,
+) -> None:
+    api, address = apiserver
+    port, ca = running_webhook
+    api.add_configuration(rendered_configuration(f"https://127.0.0.1:{port}/mutate", ca))
+    api.webhook_unreachable = True
+    result = run_like_the_pod(helm_test_pod(), kubeconfig_for(address, tmp_path))
+    line = failure_line(result)
+    assert line.startswith(
+        "FAILED: API server -> webhook Service: the API server cannot reach the webhook, but "
+        f"this pod can (https://127.0.0.1:{port}/mutate answered): the control plane cannot "
+        "reach pod IPs on this cluster; install with webhook.hostNetwork.enabled=true"
+    )
+    target = f"https://127.0.0.1:{port}/mutate?timeout=5s"
+    assert line.endswith(f'failed to call webhook: Post "{target}": context deadline exceeded')
+
+
+def test_helm_test_says_when_neither_the_api_server_nor_the_pod_reaches_the_webhook(
+    apiserver: tuple[AdmittingApiServer, str], running_webhook: tuple[int, bytes], tmp_path: Path
+) -> None:
+    api, address = apiserver
+    _, ca = running_webhook
+    api.add_configuration(rendered_configuration("https://127.0.0.1:1/mutate", ca))
+    result = run_like_the_pod(helm_test_pod(), kubeconfig_for(address, tmp_path), WAIT_SECONDS="0")
+    line = failure_line(result)
+    assert line.startswith(
+        "FAILED: webhook: neither the API server nor this pod reaches it (are webhook pods "
+        "ready? kubectl get pods -l app.kubernetes.io/component=webhook): "
+        "https://127.0.0.1:1/mutate: [Errno 111] Connection refused."
+    )
+    assert line.endswith("dial tcp 127.0.0.1:1: connect: connection refused")
+
+
+def test_helm_test_names_tls_when_the_ca_bundle_is_not_the_webhook_ca(
+    apiserver: tuple[AdmittingApiServer, str], running_webhook: tuple[int, bytes], tmp_path: Path
+) -> None:
+    api, address = apiserver
     port, _ = running_webhook
     other = tmp_path / "other-ca"
     generate(other, "trainhook-webhook", NAMESPACE)
-    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
-        webhook_configuration(f"https://127.0.0.1:{port}/mutate", (other / "ca.crt").read_bytes())
+    api.add_configuration(
+        rendered_configuration(f"https://127.0.0.1:{port}/mutate", (other / "ca.crt").read_bytes())
     )
-    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path), WAIT_SECONDS="0")
-    assert result.returncode == 1
-    assert "CERTIFICATE_VERIFY_FAILED" in result.stderr
+    result = run_like_the_pod(helm_test_pod(), kubeconfig_for(address, tmp_path), WAIT_SECONDS="0")
+    line = failure_line(result)
+    assert line.startswith(
+        "FAILED: API server -> webhook: TLS failed, the caBundle does not verify the "
+        "certificate the webhook serves"
+    )
+    assert line.endswith("x509: certificate signed by unknown authority")
 
 
 def test_helm_test_waits_for_the_ca_bundle_and_names_what_is_missing(
-    api: ApiEmulator, tmp_path: Path
+    apiserver: tuple[AdmittingApiServer, str], tmp_path: Path
 ) -> None:
-    client.AdmissionregistrationV1Api(api.api).create_mutating_webhook_configuration(
-        webhook_configuration("https://127.0.0.1:1/mutate", None)
-    )
-    result = run_like_the_pod(helm_test_pod(), api.kubeconfig(tmp_path), WAIT_SECONDS="0")
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
+    api, address = apiserver
+    api.add_configuration(rendered_configuration("https://127.0.0.1:1/mutate", None))
+    result = run_like_the_pod(helm_test_pod(), kubeconfig_for(address, tmp_path), WAIT_SECONDS="0")
+    assert failure_line(result) == (
         "FAILED: MutatingWebhookConfiguration trainhook has no caBundle yet"
     )
+
+
+def test_helm_test_says_which_namespace_is_missing(
+    apiserver: tuple[AdmittingApiServer, str], running_webhook: tuple[int, bytes], tmp_path: Path
+) -> None:
+    api, address = apiserver
+    port, ca = running_webhook
+    api.add_configuration(rendered_configuration(f"https://127.0.0.1:{port}/mutate", ca))
+    pod = helm_test_pod({"helmTest": {"namespace": "research"}})
+    result = run_like_the_pod(pod, kubeconfig_for(address, tmp_path), WAIT_SECONDS="0")
+    assert failure_line(result) == (
+        "FAILED: this pod -> API server: namespace research does not exist: set "
+        "helmTest.namespace to a namespace the webhook serves"
+    )
+
+
+def test_helm_test_may_create_pods_only_in_its_namespace_and_only_while_it_runs() -> None:
+    rendered = render({"namespaces": ["ml", "vision"]})
+    role = rendered.named("Role", "trainhook-test")
+    assert role["metadata"]["namespace"] == "ml"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]
+    binding = rendered.named("RoleBinding", "trainhook-test")
+    assert binding["metadata"]["namespace"] == "ml"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "trainhook-test", "namespace": "trainhook"}
+    ]
+    for document in (role, binding):
+        assert document["metadata"]["annotations"]["helm.sh/hook"] == "test"
+        assert "hook-succeeded" in document["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
 
 
 def test_helm_test_pod_is_kept_for_its_logs_and_its_permissions_are_removed() -> None:
@@ -220,7 +373,7 @@ def test_helm_test_pod_is_kept_for_its_logs_and_its_permissions_are_removed() ->
         "helm.sh/hook": "test",
         "helm.sh/hook-delete-policy": "before-hook-creation",
     }
-    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
         policy = rendered.named(kind, "trainhook-test")["metadata"]["annotations"]
         assert policy["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
 

@@ -6,6 +6,7 @@ import re
 import shlex
 
 import pytest
+import yaml
 
 from tests.chart.rendering import (
     CA_BUNDLE,
@@ -16,6 +17,7 @@ from tests.chart.rendering import (
     helm,
     run_helm,
 )
+from tests.chart.test_values import SCHEMA, chart_defined_keys, resolve
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
 
@@ -93,3 +95,20 @@ def test_the_documented_opt_in_selector_reaches_the_configuration() -> None:
     (command,) = [c for c in helm_commands(INSTALL_DOC) if any("namespaceSelector" in a for a in c)]
     result = run_helm(as_template(command), None)
     assert 'trainhook.io/enabled: "true"' in result.stdout
+
+
+def is_option(dotted: str) -> bool:
+    """A key that takes a value (not a group of keys)."""
+    schema = SCHEMA
+    for part in dotted.split("."):
+        schema = resolve(schema["properties"][part])
+    return "properties" not in schema
+
+
+def test_install_guide_names_every_option_of_the_chart() -> None:
+    values_file = CHART / "values.yaml"
+    root = yaml.compose(values_file.read_text())
+    keys = [key for key, _ in chart_defined_keys(root, SCHEMA) if is_option(key)]
+    missing = [key for key in keys if f"`{key}`" not in INSTALL_DOC]
+    assert len(keys) > 100
+    assert missing == []

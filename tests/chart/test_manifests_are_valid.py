@@ -26,7 +26,7 @@ from tests.chart.rendering import (
 # Kinds from CRDs that kubernetes-validate has no schema for; tests/chart checks their fields.
 CRD_KINDS = {
     "cert-manager.io/v1": {"Certificate", "Issuer"},
-    "monitoring.coreos.com/v1": {"ServiceMonitor", "PodMonitor"},
+    "monitoring.coreos.com/v1": {"ServiceMonitor", "PodMonitor", "PrometheusRule"},
 }
 
 

@@ -34,7 +34,10 @@ def test_with_cert_manager_the_scrape_verifies_the_certificate_with_its_ca() -> 
     assert endpoint["tlsConfig"] == {
         "serverName": "trainhook-webhook.trainhook.svc",
         "ca": {
-            "secret": {"name": rendered.one("Certificate")["spec"]["secretName"], "key": "ca.crt"}
+            "secret": {
+                "name": rendered.named("Certificate", "trainhook-webhook")["spec"]["secretName"],
+                "key": "ca.crt",
+            }
         },
     }
 
@@ -64,20 +67,20 @@ def test_metrics_are_written_where_the_webhook_process_looks_for_them() -> None:
     assert env["PROMETHEUS_MULTIPROC_DIR"] in mounts
 
 
-def test_the_sweeper_is_probed_on_its_health_port_and_scraped_by_a_pod_monitor() -> None:
+def test_the_sweeper_is_probed_on_its_metrics_port_and_scraped_by_a_pod_monitor() -> None:
     rendered = render(ENABLED)
     deployment = rendered.named("Deployment", "trainhook-sweeper")
-    sweeper = deployment["spec"]["template"]["spec"]
-    (container,) = sweeper["containers"]
-    assert "--health-address=0.0.0.0:8080" in container["args"]
-    assert container["ports"] == [
-        {"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}
-    ]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--metrics-bind=0.0.0.0:9090" in container["args"]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     monitor = rendered.one("PodMonitor")
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    assert (endpoint["port"], endpoint["path"]) == ("http-metrics", "/metrics")
+    assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
     assert render({**ENABLED, "sweeper": {"enabled": False}}).of_kind("PodMonitor") == []
+    quiet = render({**ENABLED, "sweeper": {"metricsPort": 0}})
+    assert quiet.of_kind("PodMonitor") == []
+    assert "livenessProbe" not in quiet.container("Deployment", "trainhook-sweeper")

@@ -65,3 +65,67 @@ def test_failure_policy_ignore_and_a_disabled_sweeper_are_warned_about() -> None
         in text
     )
     assert "sweeper.enabled is false: nothing creates the jobs' headless Services" in text
+
+
+def served_lines(text: str) -> list[str]:
+    keys = ("Served:", "Swept:", "Sibling lookup:", "Certificates:", "The webhook listens")
+    return [line for line in text.splitlines() if line.startswith(keys)]
+
+
+def test_notes_say_where_the_webhook_serves_and_sweeps_by_default() -> None:
+    assert served_lines(notes()) == [
+        "Served: objects labelled trainhook.io/framework, in every namespace except kube-system,"
+        " trainhook.",
+        "Swept: the same namespaces; the sweeper's permissions are cluster-wide (a ClusterRole).",
+        "Sibling lookup: the webhook reads labelled StatefulSets and Jobs of every namespace"
+        " (read-only).",
+        "Certificates: self - the webhook writes its CA bundle into the configuration when it"
+        " starts.",
+    ]
+
+
+def test_notes_follow_a_namespace_list_the_host_network_and_the_certificate_chain() -> None:
+    text = notes(
+        {
+            "namespaces": ["ml", "vision"],
+            "webhook": {"hostNetwork": {"enabled": True}},
+            "certificates": {"mode": "certManager"},
+        }
+    )
+    assert served_lines(text) == [
+        "Served: objects labelled trainhook.io/framework, in namespaces ml, vision.",
+        "Swept: the same namespaces; the sweeper's permissions are a Role in each of them.",
+        "Sibling lookup: the webhook reads labelled StatefulSets and Jobs of the same namespaces"
+        " (read-only).",
+        "The webhook listens on port 10260 of its nodes' network (webhook.hostNetwork).",
+        "Certificates: certManager - cert-manager issues Certificate trainhook-webhook from the CA"
+        " trainhook-ca and injects that CA as the bundle.",
+    ]
+    assert "a labelled Pod created as a dry run in namespace ml," in text
+    assert "webhook.hostNetwork is on: the webhook pods need the baseline Pod Security level" in (
+        text
+    )
+
+
+def test_notes_without_a_sweeper_rbac_or_helm_test_say_so() -> None:
+    text = notes(
+        {
+            "sweeper": {"enabled": False},
+            "webhook": {"lookup": False},
+            "rbac": {"create": False},
+            "helmTest": {"enabled": False},
+            "certificates": {
+                "mode": "certManager",
+                "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}},
+            },
+        }
+    )
+    lines = served_lines(text)
+    assert "Swept: nowhere (sweeper.enabled is false)." in text
+    assert not [line for line in lines if line.startswith("Sibling lookup:")]
+    assert lines[-1] == (
+        "Certificates: certManager - cert-manager issues Certificate trainhook-webhook from"
+        " ClusterIssuer corp-ca and injects its CA bundle."
+    )
+    assert "helm test" not in text
+    assert "rbac.create is false: grant the webhook and sweeper ServiceAccounts the rules" in text

@@ -141,7 +141,7 @@ def test_webhook_runs_two_replicas_spread_over_nodes_with_a_disruption_budget() 
             "labelSelector": {"matchLabels": selector},
         }
     ]
-    budget = rendered.one("PodDisruptionBudget")["spec"]
+    budget = rendered.named("PodDisruptionBudget", "trainhook-webhook")["spec"]
     assert budget == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
     assert rendered.one("Service")["spec"]["selector"] == selector
     assert selector["app.kubernetes.io/component"] == "webhook"
@@ -181,17 +181,23 @@ def test_webhook_serves_probes_and_the_service_on_its_https_port() -> None:
 def test_webhook_command_line_follows_the_values() -> None:
     rendered = render(
         {
-            "webhook": {"workers": 4, "logLevel": "debug", "lookup": False},
+            "webhook": {
+                "workers": 4,
+                "logLevel": "debug",
+                "lookup": False,
+                "coschedulingSchedulerName": "coscheduler",
+            },
             "clusterDomain": "cluster.local",
         }
     )
-    assert rendered.container("Deployment", "trainhook-webhook")["args"][:7] == [
+    assert rendered.container("Deployment", "trainhook-webhook")["args"][:8] == [
         "serve",
         "--bind=0.0.0.0:8443",
         "--workers=4",
         "--log-level=debug",
         "--no-lookup",
         "--cluster-domain=cluster.local",
+        "--coscheduling-scheduler-name=coscheduler",
         "--namespace=$(TRAINHOOK_NAMESPACE)",
     ]
 
@@ -217,7 +223,7 @@ def test_webhook_and_sweeper_learn_their_namespace_and_name_from_the_downward_ap
         "--lease-namespace=$(TRAINHOOK_NAMESPACE)",
         "--identity=$(POD_NAME)",
         "--log-level=info",
-        "--health-address=0.0.0.0:8080",
+        "--metrics-bind=0.0.0.0:9090",
     ]
 
 

@@ -36,9 +36,13 @@ def bound_subjects(rendered: Rendered, binding_kind: str, role_kind: str, role: 
 LOOKUP = expand("apps", "statefulsets", "get list watch") | expand(
     "batch", "jobs", "get list watch"
 )
+# Only its own configuration, list and watch included (the watch selects it by metadata.name).
 SELF_CA_BUNDLE = expand(
-    "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get patch", "trainhook"
-) | expand("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "list watch")
+    "admissionregistration.k8s.io",
+    "mutatingwebhookconfigurations",
+    "get list watch patch",
+    "trainhook",
+)
 SELF_SECRET = expand("", "secrets", "create") | expand(
     "", "secrets", "get update patch", "trainhook-webhook-tls"
 )
@@ -47,8 +51,9 @@ SWEEPER = (
     | expand("batch", "jobs", "get list watch patch delete")
     | expand("", "pods", "get list watch patch delete")
     | expand("", "services", "get list watch create patch delete")
-    | expand("", "secrets", "get list watch create delete")
+    | expand("", "secrets", "get create patch delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
+    | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
     | expand("", "events", "create")
 )
 LEASE = expand("coordination.k8s.io", "leases", "create") | expand(
@@ -110,14 +115,34 @@ def test_sweeper_holds_its_lease_only_in_the_release_namespace() -> None:
     assert bound_subjects(rendered, "RoleBinding", "Role", "trainhook-sweeper-lease") == subject
 
 
-def test_sweeper_watching_one_namespace_is_granted_its_permissions_only_there() -> None:
-    rendered = render({"sweeper": {"watchNamespace": "ml"}})
+def test_a_namespace_list_grants_the_sweeper_a_role_per_namespace_and_nothing_cluster_wide() -> (
+    None
+):
+    rendered = render({"namespaces": ["ml", "vision"]})
+    assert "trainhook-sweeper" not in rendered.names("ClusterRole")
     assert "trainhook-sweeper" not in rendered.names("ClusterRoleBinding")
-    binding = rendered.named("RoleBinding", "trainhook-sweeper")
-    assert binding["metadata"]["namespace"] == "ml"
-    assert binding["roleRef"]["kind"] == "ClusterRole"
+    roles = [r for r in rendered.of_kind("Role") if r["metadata"]["name"] == "trainhook-sweeper"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["ml", "vision"]
+    for role in roles:
+        assert grants(role) == SWEEPER
+    bindings = [
+        b for b in rendered.of_kind("RoleBinding") if b["metadata"]["name"] == "trainhook-sweeper"
+    ]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["ml", "vision"]
+    for binding in bindings:
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "trainhook-sweeper",
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "trainhook-sweeper", "namespace": "trainhook"}
+        ]
     args = rendered.container("Deployment", "trainhook-sweeper")["args"]
-    assert "--namespace=ml" in args
+    assert [a for a in args if a.startswith("--namespace")] == [
+        "--namespace=ml",
+        "--namespace=vision",
+    ]
 
 
 def test_a_disabled_sweeper_has_no_account_and_no_permissions() -> None:
@@ -151,3 +176,26 @@ def test_no_role_anywhere_uses_wildcards_or_escalation_verbs() -> None:
                 assert "*" not in (group, resource, verb), where
                 assert verb not in ("escalate", "bind", "impersonate"), where
                 assert resource not in ("clusterroles", "roles", "nodes"), where
+
+
+def test_a_namespace_list_confines_the_webhooks_lookup_to_roles_in_those_namespaces() -> None:
+    rendered = render({"namespaces": ["ml", "vision"]})
+    # Cluster-wide, only its own configuration (self mode) is left.
+    assert grants(rendered.named("ClusterRole", "trainhook-webhook")) == SELF_CA_BUNDLE
+    lookup_roles = {
+        r["metadata"]["namespace"]: grants(r)
+        for r in rendered.of_kind("Role")
+        if r["metadata"]["name"] == "trainhook-webhook"
+        and r["metadata"]["namespace"] != "trainhook"
+    }
+    assert lookup_roles == {"ml": LOOKUP, "vision": LOOKUP}
+    args = rendered.container("Deployment", "trainhook-webhook")["args"]
+    assert [a for a in args if a.startswith("--lookup-namespace")] == [
+        "--lookup-namespace=ml",
+        "--lookup-namespace=vision",
+    ]
+    no_lookup = render({"namespaces": ["ml"], "webhook": {"lookup": False}})
+    assert not [
+        r for r in no_lookup.of_kind("Role") if r["metadata"].get("namespace") == "ml"
+        and r["metadata"]["name"] == "trainhook-webhook"
+    ]  # fmt: skip

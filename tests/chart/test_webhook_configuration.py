@@ -64,9 +64,9 @@ def test_pods_on_create_statefulsets_on_create_and_update_and_jobs_on_create_are
         for resource in rule["resources"]
     }
     assert sent == {
-        ("", "pods"): ["CREATE"],
+        ("", "pods"): ["CREATE", "UPDATE"],
         ("apps", "statefulsets"): ["CREATE", "UPDATE"],
-        ("batch", "jobs"): ["CREATE"],
+        ("batch", "jobs"): ["CREATE", "UPDATE"],
     }
     assert {rule["scope"] for rule in rules} == {"Namespaced"}
     assert {version for rule in rules for version in rule["apiVersions"]} == {"v1"}
@@ -175,12 +175,13 @@ def test_self_managed_certificates_leave_the_ca_bundle_to_the_webhook() -> None:
     assert "annotations" not in configuration["metadata"]
 
 
-def test_cert_manager_injects_the_ca_bundle_from_the_webhook_certificate() -> None:
+def test_cert_manager_injects_the_ca_bundle_from_the_charts_own_ca_certificate() -> None:
     rendered = render({"certificates": {"mode": "certManager"}})
     configuration = rendered.one("MutatingWebhookConfiguration")
-    certificate = rendered.one("Certificate")
+    ca = rendered.named("Certificate", "trainhook-ca")
+    assert ca["spec"]["isCA"] is True
     assert configuration["metadata"]["annotations"] == {
-        "cert-manager.io/inject-ca-from": f"trainhook/{certificate['metadata']['name']}"
+        "cert-manager.io/inject-ca-from": "trainhook/trainhook-ca"
     }
     assert "caBundle" not in configuration["webhooks"][0]["clientConfig"]
 

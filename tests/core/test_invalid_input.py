@@ -52,7 +52,23 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
             "trainhook.io/shm-size: invalid value '0Gi': a positive Kubernetes quantity such as "
             "1Gi or 512Mi",
         ),
-        ("scheduler", "kueue", "trainhook.io/scheduler: invalid value 'kueue': one of volcano"),
+        (
+            "scheduler",
+            "yunikorn",
+            "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, kueue",
+        ),
+        (
+            "schedule-timeout-seconds",
+            "10m",
+            "trainhook.io/schedule-timeout-seconds: invalid value '10m': a whole number of seconds "
+            "from 1 to 2147483647",
+        ),
+        (
+            "schedule-timeout-seconds",
+            "0",
+            "trainhook.io/schedule-timeout-seconds: invalid value '0': a whole number of seconds "
+            "from 1 to 2147483647",
+        ),
         (
             "container",
             "Main_Container",
@@ -79,7 +95,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "queue",
             "Team A",
-            "trainhook.io/queue: invalid value 'Team A': a Volcano queue name (a DNS-1123 label)",
+            "trainhook.io/queue: invalid value 'Team A': a Volcano queue or Kueue LocalQueue "
+            "name (a DNS-1123 label)",
         ),
         (
             "ordered-start",

@@ -325,7 +325,10 @@ def test_an_invalid_index_label_is_refused() -> None:
     pod = bare_pod("p", "jax", labels={"trainhook.io/index": "first"})
     with pytest.raises(TrainhookError) as caught:
         admit_pod(pod)
-    assert str(caught.value) == "trainhook.io/index: invalid value 'first': a whole number >= 0"
+    assert (
+        str(caught.value)
+        == "trainhook.io/index: invalid value 'first': a whole number from 0 to 2147483647"
+    )
 
 
 def test_a_hostname_that_peers_would_not_find_is_refused() -> None:
@@ -408,3 +411,55 @@ def test_max_restarts_becomes_pet_max_restarts() -> None:
     )
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["PET_MAX_RESTARTS"] == "3"
+
+
+def test_a_pod_resolved_through_its_owner_gets_the_jobs_volcano_group_on_the_first_pass() -> None:
+    # The job label is on the StatefulSet only: its pods do not carry it until admitted.
+    sts = statefulset("ddp-worker", "pytorch", role="worker", job="ddp", replicas=2)
+    template = sts["spec"]["template"]["metadata"]
+    template["labels"]["trainhook.io/framework"] = "pytorch"
+    template["annotations"] = {"trainhook.io/scheduler": "volcano"}
+    pod = expand(sts, "default")[0]  # created before the webhook was installed: no stamp
+
+    first = jsonpatch.apply_patch(pod, admit_pod(pod, owner=sts).patch)
+
+    assert first["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "ddp"
+    assert admit_pod(first, owner=sts).patch == []
+
+
+def test_a_job_name_whose_pod_hostnames_exceed_63_characters_is_refused_in_one_line() -> None:
+    job = "j" * 60
+    pod = bare_pod("p", "pytorch", labels={"trainhook.io/job": job})
+
+    with pytest.raises(TrainhookError) as caught:
+        admit_pod(pod)
+
+    assert caught.value.status_code == 400
+    assert str(caught.value) == (
+        f"job {job}: pod hostname '{job}-worker-0' of role worker is not a DNS-1123 label of at "
+        "most 63 characters; shorten the name the pods are named after (the StatefulSet, the "
+        "Job or, for bare pods, the job)"
+    )
+
+
+def test_a_job_name_of_52_characters_still_names_its_bare_pods() -> None:
+    job = "j" * 52  # <job>-worker-0 is 61 characters
+    outcome = admit_pod(bare_pod("p", "pytorch", labels={"trainhook.io/job": job}))
+    patched = jsonpatch.apply_patch(
+        bare_pod("p", "pytorch", labels={"trainhook.io/job": job}), outcome.patch
+    )
+    assert patched["spec"]["hostname"] == f"{job}-worker-0"
+
+
+def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named() -> None:
+    sts = statefulset("ddp", "pytorch", replicas=2)
+    sts["spec"]["serviceName"] = "Bad_Service"
+
+    with pytest.raises(TrainhookError) as caught:
+        admit(sts, kind="StatefulSet", operation="CREATE", namespace="default")
+
+    assert str(caught.value) == (
+        "job ddp: Service 'Bad_Service' of role worker is not a DNS-1035 label of at most 63 "
+        "characters (it ends every host name of the role); set the StatefulSet's serviceName or "
+        "the pod's subdomain to one"
+    )

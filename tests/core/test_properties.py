@@ -308,7 +308,17 @@ def test_admit_leaves_the_object_and_its_siblings_exactly_as_received(
 # --- 4: only what the contract names is touched ------------------------------------------------
 
 ANY_TAIL = "**"
-POD_ANNOTATIONS = (contract.VOLCANO_GROUP_NAME, contract.VOLCANO_TASK_SPEC)
+POD_ANNOTATIONS = (
+    contract.VOLCANO_GROUP_NAME,
+    contract.VOLCANO_TASK_SPEC,
+    contract.KUEUE_POD_GROUP_TOTAL_COUNT,
+)
+POD_LABELS = (
+    contract.COSCHEDULING_POD_GROUP,
+    contract.KUEUE_QUEUE_NAME,
+    contract.KUEUE_POD_GROUP_NAME,
+    contract.KUEUE_MANAGED,
+)
 
 
 def _ours(key: str) -> bool:
@@ -317,6 +327,10 @@ def _ours(key: str) -> bool:
 
 def _pod_annotation(key: str) -> bool:
     return _ours(key) or key in POD_ANNOTATIONS
+
+
+def _pod_label(key: str) -> bool:
+    return _ours(key) or key in POD_LABELS
 
 
 def _container_field(key: str) -> bool:
@@ -329,7 +343,9 @@ def _index(key: str) -> bool:
 
 Segment = str | Callable[[str], bool]
 CONTRACT_PATHS: tuple[tuple[Segment, ...], ...] = (
-    ("metadata", "labels", _ours),
+    ("metadata", "labels", _pod_label),
+    ("metadata", "finalizers", ANY_TAIL),  # Kueue's, when Kueue's webhook has not added it
+    ("spec", "schedulingGates", ANY_TAIL),  # Kueue's admission gate, likewise
     ("metadata", "annotations", _pod_annotation),
     ("spec", "template", "metadata", "labels", _ours),
     ("spec", "template", "metadata", "annotations", _ours),

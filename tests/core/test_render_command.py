@@ -51,15 +51,25 @@ def test_render_prints_a_table_of_the_jobs_pods_in_rank_order(
     assert main(["render", str(job_file)]) == 0
     assert capsys.readouterr().out == (
         "job pt (pytorch, namespace default, 3 pods)\n"
-        "POD          ROLE    INDEX  RANK  MASTER_ADDR                 NODE_RANK  NNODES  "
+        "POD          ROLE    INDEX  POD_RANK  MASTER_ADDR                 NODE_RANK  NNODES  "
         "WORLD_SIZE  RANK\n"
-        "pt-master-0  master  0      0     pt-master-0.pt.default.svc  0          3       3"
+        "pt-master-0  master  0      0         pt-master-0.pt.default.svc  0          3       3"
         "           0\n"
-        "pt-worker-0  worker  0      1     pt-master-0.pt.default.svc  1          3       3"
+        "pt-worker-0  worker  0      1         pt-master-0.pt.default.svc  1          3       3"
         "           1\n"
-        "pt-worker-1  worker  1      2     pt-master-0.pt.default.svc  2          3       3"
+        "pt-worker-1  worker  1      2         pt-master-0.pt.default.svc  2          3       3"
         "           2\n"
     )
+
+
+def test_no_column_of_the_table_is_named_twice_for_any_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert main(["render", str(examples)]) == 0
+    headers = [line.split() for line in capsys.readouterr().out.splitlines() if line[:4] == "POD "]
+    assert len(headers) >= 8
+    assert [h for h in headers if len(set(h)) != len(h)] == []
 
 
 def test_render_reads_every_yaml_file_of_a_folder_as_one_set_of_manifests(

@@ -417,3 +417,36 @@ def test_an_expired_watch_lists_again_and_drops_what_vanished(
 
     assert eventually(lambda: len(statefulset_calls()) == 4)
     assert statefulset_calls() == ["list", "watch", "list", "watch"]
+
+
+def test_a_cache_given_namespaces_lists_and_watches_only_those_and_serves_their_jobs(
+    api: Emulator,
+) -> None:
+    elsewhere = workload("StatefulSet", "pt-master", ns="other", **MASTER["metadata"]["labels"])
+    vision = workload("Job", "vt-worker", ns="vision", **{"trainhook.io/framework": "pytorch",
+                      "trainhook.io/job": "vt"})  # fmt: skip
+    for obj in (MASTER, WORKER, vision, elsewhere):
+        add(api, obj)
+    created = len(api.requests())
+    cache = SiblingCache(api.api(), namespaces=("ml", "vision"), backoff=(0.05, 0.2)).start()
+    try:
+        assert cache.wait_synced(5)
+        # A list and a watch per kind and namespace, and nothing else.
+        assert eventually(lambda: len(api.requests()) == created + 8)
+        paths = {r.url.path for r in api.requests()[created:]}
+        assert paths == {
+            STS.format(ns="ml"), JOBS.format(ns="ml"),
+            STS.format(ns="vision"), JOBS.format(ns="vision"),
+        }  # fmt: skip
+        seen = len(api.requests())
+        assert names(cache.siblings("ml", "pt")) == ["pt-worker", "pt-master"]
+        assert names(cache.siblings("vision", "vt")) == ["vt-worker"]
+        assert requests_after(api, seen) == []
+        # A namespace it does not watch is not in its cache: one direct read, as on a miss.
+        assert names(cache.siblings("other", "pt")) == ["pt-master"]
+        assert [r.split("?")[0] for r in requests_after(api, seen)] == [
+            f"GET {STS.format(ns='other')}",
+            f"GET {JOBS.format(ns='other')}",
+        ]
+    finally:
+        cache.stop()

@@ -18,6 +18,7 @@ ENVIRONMENT = {
     "TRAINHOOK_KEY_FILE": "/tls/tls.key",
     "TRAINHOOK_WORKERS": "4",
     "TRAINHOOK_CLUSTER_DOMAIN": "cluster.local",
+    "TRAINHOOK_COSCHEDULING_SCHEDULER_NAME": "scheduler-plugins-scheduler-v2",
     "TRAINHOOK_LOG_LEVEL": "WARNING",
     "TRAINHOOK_LOOKUP": "false",
     "TRAINHOOK_CERT_MODE": "self",
@@ -25,6 +26,7 @@ ENVIRONMENT = {
     "TRAINHOOK_WEBHOOK_CONFIG": "trainhook",
     "TRAINHOOK_SERVICE": "trainhook-webhook",
     "TRAINHOOK_NAMESPACE": "trainhook",
+    "TRAINHOOK_SWEEPER_USERNAME": "system:serviceaccount:trainhook:trainhook-sweeper",
 }
 
 
@@ -48,13 +50,16 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "key_file": "certs/tls.key",
         "workers": 2,
         "cluster_domain": "",
+        "coscheduling_scheduler_name": "scheduler-plugins-scheduler",
         "log_level": "info",
         "lookup": True,
+        "lookup_namespaces": None,
         "cert_mode": "files",
         "cert_secret": "",
         "webhook_config": "",
         "service": "",
         "namespace": "",
+        "sweeper_username": "",
     }
 
 
@@ -70,14 +75,30 @@ def test_every_setting_comes_from_its_environment_variable(
         "key_file": "/tls/tls.key",
         "workers": 4,
         "cluster_domain": "cluster.local",
+        "coscheduling_scheduler_name": "scheduler-plugins-scheduler-v2",
         "log_level": "warning",
         "lookup": False,
+        "lookup_namespaces": None,  # read from TRAINHOOK_LOOKUP_NAMESPACES when run
         "cert_mode": "self",
         "cert_secret": "trainhook-ca",
         "webhook_config": "trainhook",
         "service": "trainhook-webhook",
         "namespace": "trainhook",
+        "sweeper_username": "system:serviceaccount:trainhook:trainhook-sweeper",
     }
+
+
+def test_lookup_namespaces_repeat_or_come_as_a_comma_list(
+    clean_environment: pytest.MonkeyPatch,
+) -> None:
+    from webhook.cli.serve import _namespaces
+
+    flags = parse("--lookup-namespace=ml", "--lookup-namespace=vision")
+    assert _namespaces(flags.lookup_namespaces) == ("ml", "vision")
+    clean_environment.setenv("TRAINHOOK_LOOKUP_NAMESPACES", "ml, vision")
+    assert _namespaces(parse().lookup_namespaces) == ("ml", "vision")
+    clean_environment.delenv("TRAINHOOK_LOOKUP_NAMESPACES")
+    assert _namespaces(parse().lookup_namespaces) == ()
 
 
 def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.MonkeyPatch) -> None:
@@ -96,6 +117,11 @@ def test_a_flag_wins_over_its_environment_variable(clean_environment: pytest.Mon
         (
             ["--log-level=loud"],
             "argument --log-level: invalid value 'loud': one of debug, info, warning, error",
+        ),
+        (
+            ["--coscheduling-scheduler-name=Coscheduler_1"],
+            "argument --coscheduling-scheduler-name: invalid value 'Coscheduler_1': a scheduler "
+            "name (a DNS-1123 subdomain, e.g. scheduler-plugins-scheduler)",
         ),
         (
             ["--cert-mode=vault"],

@@ -90,11 +90,102 @@ def labelled_garbage(draw: st.DrawFn) -> bytes:
     return json.dumps(review(obj, kind=kind)).encode()
 
 
+# What a tenant writes to make the webhook work hard or fail: numbers past Python's 4,300-digit
+# conversion limit, digits that are not ASCII, stamps nested thousands deep, names with newlines.
+hostile_strings = st.one_of(
+    st.integers(min_value=1, max_value=6000).map(lambda n: "9" * n),
+    st.sampled_from(["²:³", "٣", "1:²", "-1", "0x10", " 7 ", "1e9", "4294967296"]),
+    st.integers(min_value=1, max_value=3000).map(lambda n: "[" * n + "]" * n),
+    st.integers(min_value=1, max_value=3000).map(lambda n: '{"a":' * n + "1" + "}" * n),
+    st.text(alphabet="ab\n-.9", max_size=80),
+)
+hostile_hosts = st.dictionaries(
+    st.sampled_from(["worker", "master", "a=b", "W", "x" * 70]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "pod": st.one_of(
+                st.integers(min_value=1, max_value=30000).map(lambda n: "a" * n),
+                st.text(alphabet="ab\n-.", max_size=10),
+            ),
+            "start": st.one_of(
+                st.integers(min_value=-5, max_value=2**40),
+                st.integers(min_value=1, max_value=4000).map(lambda n: int("9" * n)),
+                st.booleans(),
+            ),
+            "service": st.one_of(st.text(alphabet="sb\n-", max_size=80), st.integers()),
+            "nproc": st.one_of(st.integers(min_value=-1, max_value=2**40), st.none()),
+        },
+    ),
+    max_size=3,
+)
+hostile_counts = st.dictionaries(
+    st.sampled_from(["worker", "master", "a=b", "ps"]),
+    st.one_of(st.integers(min_value=-1, max_value=2**33), st.booleans(), st.text(max_size=3)),
+    max_size=3,
+)
+NULLABLE_LISTS = [
+    ("spec", "containers"),
+    ("spec", "initContainers"),
+    ("spec", "volumes"),
+    ("metadata", "ownerReferences"),
+]
+
+
+@st.composite
+def hostile_pods(draw: st.DrawFn) -> bytes:
+    """A labelled pod as a tenant who may create pods can send it, through the API server or
+    straight to the webhook's Service."""
+    labels = {contract.FRAMEWORK: draw(st.sampled_from(["pytorch", "generic", "mpi", "jax"]))}
+    for key in draw(st.sets(st.sampled_from([contract.JOB, contract.ROLE, contract.INDEX]))):
+        labels[key] = draw(st.one_of(hostile_strings, st.sampled_from(["j" * 60, "worker", "0"])))
+    annotations: dict[str, str] = {}
+    for key in draw(
+        st.sets(
+            st.sampled_from(
+                [
+                    contract.PORT,
+                    contract.GPUS,
+                    contract.ELASTIC,
+                    contract.NPROC_PER_NODE,
+                    contract.JOB_COMPLETION_INDEX,
+                    contract.TTL_SECONDS_AFTER_FINISHED,
+                    contract.PHASE,
+                ]
+            )
+        )
+    ):
+        annotations[key] = draw(hostile_strings)
+    if draw(st.booleans()):
+        annotations[contract.TOPOLOGY] = draw(
+            st.one_of(hostile_counts.map(json.dumps), hostile_strings)
+        )
+        annotations[contract.HOSTS] = json.dumps(draw(hostile_hosts))
+    obj: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": "ml", "labels": labels},
+        "spec": {"containers": [{"name": "pytorch", "image": "t", "env": []}]},
+    }
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
+    if draw(st.booleans()):
+        obj["spec"]["containers"][0]["env"] = [None]
+    for parent, field in draw(st.sets(st.sampled_from(NULLABLE_LISTS))):
+        obj[parent][field] = [None]
+    if draw(st.integers(min_value=0, max_value=9)) == 0:
+        obj["spec"] = None
+    if draw(st.booleans()):
+        obj["spec"] = obj["spec"] and {**obj["spec"], "hostname": draw(hostile_strings)}
+    return json.dumps(review(obj, namespace="ml")).encode()
+
+
 bodies = (
     st.binary(max_size=200)
     | json_values.map(lambda value: json.dumps(value).encode())
     | damaged_reviews()
     | labelled_garbage()
+    | hostile_pods()
 )
 
 
@@ -106,5 +197,22 @@ def test_no_request_body_gets_a_server_error(body: bytes, content_type: str | No
     assert 200 <= answer.status < 500
     if answer.status == 200:
         assert answer.body["kind"] == "AdmissionReview"
+        status = answer.body["response"].get("status")  # type: ignore[typeddict-item]
+        if status is not None:
+            assert "\n" not in status["message"]
     else:
         assert "\n" not in answer.body["message"]  # type: ignore[typeddict-item]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=hostile_pods())
+def test_no_hostile_pod_gets_a_server_error_or_a_denial_of_several_lines(body: bytes) -> None:
+    answer = answer_to(body, JSON, CONTEXT)
+
+    assert answer.status in (200, 422), answer.body
+    if answer.status == 200:
+        status = answer.body["response"].get("status")  # type: ignore[typeddict-item]
+        if status is not None:
+            assert status["code"] in (400, 403)
+            assert "\n" not in status["message"]
+            assert len(status["message"]) < 1100

@@ -273,6 +273,27 @@ def test_body_over_the_limit_still_sent_when_refused_gets_its_413_not_a_reset(
     assert answer["message"] == f"request body is {size} bytes; the limit is 3 MiB"
 
 
+def test_the_start_line_says_where_the_server_listens(webhook: Webhook) -> None:
+    master = webhook.process.pid  # gunicorn's master is the `trainhook serve` process
+    starts = [line for line in webhook.log_lines() if line["message"].startswith("Listening at:")]
+    assert [line["message"] for line in starts] == [
+        f"Listening at: https://127.0.0.1:{webhook.port} ({master}; each worker binds its own "
+        "socket)"
+    ]
+
+
+def test_metrics_say_which_version_and_python_answer(webhook: Webhook) -> None:
+    import platform
+
+    from webhook import __version__
+
+    builds = {
+        re.findall(r"^trainhook_build_info\{(.*)\} (\S+)$", webhook.get("/metrics")[1], re.M)[0]
+        for _ in range(4)
+    }
+    assert builds == {(f'python="{platform.python_version()}",version="{__version__}"', "1.0")}
+
+
 def test_metrics_show_when_the_served_certificate_expires(webhook: Webhook) -> None:
     from cryptography import x509
 

@@ -23,6 +23,7 @@ def state_of(
     *,
     services: Sequence[dict[str, Any]] = (),
     podgroups: Sequence[dict[str, Any]] = (),
+    coscheduling_podgroups: Sequence[dict[str, Any]] = (),
     secrets: Sequence[dict[str, Any]] = (),
 ) -> JobState:
     return read_job_state(
@@ -32,6 +33,7 @@ def state_of(
         pods=pods,
         services=services,
         podgroups=podgroups,
+        coscheduling_podgroups=coscheduling_podgroups,
         secrets=secrets,
     )
 

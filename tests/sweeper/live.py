@@ -87,7 +87,7 @@ def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") 
 class SweeperProcess:
     """`trainhook sweep` as its own process, killed with SIGKILL like a crashed pod."""
 
-    def __init__(self, kubeconfig: Path, identity: str, log: Path) -> None:
+    def __init__(self, kubeconfig: Path, identity: str, log: Path, *extra: str) -> None:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "POD_NAME": identity}
         env.pop("KUBERNETES_SERVICE_HOST", None)
         self.log = log
@@ -102,6 +102,7 @@ class SweeperProcess:
                 "--resync-seconds=5",
                 "--lease-duration-seconds=2",
                 "--log-level=debug",
+                *extra,
             ],
             env=env,
             stdout=self._log_file,

@@ -34,7 +34,7 @@ def test_the_environment_of_the_chart_sets_identity_lease_namespace_and_watched_
     )
     assert config == SweeperConfig(
         identity="trainhook-sweeper-7d9f-x2",
-        namespace="ml",
+        namespaces=("ml",),
         resync_seconds=60.0,
         lease_name="trainhook-sweeper",
         lease_namespace="trainhook",
@@ -57,8 +57,17 @@ def test_flags_win_over_the_environment_and_an_empty_namespace_means_every_names
         TRAINHOOK_WATCH_NAMESPACE="ml",
         POD_NAME="a",
     )
-    assert (config.namespace, config.resync_seconds, config.lease_name) == (None, 30.0, "sweeper")
+    assert (config.namespaces, config.resync_seconds, config.lease_name) == ((), 30.0, "sweeper")
     assert (config.lease_namespace, config.identity) == ("ops", "b")
+
+
+def test_namespace_repeats_for_several_namespaces_and_the_environment_takes_a_comma_list(
+    monkeypatch,
+):
+    flags = parse(["--namespace=ml", "--namespace=vision"], monkeypatch, POD_NAME="a")
+    assert flags.namespaces == ("ml", "vision")
+    environment = parse([], monkeypatch, POD_NAME="a", TRAINHOOK_WATCH_NAMESPACE="ml, vision")
+    assert environment.namespaces == ("ml", "vision")
 
 
 @pytest.mark.parametrize(
@@ -67,6 +76,7 @@ def test_flags_win_over_the_environment_and_an_empty_namespace_means_every_names
         ("--resync-seconds=0", "invalid value '0': a number of seconds above 0"),
         ("--lease-duration-seconds=1.5", "invalid value '1.5': a whole number of seconds >= 1"),
         ("--log-level=loud", "invalid value 'loud': one of debug, info, warning, error"),
+        ("--metrics-bind=9090", "invalid value '9090': HOST:PORT, e.g. 0.0.0.0:9090"),
     ],
 )
 def test_a_bad_flag_is_refused_with_what_is_allowed(flag, message, capsys):

@@ -143,11 +143,24 @@ def test_a_foreign_service_that_is_not_headless_is_reported():
 VOLCANO = {contract.SCHEDULER: "volcano", contract.QUEUE: "research"}
 
 
+def requesting(workload, **requests):
+    workload["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": requests}
+    return workload
+
+
 def test_a_volcano_job_gets_a_podgroup_for_all_its_replicas_in_its_queue_and_priority_class():
     master = statefulset(
         "pt-master", role="master", job="pt", annotations=VOLCANO, priority_class="high"
     )
-    workers = statefulset("pt-worker", role="worker", job="pt", replicas=3, annotations=VOLCANO)
+    workers = statefulset(
+        "pt-worker",
+        role="worker",
+        job="pt",
+        replicas=3,
+        annotations={**VOLCANO, contract.GPUS: "2"},
+    )
+    requesting(master, cpu="4", memory="16Gi")
+    requesting(workers, cpu="8", memory="32Gi")
     master, workers = stamped(master, workers)
     actions = decision("pt", [master, workers], services=[service_of(master, workers)]).actions
     assert actions == (
@@ -163,7 +176,12 @@ def test_a_volcano_job_gets_a_podgroup_for_all_its_replicas_in_its_queue_and_pri
                     "labels": PT_LABELS,
                     "ownerReferences": [owner(master), owner(workers)],
                 },
-                "spec": {"minMember": 4, "queue": "research", "priorityClassName": "high"},
+                "spec": {
+                    "minMember": 4,
+                    "minResources": {"cpu": "28", "memory": "112Gi", "nvidia.com/gpu": "6"},
+                    "queue": "research",
+                    "priorityClassName": "high",
+                },
             },
         ),
     )
@@ -172,13 +190,15 @@ def test_a_volcano_job_gets_a_podgroup_for_all_its_replicas_in_its_queue_and_pri
 def test_a_podgroup_follows_the_job_when_it_is_scaled():
     master = statefulset("pt-master", role="master", job="pt", annotations=VOLCANO)
     workers = statefulset("pt-worker", role="worker", job="pt", replicas=5, annotations=VOLCANO)
+    requesting(master, cpu="2")
+    requesting(workers, cpu="500m")
     master, workers = stamped(master, workers)
     group = owned(
         "PodGroup",
         "pt",
         job="pt",
         owners=[owner(master), owner(workers)],
-        spec={"minMember": 4, "queue": "research"},
+        spec={"minMember": 4, "minResources": {"cpu": "3500m"}, "queue": "research"},
     )
     actions = decision(
         "pt", [master, workers], services=[service_of(master, workers)], podgroups=[group]
@@ -190,7 +210,12 @@ def test_a_podgroup_follows_the_job_when_it_is_scaled():
             "pt",
             {
                 "metadata": {"ownerReferences": [owner(master), owner(workers)]},
-                "spec": {"minMember": 6, "queue": "research", "priorityClassName": None},
+                "spec": {
+                    "minMember": 6,
+                    "minResources": {"cpu": "4500m"},
+                    "queue": "research",
+                    "priorityClassName": None,
+                },
             },
             "30",
         ),

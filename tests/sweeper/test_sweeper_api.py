@@ -13,6 +13,7 @@ from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
     LEASES,
@@ -145,6 +146,37 @@ def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emula
     assert "create Service ml/hvd" in sweeper.actions
 
 
+def test_a_coscheduling_job_gets_its_podgroup_and_loses_it_once_it_is_done(emulator, kube):
+    settings = {contract.SCHEDULER: "coscheduling", contract.SCHEDULE_TIMEOUT_SECONDS: "120"}
+    with sweeping(kube):
+        _, _, pods = create_mpi_job(kube, settings)
+        eventually(
+            lambda: names(emulator, COSCHEDULING_PODGROUPS) == ["hvd"],
+            what="scheduler-plugins PodGroup",
+        )
+        (group,) = emulator.objects(COSCHEDULING_PODGROUPS, "ml")
+        assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+        assert group["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 120}
+        assert names(emulator, PODGROUPS) == []
+
+        succeed(kube, pods[0])
+        eventually(
+            lambda: annotations(emulator, JOBS, "hvd-launcher").get(contract.PHASE) == "Succeeded",
+            what="phase recorded",
+        )
+        # The workers still run (until their StatefulSet, scaled to 0, removes them): the gang
+        # keeps its PodGroup meanwhile.
+        assert names(emulator, COSCHEDULING_PODGROUPS) == ["hvd"]
+        for worker in pods[1:]:
+            kube.delete(PODS, "ml", worker["metadata"]["name"], {})
+        eventually(
+            lambda: not names(emulator, COSCHEDULING_PODGROUPS),
+            what="PodGroup released once no pod of the finished job runs",
+        )
+        assert names(emulator, JOBS) == ["hvd-launcher"]
+        assert names(emulator, STATEFULSETS) == ["hvd-worker"]
+
+
 def create_pytorch_job(kube, settings):
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt", annotations=settings),
@@ -223,7 +255,7 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     create_pytorch_job(kube, {})
     with sweeping(kube, backoff_base=0.1) as sweeper:
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
-        assert sweeper.sweeper.informers[PODS].lists >= 1
+        assert sweeper.sweeper.watches[(PODS, None)].lists >= 1
     posts = [
         (code, t)
         for method, path, code, t in emulator.emulator.log
@@ -241,10 +273,10 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
 
 
 def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, SECRETS, PODGROUPS):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS):
         emulator.emulator.gone(resource.plural)  # its first watch
     with sweeping(kube) as sweeper:
-        informers = sweeper.sweeper.informers.values()
+        informers = sweeper.sweeper.watches.values()
         eventually(lambda: all(i.lists >= 2 for i in informers), what="relist after 410 Gone")
         create_pytorch_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
@@ -340,3 +372,67 @@ def test_a_write_that_conflicts_is_decided_again_on_state_read_afresh(emulator, 
         if e["reason"] == "Completed" and e["involvedObject"]["name"] == "hvd-worker"
     ]
     assert len(completed) == 1
+
+
+def create_single_worker_job(kube, namespace):
+    (workers,) = stamped(statefulset("solo", role="worker", job="solo", replicas=1))
+    workers["metadata"]["namespace"] = namespace
+    workers = kube.create(STATEFULSETS, namespace, workers)
+    single = pod(workers, 0)
+    single["metadata"]["namespace"] = namespace
+    kube.create(PODS, namespace, single)
+
+
+def test_a_sweeper_given_two_namespaces_serves_both_and_reads_nothing_outside_them(emulator, kube):
+    for namespace in ("ml", "vision", "research"):
+        create_single_worker_job(kube, namespace)
+    with sweeping(kube, namespaces=("ml", "vision")):
+        eventually(
+            lambda: (
+                [o["metadata"]["name"] for o in emulator.objects(SERVICES, "vision")] == ["solo"]
+            ),
+            what="Service in vision",
+        )
+        eventually(lambda: names(emulator, SERVICES) == ["solo"], what="Service in ml")
+    assert emulator.objects(SERVICES, "research") == []
+    reads = {path for method, path, _, _ in emulator.emulator.log if method == "GET"}
+    outside = {
+        path
+        for path in reads
+        if "/namespaces/ml/" not in path
+        and "/namespaces/vision/" not in path
+        and f"/namespaces/{LEASE_NAMESPACE}/leases" not in path
+    }
+    assert outside == set()
+
+
+def test_the_sweeper_process_serves_its_build_and_whether_it_leads_as_metrics(emulator, tmp_path):
+    import platform
+    import socket
+    import urllib.request
+
+    from webhook import __version__
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = kubeconfig(tmp_path / "kubeconfig", emulator.url)
+    log = tmp_path / "sweeper.log"
+    process = SweeperProcess(config, "sweeper-0", log, f"--metrics-bind=127.0.0.1:{port}")
+    try:
+
+        def leading() -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as got:
+                    text = got.read().decode()
+            except OSError:
+                return None  # not listening yet
+            return text if "trainhook_sweeper_leader 1.0" in text.splitlines() else None
+
+        text = eventually(leading, what="leader metric", timeout=20)
+    finally:
+        assert process.terminate() == 0
+    build = (
+        f'trainhook_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0'
+    )
+    assert build in text.splitlines()

@@ -8,12 +8,10 @@ import re
 import urllib.error
 import urllib.request
 
-import pytest
-
-from webhook.cli import main
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
-from webhook.sweeper.health import serve
+from webhook.sweeper.health import STALLED_AFTER, SweeperHealth
+from webhook.sweeper.metrics import SweeperMetrics
 
 from .live import eventually, sweeping
 from .test_sweeper_api import annotations, create_pytorch_job, names
@@ -79,8 +77,10 @@ def get(url):
 def test_the_sweeper_serves_health_readiness_and_its_metrics(emulator, kube):
     create_pytorch_job(kube, {})
     with sweeping(kube) as running:
-        server = serve(running.sweeper.metrics, "127.0.0.1", 0)
-        base = f"http://127.0.0.1:{server.server_address[1]}"
+        sweeper = running.sweeper
+        metrics = SweeperMetrics(sweeper.elector.is_leader, sweeper.health)
+        host, port = metrics.serve("127.0.0.1:0")
+        base = f"http://{host}:{port}"
         try:
             eventually(lambda: get(f"{base}/readyz") == (200, "ok\n"), what="ready")
             assert get(f"{base}/healthz") == (200, "ok\n")
@@ -91,42 +91,24 @@ def test_the_sweeper_serves_health_readiness_and_its_metrics(emulator, kube):
             text = get(f"{base}/metrics")[1]
             assert "trainhook_sweeper_leader 1.0" in text
             assert re.search(r"^trainhook_sweeper_queue_depth \d+\.0$", text, re.M)
-            assert re.search(
-                r"^trainhook_sweeper_reconcile_duration_seconds_count [1-9]", text, re.M
-            )
+            reconciles = r"^trainhook_sweeper_reconcile_duration_seconds_count [1-9]"
+            assert re.search(reconciles, text, re.M)
             assert "trainhook_sweeper_job_restarts_total 0.0" in text
             assert get(f"{base}/nothing")[0] == 404
         finally:
-            server.shutdown()
-            server.server_close()
+            metrics.stop()
 
 
 def test_a_sweeper_whose_loop_stalls_is_reported_unhealthy():
-    from webhook.sweeper.health import STALLED_AFTER, SweeperMetrics
-
     now = [100.0]
-    metrics = SweeperMetrics(clock=lambda: now[0])
-    server = serve(metrics, "127.0.0.1", 0)
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    health = SweeperHealth(clock=lambda: now[0])
+    metrics = SweeperMetrics(lambda: False, health)
+    host, port = metrics.serve("127.0.0.1:0")
+    base = f"http://{host}:{port}"
     try:
         assert get(f"{base}/healthz") == (200, "ok\n")
         assert get(f"{base}/readyz") == (503, "caches not synced yet\n")
         now[0] += STALLED_AFTER + 1
         assert get(f"{base}/healthz") == (503, "reconcile loop stalled\n")
     finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.mark.parametrize("value", ["8080", "host:port", "127.0.0.1:70000"])
-def test_a_bad_health_address_is_refused_with_what_is_allowed(value, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["sweep", f"--health-address={value}"])
-    assert exit_.value.code == 2
-    assert (
-        capsys.readouterr()
-        .err.splitlines()[-1]
-        .endswith(
-            f"invalid value {value!r}: HOST:PORT with a port from 0 to 65535, e.g. 0.0.0.0:8080"
-        )
-    )
+        metrics.stop()

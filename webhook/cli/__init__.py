@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from webhook import __version__
+
 # Each subcommand lives in its own module, exposing `add_arguments(parser)` and `run(args) -> int`.
 # Modules are imported only when their subcommand runs, so `render` never loads Flask or gunicorn.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -21,32 +23,56 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("webhook.cli.serve", "run the admission webhook under gunicorn with TLS"),
     "sweep": ("webhook.cli.sweep", "run the sweeper: Services, PodGroups, completion, cleanup"),
     "status": ("webhook.cli.status", "show the training jobs: roles ready, phase, age"),
+    "describe": (
+        "webhook.cli.describe",
+        "show one training job: roles, pods, Service, PodGroup, events, last failure",
+    ),
 }
 
+# `kubectl trainhook ...` (the kubectl-trainhook executable): the commands that read a cluster
+# or files, as a kubectl plugin.
+PLUGIN_COMMANDS = ("status", "render", "describe")
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(
+    prog: str = "trainhook", commands: Sequence[str] = tuple(COMMANDS)
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="trainhook",
+        prog=prog,
         description="Turn labelled StatefulSets, Indexed Jobs and Pods into training jobs.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"trainhook {__version__}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (_module, summary) in COMMANDS.items():
+    for name in commands:
+        summary = COMMANDS[name][1]
         sub.add_parser(name, help=summary, description=summary, add_help=False)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str = "trainhook",
+    commands: Sequence[str] = tuple(COMMANDS),
+) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in COMMANDS:
+    if args and args[0] in commands:
         name = args[0]
         module_name, summary = COMMANDS[name]
         module = importlib.import_module(module_name)
-        parser = argparse.ArgumentParser(prog=f"trainhook {name}", description=summary)
+        parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=summary)
         module.add_arguments(parser)
         code: int = module.run(parser.parse_args(args[1:]))
         return code
-    build_parser().parse_args(args)
+    build_parser(prog, commands).parse_args(args)
     return 2
+
+
+def kubectl_plugin() -> int:
+    """The kubectl-trainhook executable: `kubectl trainhook status|render|describe ...`."""
+    return main(prog="kubectl trainhook", commands=PLUGIN_COMMANDS)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "certificate is valid for SERVICE, SERVICE.NAMESPACE, SERVICE.NAMESPACE.svc, "
         "SERVICE.NAMESPACE.svc.cluster.local, localhost and 127.0.0.1.",
     )
-    gen.add_argument("--out", type=Path, required=True, help="directory for the four PEM files")
+    gen.add_argument(
+        "--out",
+        type=Path,
+        default=Path("certs"),
+        help="directory for the four PEM files (default: certs, the repository's certs/ folder, "
+        "whose keys and certificates git ignores)",
+    )
     gen.add_argument("--service", type=dns_label, required=True, help="the webhook's Service")
     gen.add_argument("--namespace", type=dns_label, required=True, help="the Service's namespace")
     gen.add_argument(

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from webhook.cli.validators import scheduler_name
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.render import RenderError, render_all, table
 
 
@@ -24,10 +26,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output",
         choices=("table", "yaml"),
         default="table",
-        help="a table of pods (default) or the mutated workloads and pods as YAML",
+        help="a table of pods (default) or the mutated workloads, pods and PodGroups as YAML",
     )
     parser.add_argument(
         "--cluster-domain", default="", help="append .svc.<domain> to host names, as the webhook"
+    )
+    parser.add_argument(
+        "--coscheduling-scheduler-name",
+        default=DEFAULT_COSCHEDULING_SCHEDULER,
+        type=scheduler_name,
+        help="schedulerName of coscheduling jobs' pods, as the webhook "
+        f"(default {DEFAULT_COSCHEDULING_SCHEDULER})",
     )
 
 
@@ -39,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     documents = [doc for _, doc in sources]
     try:
-        rendering = render_all(documents, args.cluster_domain)
+        rendering = render_all(documents, args.cluster_domain, args.coscheduling_scheduler_name)
     except RenderError as error:
         where = sources[error.document][0]
         print(f"trainhook render: {where} ({error.what}): {error}", file=sys.stderr)
@@ -48,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print("trainhook render: no labelled StatefulSet, Job or Pod found", file=sys.stderr)
         return 1
     if args.output == "yaml":
-        objects = [*rendering.workloads, *(p.pod for p in rendering.pods)]
+        objects = [*rendering.workloads, *(p.pod for p in rendering.pods), *rendering.podgroups]
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     else:
         print(table(rendering.pods))

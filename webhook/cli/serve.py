@@ -9,7 +9,8 @@ import argparse
 import os
 from typing import Any
 
-from webhook.cli.validators import boolean_env, log_level, positive_int
+from webhook.cli.validators import boolean_env, log_level, positive_int, scheduler_name
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "append .svc.DOMAIN to pod host names (e.g. cluster.local)",
     )
     option(
+        "--coscheduling-scheduler-name",
+        "TRAINHOOK_COSCHEDULING_SCHEDULER_NAME",
+        DEFAULT_COSCHEDULING_SCHEDULER,
+        "schedulerName given to pods of jobs with trainhook.io/scheduler: coscheduling",
+        type=scheduler_name,
+    )
+    option(
         "--log-level",
         "TRAINHOOK_LOG_LEVEL",
         "info",
@@ -40,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=boolean_env("serve", "TRAINHOOK_LOOKUP", default=True),
         help="read sibling workloads of multi-role jobs from the API server [TRAINHOOK_LOOKUP]",
+    )
+    parser.add_argument(
+        "--lookup-namespace",
+        action="append",
+        dest="lookup_namespaces",
+        default=None,
+        help="read siblings only in this namespace; repeat for several (env "
+        "TRAINHOOK_LOOKUP_NAMESPACES, a comma list; default: every namespace)",
     )
     option(
         "--cert-mode",
@@ -58,6 +74,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     option("--service", "TRAINHOOK_SERVICE", "", "self mode: the webhook's Service")
     option("--namespace", "TRAINHOOK_NAMESPACE", "", "self mode: the Service's namespace")
+    option(
+        "--sweeper-username",
+        "TRAINHOOK_SWEEPER_USERNAME",
+        "",
+        "the sweeper's user (system:serviceaccount:NAMESPACE:NAME): the only one allowed to "
+        "change trainhook.io/phase, finished-at and reason",
+    )
+
+
+def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
+    """The --lookup-namespace flags, else the environment's comma list; empty: every one."""
+    given = flags if flags is not None else [os.environ.get("TRAINHOOK_LOOKUP_NAMESPACES", "")]
+    names = (name.strip() for flag in given for name in flag.split(","))
+    return tuple(dict.fromkeys(name for name in names if name))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             key_file=args.key_file,
             workers=int(args.workers),
             cluster_domain=args.cluster_domain,
+            coscheduling_scheduler=args.coscheduling_scheduler_name,
             log_level=args.log_level,
             lookup=args.lookup,
             cert_mode=args.cert_mode,
@@ -77,5 +108,7 @@ def run(args: argparse.Namespace) -> int:
             webhook_config=args.webhook_config,
             service=args.service,
             namespace=args.namespace,
+            lookup_namespaces=_namespaces(args.lookup_namespaces),
+            sweeper_username=args.sweeper_username,
         )
     )

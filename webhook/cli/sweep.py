@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.validators import host_port, log_level, positive_seconds, whole_seconds
+from webhook.cli.validators import log_level, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.server.logs import logging_config
-from webhook.sweeper.health import serve
+from webhook.sweeper.metrics import SweeperMetrics
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -30,11 +30,28 @@ def _own_namespace() -> str:
         return "default"
 
 
+def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
+    """The --namespace flags (an empty one means every namespace), else the environment's."""
+    given = flags if flags is not None else [os.environ.get("TRAINHOOK_WATCH_NAMESPACE", "")]
+    names = (name.strip() for flag in given for name in flag.split(","))
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+def _bind(text: str) -> str:
+    _host, colon, port = text.rpartition(":")
+    if text and (not colon or not port.isdigit() or int(port) > 65535):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: HOST:PORT, e.g. 0.0.0.0:9090")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namespace",
-        default=os.environ.get("TRAINHOOK_WATCH_NAMESPACE", ""),
-        help="sweep only this namespace (env TRAINHOOK_WATCH_NAMESPACE; default: every namespace)",
+        action="append",
+        dest="namespaces",
+        default=None,
+        help="sweep only this namespace; repeat for several (env TRAINHOOK_WATCH_NAMESPACE, "
+        "a comma list; default: every namespace)",
     )
     parser.add_argument(
         "--resync-seconds",
@@ -62,11 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a silent leader keeps the lease before another replica takes over",
     )
     parser.add_argument(
-        "--health-address",
-        type=host_port,
-        default=None,
-        metavar="HOST:PORT",
-        help="serve /healthz, /readyz and /metrics there, e.g. 0.0.0.0:8080 (default: not served)",
+        "--metrics-bind",
+        type=_bind,
+        default=_bind(os.environ.get("TRAINHOOK_METRICS_BIND", "")),
+        help="serve Prometheus metrics over HTTP on HOST:PORT (env TRAINHOOK_METRICS_BIND; "
+        "default: none)",
     )
     parser.add_argument(
         "--log-level",
@@ -80,7 +97,7 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
     duration: int = args.lease_duration_seconds
     return SweeperConfig(
         identity=args.identity,
-        namespace=args.namespace or None,
+        namespaces=_namespaces(args.namespaces),
         resync_seconds=args.resync_seconds,
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace or _own_namespace(),
@@ -105,18 +122,17 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     sweeper = Sweeper(kube, config_from(args))
-    server = None
-    if args.health_address is not None:
-        host, port = args.health_address
+    metrics = SweeperMetrics(sweeper.elector.is_leader, sweeper.health)
+    if args.metrics_bind:
         try:
-            server = serve(sweeper.metrics, host, port)
+            host, port = metrics.serve(args.metrics_bind)
         except OSError as error:
-            print(f"trainhook sweep: cannot serve on {host}:{port}: {error}", file=sys.stderr)
+            print(f"trainhook sweep: cannot serve metrics on {args.metrics_bind}: {error}",
+                  file=sys.stderr)  # fmt: skip
             return 1
+        logging.getLogger("trainhook.sweeper").info("metrics at http://%s:%d/metrics", host, port)
     try:
         sweeper.run(stop)
     finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+        metrics.stop()
     return 0

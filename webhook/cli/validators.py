@@ -11,6 +11,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def positive_int(value: str) -> int:
@@ -50,16 +51,6 @@ def positive_days(value: str) -> int:
     return days
 
 
-def host_port(value: str) -> tuple[str, int]:
-    """HOST:PORT to listen on; an empty host listens on every address."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise argparse.ArgumentTypeError(
-            f"invalid value {value!r}: HOST:PORT with a port from 0 to 65535, e.g. 0.0.0.0:8080"
-        )
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 def log_level(value: str) -> str:
     if value.lower() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"invalid value {value!r}: one of {', '.join(LOG_LEVELS)}")
@@ -71,6 +62,16 @@ def dns_label(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a DNS label: lower-case letters, digits and '-', "
             "at most 63, starting and ending with a letter or digit"
+        )
+    return value
+
+
+def scheduler_name(value: str) -> str:
+    """A pod's schedulerName: Kubernetes requires a DNS-1123 subdomain."""
+    if not DNS_SUBDOMAIN.match(value) or len(value) > 253:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: a scheduler name (a DNS-1123 subdomain, e.g. "
+            "scheduler-plugins-scheduler)"
         )
     return value
 

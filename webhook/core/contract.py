@@ -25,6 +25,7 @@ NPROC_PER_NODE: Final = "trainhook.io/nproc-per-node"
 ELASTIC: Final = "trainhook.io/elastic"
 MAX_RESTARTS: Final = "trainhook.io/max-restarts"  # torchrun's --max-restarts (PET_MAX_RESTARTS)
 QUEUE: Final = "trainhook.io/queue"
+SCHEDULE_TIMEOUT_SECONDS: Final = "trainhook.io/schedule-timeout-seconds"
 ORDERED_START: Final = "trainhook.io/ordered-start"
 SUCCESS_POLICY: Final = "trainhook.io/success-policy"
 CLEAN_POD_POLICY: Final = "trainhook.io/clean-pod-policy"
@@ -77,6 +78,21 @@ JOB_NAME: Final = "batch.kubernetes.io/job-name"
 # Volcano gang scheduling.
 VOLCANO_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+VOLCANO_PODGROUP_API: Final = "scheduling.volcano.sh/v1beta1"
+
+# scheduler-plugins coscheduling: the pod's PodGroup, and the name its scheduler usually runs as.
+COSCHEDULING_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+COSCHEDULING_PODGROUP_API: Final = "scheduling.x-k8s.io/v1alpha1"
+DEFAULT_COSCHEDULING_SCHEDULER: Final = "scheduler-plugins-scheduler"
+
+# Kueue plain-pod groups (Kueue v0.19, pkg/controller/jobs/pod/constants).
+KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"  # label: the LocalQueue
+KUEUE_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"  # label: the group (Workload)
+KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"  # annotation
+KUEUE_MANAGED: Final = "kueue.x-k8s.io/managed"  # label "true", and Kueue's finalizer's name
+KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"  # scheduling gate until admitted
+KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (preempted) the pod
+DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
 
 # Kubernetes limits that the webhook must stay under.
 ENV_VALUE_FILE_THRESHOLD: Final = 64 * 1024

@@ -63,6 +63,7 @@ def mutate_pod(
     owner: Mapping[str, Any] | None = None,
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
+    coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
 ) -> PodMutation:
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or namespace
@@ -100,7 +101,7 @@ def mutate_pod(
     training = training_container(pod, framework.container, settings.container)
     _set_gpus(draft, pod, training, settings, warnings)
     _set_shm(draft, pod, settings)
-    _set_scheduler(draft, pod, settings, job, role, warnings)
+    _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)
@@ -300,21 +301,76 @@ def _set_scheduler(
     draft: Draft,
     pod: Mapping[str, Any],
     settings: Settings,
-    job: str,
-    role: str,
+    placement: Placement,
+    coscheduling_scheduler: str,
     warnings: list[str],
 ) -> None:
-    if settings.scheduler != "volcano":
-        return
+    job, role = placement.topology.job, placement.role
+    if settings.scheduler == "volcano":
+        _set_scheduler_name(draft, pod, "volcano", warnings)
+        _set_metadata(
+            draft,
+            pod,
+            "annotations",
+            {contract.VOLCANO_GROUP_NAME: job, contract.VOLCANO_TASK_SPEC: role},
+        )
+    elif settings.scheduler == "coscheduling":
+        _set_scheduler_name(draft, pod, coscheduling_scheduler, warnings)
+        _set_metadata(draft, pod, "labels", {contract.COSCHEDULING_POD_GROUP: job})
+    elif settings.scheduler == "kueue":
+        _join_kueue_group(draft, pod, settings.queue, job, placement.topology.total, warnings)
+
+
+def _set_scheduler_name(
+    draft: Draft, pod: Mapping[str, Any], name: str, warnings: list[str]
+) -> None:
     current = (pod.get("spec") or {}).get("schedulerName")
     if current in (None, DEFAULT_SCHEDULER):
-        draft.dict_at("spec")["schedulerName"] = "volcano"
-    elif current != "volcano":
+        draft.dict_at("spec")["schedulerName"] = name
+    elif current != name:
         warnings.append(f"schedulerName {current} was set by the user and is kept")
-    wanted = {contract.VOLCANO_GROUP_NAME: job, contract.VOLCANO_TASK_SPEC: role}
-    annotations = annotations_of(pod)
-    if any(annotations.get(key) != value for key, value in wanted.items()):
-        draft.dict_at("metadata", "annotations").update(wanted)
+
+
+def _set_metadata(
+    draft: Draft, pod: Mapping[str, Any], field: str, wanted: Mapping[str, str]
+) -> None:
+    current = (pod.get("metadata") or {}).get(field) or {}
+    if any(current.get(key) != value for key, value in wanted.items()):
+        draft.dict_at("metadata", field).update(wanted)
+
+
+def _join_kueue_group(
+    draft: Draft, pod: Mapping[str, Any], queue: str, job: str, total: int, warnings: list[str]
+) -> None:
+    """Every pod of the job in one Kueue pod group, held by Kueue's gate until it is admitted.
+
+    Kueue's own webhook adds the gate, its managed label and its finalizer to a pod that carries
+    a queue label when it sees one; when it ran before Trainhook (no label yet) it added nothing,
+    so they are added here, as Kueue would. Nothing of Kueue's is ever removed or reordered.
+    """
+    labels = labels_of(pod)
+    given = labels.get(contract.KUEUE_QUEUE_NAME)
+    if given is not None and given != queue:
+        warnings.append(
+            f"label {contract.KUEUE_QUEUE_NAME} {given} is replaced by {contract.QUEUE} {queue}: "
+            "every pod of a job waits in one queue"
+        )
+    _set_metadata(
+        draft,
+        pod,
+        "labels",
+        {contract.KUEUE_QUEUE_NAME: queue, contract.KUEUE_POD_GROUP_NAME: job},
+    )
+    _set_metadata(draft, pod, "annotations", {contract.KUEUE_POD_GROUP_TOTAL_COUNT: str(total)})
+    spec = pod.get("spec") or {}
+    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
+    if contract.KUEUE_ADMISSION_GATE in gates or spec.get("nodeName"):
+        return  # Kueue's webhook has been here, or the pod is bound and cannot be gated
+    draft.list_at("spec", "schedulingGates").append({"name": contract.KUEUE_ADMISSION_GATE})
+    _set_metadata(draft, pod, "labels", {contract.KUEUE_MANAGED: "true"})
+    finalizers = (pod.get("metadata") or {}).get("finalizers") or []
+    if contract.KUEUE_MANAGED not in finalizers:
+        draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
 
 
 def _check_annotation_size(pod: Mapping[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting
+from webhook.core.limits import MAX_INT32, whole_number
 from webhook.core.objects import annotations_of, labels_of
 
 ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
@@ -57,9 +58,10 @@ def identify(pod: Mapping[str, Any]) -> PodIdentity:
 
 
 def _index(key: str, raw: str | None) -> int:
-    if raw is None or not raw.isdigit() or not raw.isascii():
-        raise InvalidSetting(key, raw, "a whole number >= 0")
-    return int(raw)
+    index = None if raw is None else whole_number(raw)
+    if index is None:
+        raise InvalidSetting(key, raw, f"a whole number from 0 to {MAX_INT32}")
+    return index
 
 
 def containers(pod: Mapping[str, Any]) -> list[tuple[str, int, Mapping[str, Any]]]:

@@ -1,12 +1,14 @@
 """Offline rendering: labelled manifests in, the pods Kubernetes would run (mutated) out.
 
 Workloads are expanded the way the StatefulSet and Job controllers create pods, then every pod
-goes through the same mutation the webhook applies at admission.
+goes through the same mutation the webhook applies at admission. A gang-scheduled job also gets
+the PodGroup the sweeper creates for it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -16,9 +18,11 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
+from webhook.core.gang import job_gang, podgroup_of_pods
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.pods import training_container
+from webhook.core.settings import Settings, read_settings
 from webhook.core.workload import job_of, read_workload
 from webhook.core.workload_mutation import mutate_workload
 
@@ -55,14 +59,24 @@ class RenderedPod:
 class Rendering:
     workloads: list[dict[str, Any]]  # mutated StatefulSets and Jobs, in input order
     pods: list[RenderedPod]
+    # The PodGroup of each gang-scheduled job (Volcano, coscheduling), as the sweeper makes it.
+    podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
-def render(documents: Sequence[Any], cluster_domain: str = "") -> list[RenderedPod]:
+def render(
+    documents: Sequence[Any],
+    cluster_domain: str = "",
+    coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+) -> list[RenderedPod]:
     """The mutated pods of every labelled workload and bare pod in `documents`."""
-    return render_all(documents, cluster_domain).pods
+    return render_all(documents, cluster_domain, coscheduling_scheduler).pods
 
 
-def render_all(documents: Sequence[Any], cluster_domain: str = "") -> Rendering:
+def render_all(
+    documents: Sequence[Any],
+    cluster_domain: str = "",
+    coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+) -> Rendering:
     labelled = [
         (position, doc)
         for position, doc in enumerate(documents)
@@ -77,18 +91,45 @@ def render_all(documents: Sequence[Any], cluster_domain: str = "") -> Rendering:
             groups[(_namespace(doc), job_of(doc))].append(doc)
     workloads: list[dict[str, Any]] = []
     pods: list[RenderedPod] = []
+    members: dict[tuple[str, str], list[tuple[str, Settings]]] = defaultdict(list)
+    mutated_pods: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    first_of: dict[tuple[str, str], tuple[int, Mapping[str, Any]]] = {}
     for position, doc in labelled:
         with _blame(position, doc):
             namespace = _namespace(doc)
             if doc["kind"] == "Pod":
-                pods.append(_mutated(doc, namespace, cluster_domain))
-                continue
-            siblings = groups[(namespace, job_of(doc))]
-            mutated = mutate_workload(doc, "CREATE", namespace, siblings, cluster_domain)
-            workloads.append(mutated.workload)
-            for pod in expand(mutated.workload, namespace):
-                pods.append(_mutated(pod, namespace, cluster_domain))
-    return Rendering(workloads, pods)
+                found = [_mutated(doc, namespace, cluster_domain, coscheduling_scheduler)]
+                settings = read_settings(annotations_of(doc), found[0].framework)
+                what = f"Pod {(doc.get('metadata') or {}).get('name')}"
+            else:
+                siblings = groups[(namespace, job_of(doc))]
+                mutated = mutate_workload(doc, "CREATE", namespace, siblings, cluster_domain)
+                workloads.append(mutated.workload)
+                found = [
+                    _mutated(pod, namespace, cluster_domain, coscheduling_scheduler)
+                    for pod in expand(mutated.workload, namespace)
+                ]
+                workload = read_workload(doc, namespace)
+                settings, what = workload.settings, workload.describe()
+            pods.extend(found)
+            for pod in found:
+                key = (namespace, pod.job)
+                first_of.setdefault(key, (position, doc))
+                mutated_pods[key].append(pod.pod)
+            if found:
+                members[(namespace, found[0].job)].append((what, settings))
+    # A job's pods in rank order, whatever order its workloads come in (a Job is best listed
+    # last: its template cannot be re-stamped once it has started); jobs in order of appearance.
+    first_seen = {key: i for i, key in enumerate(mutated_pods)}
+    pods.sort(key=lambda pod: (first_seen[(_namespace(pod.pod), pod.job)], pod.rank))
+    podgroups = []
+    for (namespace, job), pods_of_job in mutated_pods.items():
+        with _blame(*first_of[(namespace, job)]):
+            gang = job_gang(job, members[(namespace, job)])
+        podgroup = podgroup_of_pods(gang, job, namespace, pods_of_job) if gang else None
+        if podgroup is not None:
+            podgroups.append(podgroup)
+    return Rendering(workloads, pods, podgroups)
 
 
 @contextmanager
@@ -117,8 +158,15 @@ def _namespace(doc: Mapping[str, Any]) -> str:
     return str((doc.get("metadata") or {}).get("namespace") or DEFAULT_NAMESPACE)
 
 
-def _mutated(pod: Mapping[str, Any], namespace: str, cluster_domain: str) -> RenderedPod:
-    result = mutate_pod(pod, namespace, cluster_domain=cluster_domain)
+def _mutated(
+    pod: Mapping[str, Any], namespace: str, cluster_domain: str, coscheduling_scheduler: str
+) -> RenderedPod:
+    result = mutate_pod(
+        pod,
+        namespace,
+        cluster_domain=cluster_domain,
+        coscheduling_scheduler=coscheduling_scheduler,
+    )
     placement = result.placement
     return RenderedPod(
         pod=result.pod,
@@ -208,7 +256,9 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
         by_job[(pod.pod["metadata"]["namespace"], pod.job)].append(pod)
     for (namespace, job), members in by_job.items():
         framework = members[0].framework
-        header = ["POD", "ROLE", "INDEX", "RANK", *framework.key_vars]
+        # POD_RANK is the pod's place in the job (the trainhook.io/rank label); the framework's
+        # own variables follow under their env names (PyTorch's RANK counts processes).
+        header = ["POD", "ROLE", "INDEX", "POD_RANK", *framework.key_vars]
         rows = [
             [p.name, p.role, str(p.index), str(p.rank)]
             + [

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting
 from webhook.core.frameworks.base import Framework
+from webhook.core.limits import MAX_INT32, whole_number
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -20,13 +21,14 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
-SCHEDULERS = ("volcano",)
+SCHEDULERS = ("volcano", "coscheduling", "kueue")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Settings:
     elastic: tuple[int, int] | None = None
     max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
+    schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
     success_policy: str | None = None
     clean_pod_policy: str | None = None
@@ -71,6 +74,7 @@ SETTING_KEYS = (
     contract.ELASTIC,
     contract.MAX_RESTARTS,
     contract.QUEUE,
+    contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
     contract.SUCCESS_POLICY,
     contract.CLEAN_POD_POLICY,
@@ -118,6 +122,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         elastic=elastic,
         max_restarts=_max_restarts(get(contract.MAX_RESTARTS), framework),
         queue=_queue(get(contract.QUEUE)),
+        schedule_timeout_seconds=_integer(
+            contract.SCHEDULE_TIMEOUT_SECONDS,
+            get(contract.SCHEDULE_TIMEOUT_SECONDS),
+            1,
+            INT32_MAX,
+            f"a whole number of seconds from 1 to {INT32_MAX}",
+        ),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
         == "true",
         success_policy=_choice(
@@ -168,11 +179,8 @@ def _boolean(key: str, value: str | None) -> bool | None:
 def _integer(key: str, value: str | None, low: int, high: int | None, allowed: str) -> int | None:
     if value is None:
         return None
-    text = value.strip()
-    if not text.isdigit() or not text.isascii():
-        raise InvalidSetting(key, value, allowed)
-    number = int(text)
-    if number < low or (high is not None and number > high):
+    number = whole_number(value, MAX_INT32 if high is None else high)
+    if number is None or number < low:
         raise InvalidSetting(key, value, allowed)
     return number
 
@@ -192,12 +200,11 @@ def _elastic(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
     allowed = "min:max nodes, whole numbers with 1 <= min <= max, e.g. 2:4"
-    low, sep, high = value.partition(":")
-    if not sep or not (low.isdigit() and high.isdigit()):
+    low_text, sep, high_text = value.partition(":")
+    low, high = whole_number(low_text), whole_number(high_text)
+    if not sep or low is None or high is None or not 1 <= low <= high:
         raise InvalidSetting(contract.ELASTIC, value, allowed)
-    if not 1 <= int(low) <= int(high):
-        raise InvalidSetting(contract.ELASTIC, value, allowed)
-    return int(low), int(high)
+    return low, high
 
 
 def _quantity(key: str, value: str | None) -> str | None:
@@ -236,5 +243,7 @@ def _queue(value: str | None) -> str:
     if value is None:
         return DEFAULT_QUEUE
     if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
-        raise InvalidSetting(contract.QUEUE, value, "a Volcano queue name (a DNS-1123 label)")
+        raise InvalidSetting(
+            contract.QUEUE, value, "a Volcano queue or Kueue LocalQueue name (a DNS-1123 label)"
+        )
     return value

@@ -6,10 +6,17 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from webhook.core import contract
-from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.errors import InvalidName, InvalidSetting, Refused
+from webhook.core.limits import (
+    MAX_INT32,
+    MAX_LABEL,
+    is_dns_1035_label,
+    is_dns_1123_label,
+    shown,
+)
 
 
 class HostsEntry(TypedDict, total=False):
@@ -22,6 +29,10 @@ class HostsEntry(TypedDict, total=False):
     start: int
     service: str
     nproc: int
+
+
+# A job's roles: the frameworks have at most 5; a generic job names its own.
+MAX_ROLES = 64
 
 
 @dataclass(frozen=True)
@@ -52,11 +63,37 @@ class Topology:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
         object.__setattr__(self, "_hosts", {})
+        # What every pod's lists will cost is known from the counts and names alone: refuse a
+        # job too large before any list is built.
         total = sum(role.replicas for role in self.roles)
         if total > contract.MAX_PODS_PER_JOB:
             raise Refused(
                 f"job {self.job} has {total} pods; Trainhook supports up to "
                 f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+            )
+        listed = 0
+        for role in self.roles:
+            last = role.hostname(max(role.replicas - 1, 0))
+            if not is_dns_1123_label(last):
+                raise InvalidName(
+                    f"job {self.job}: pod hostname {shown(last)} of role {role.name} is not a "
+                    f"DNS-1123 label of at most {MAX_LABEL} characters; shorten the name the "
+                    "pods are named after (the StatefulSet, the Job or, for bare pods, the job)"
+                )
+            if not is_dns_1035_label(role.service):
+                raise InvalidName(
+                    f"job {self.job}: Service {shown(role.service)} of role {role.name} is not a "
+                    f"DNS-1035 label of at most {MAX_LABEL} characters (it ends every host name "
+                    "of the role); set the StatefulSet's serviceName or the pod's subdomain to one"
+                )
+            suffix = len(self._fqdn("", role.service))
+            listed += role.replicas * (len(role.pod) + 2 + len(str(role.start + role.replicas)))
+            listed += role.replicas * suffix
+        if listed > contract.ANNOTATIONS_TOTAL_LIMIT:
+            raise Refused(
+                f"job {self.job}: the host names of its {total} pods take {listed} bytes, more "
+                f"than one pod's annotations hold ({contract.ANNOTATIONS_TOTAL_LIMIT}); use "
+                "fewer replicas or shorter names"
             )
 
     @cached_property
@@ -164,11 +201,24 @@ def _read_stamp(
     cluster_domain: str,
 ) -> Topology:
     counts = _json_object(contract.TOPOLOGY, raw, 'a JSON object such as {"master":1,"worker":3}')
+    if len(counts) > MAX_ROLES:
+        raise InvalidSetting(contract.TOPOLOGY, raw, f"at most {MAX_ROLES} roles")
     replicas: dict[str, int] = {}
     for name, count in counts.items():
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise InvalidSetting(contract.TOPOLOGY, raw, f"replicas of {name!r} must be >= 0")
+        if not is_dns_1035_label(name):
+            raise InvalidSetting(
+                contract.TOPOLOGY, raw, f"role {shown(name)} must be a DNS-1035 label (<= 63)"
+            )
+        if not _whole(count, MAX_INT32):
+            raise InvalidSetting(
+                contract.TOPOLOGY, raw, f"replicas of {name!r} must be from 0 to {MAX_INT32}"
+            )
         replicas[name] = count
+    if sum(replicas.values()) > contract.MAX_PODS_PER_JOB:
+        raise Refused(
+            f"job {job} has {sum(replicas.values())} pods; Trainhook supports up to "
+            f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+        )
     hosts = (
         _json_object(contract.HOSTS, raw_hosts, 'a JSON object such as {"worker":{"pod":...}}')
         if raw_hosts
@@ -193,22 +243,33 @@ def _read_stamp(
             entry.get("service", job),
             entry.get("nproc", 1),
         )
-        if not (isinstance(pod, str) and isinstance(service, str)) or not (
-            isinstance(start, int) and isinstance(nproc, int) and nproc >= 1
+        if not (
+            is_dns_1123_label(pod)
+            and is_dns_1035_label(service)
+            and _whole(start, MAX_INT32)
+            and _whole(nproc, MAX_INT32)
+            and nproc >= 1
         ):
             raise InvalidSetting(
                 contract.HOSTS,
                 raw_hosts,
-                "each role maps to pod (string), start (integer), service (string), nproc (>= 1)",
+                "each role maps to pod (a DNS-1123 label), start (0 to 2147483647), service "
+                "(a DNS-1035 label) and nproc (1 to 2147483647)",
             )
         roles.append(Role(name, replicas[name], pod, start, service, nproc))
     return Topology(job, namespace, framework, tuple(roles), cluster_domain)
 
 
-def _json_object(key: str, raw: str, allowed: str) -> dict[str, object]:
+def _whole(value: object, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+
+
+def _json_object(key: str, raw: str, allowed: str) -> dict[str, Any]:
+    if len(raw) > contract.ANNOTATIONS_TOTAL_LIMIT:
+        raise InvalidSetting(key, raw, f"{allowed}, at most {contract.ANNOTATIONS_TOTAL_LIMIT} B")
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # ValueError: numbers over 4,300 digits too
         raise InvalidSetting(key, raw, allowed) from None
     if not isinstance(value, dict):
         raise InvalidSetting(key, raw, allowed)

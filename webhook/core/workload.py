@@ -9,6 +9,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import FRAMEWORKS, Framework
+from webhook.core.gang import job_gang
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.settings import DNS_LABEL, Settings, allowed_list, read_settings
 from webhook.core.topology import Role, Topology
@@ -166,6 +167,7 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
                 f"{other.describe()} and {workload.describe()}; give each its own role"
             )
         by_role[workload.role] = workload
+    job_gang(first.job, [(w.describe(), w.settings) for w in workloads])
     order = first.framework.order(by_role)
     roles = tuple(
         Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service, w.settings.nproc)

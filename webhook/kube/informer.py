@@ -209,6 +209,11 @@ class Informer(Generic[Key]):
         held = self._typed(obj)
         key = self.index(held) if held is not None else None
         with self._lock:
+            known = self._objects.get(name)
+            # The event of a write this process already holds (remember) is no news to it.
+            notify = notify and not (
+                known is not None and held is not None and _version(known) == _version(held) != ""
+            )
             before = self._unindex(name)
             if held is None:
                 self._objects.pop(name, None)
@@ -256,6 +261,10 @@ class Informer(Generic[Key]):
             touched |= set(self._keys)
         for key in sorted(touched, key=repr):
             self.on_change(key)
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _newer(held: dict[str, Any], written: dict[str, Any]) -> bool:

@@ -21,14 +21,15 @@ whole and never changes one in place, so what a caller holds stays as it was rea
 only read them (the core never changes what it is given). Workloads being deleted (with a
 deletionTimestamp) are not siblings.
 
-RBAC: get, list and watch on statefulsets (apps) and jobs (batch), cluster-wide.
+RBAC: get, list and watch on statefulsets (apps) and jobs (batch), cluster-wide; with
+`namespaces` given, one list and watch per namespace, so the grants are needed only there.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import contract
@@ -48,12 +49,14 @@ JobKey = tuple[str, str]  # namespace, job
 
 
 class SiblingCache:
-    """Labelled StatefulSets and Jobs of every namespace, kept current by list and watch."""
+    """Labelled StatefulSets and Jobs of every namespace (or of `namespaces`), kept current by
+    list and watch."""
 
     def __init__(
         self,
         kube: Kube,
         *,
+        namespaces: Sequence[str] = (),
         read_timeout: float = DEFAULT_READ_TIMEOUT,
         watch_seconds: int = DEFAULT_WATCH_SECONDS,
         backoff: tuple[float, float] = (0.5, 30.0),
@@ -61,10 +64,10 @@ class SiblingCache:
         self._kube = kube
         self._read_timeout = read_timeout
         self._informers = {
-            kind: Informer(
+            (kind, namespace): Informer(
                 kube,
                 resource,
-                namespace=None,
+                namespace=namespace,
                 selector=contract.FRAMEWORK,
                 index=_job_key,
                 keep=_held,
@@ -73,13 +76,14 @@ class SiblingCache:
                 backoff_cap=backoff[1],
             )
             for kind, resource in RESOURCES.items()
+            for namespace in (tuple(namespaces) or (None,))
         }
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> SiblingCache:
-        for kind, informer in self._informers.items():
-            informer.start(name=f"trainhook-lookup-{kind}")
+        for (kind, namespace), informer in self._informers.items():
+            informer.start(name=f"trainhook-lookup-{kind}" + (f"-{namespace}" if namespace else ""))
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -111,8 +115,8 @@ class SiblingCache:
         None when that read fails (the API server is unreachable or refuses)."""
         found = [
             obj
-            for kind in sorted(self._informers)
-            for obj in self._informers[kind].objects_of((namespace, job))
+            for kind in sorted(RESOURCES)
+            for obj in self._objects_of(kind, namespace, job)
             if (kind, obj["metadata"]["name"]) != exclude
         ]
         if found:
@@ -125,7 +129,8 @@ class SiblingCache:
         resource = RESOURCES.get(kind)
         if resource is None:
             raise ValueError(f"kind {kind!r}: only {', '.join(RESOURCES)} are looked up")
-        cached = self._informers[kind].get(namespace, name)
+        informer = self._informer(kind, namespace)
+        cached = informer.get(namespace, name) if informer is not None else None
         if cached is not None:
             return cached
         try:
@@ -139,6 +144,14 @@ class SiblingCache:
                 log.warning("cannot read %s %s/%s: %s", kind, namespace, name, e)
             return None
         return _trimmed(obj)
+
+    def _informer(self, kind: str, namespace: str) -> Informer[JobKey] | None:
+        """The watch of `kind` that covers `namespace`; None outside the watched namespaces."""
+        return self._informers.get((kind, namespace)) or self._informers.get((kind, None))
+
+    def _objects_of(self, kind: str, namespace: str, job: str) -> list[dict[str, Any]]:
+        informer = self._informer(kind, namespace)
+        return informer.objects_of((namespace, job)) if informer is not None else []
 
     def _read_siblings(
         self, namespace: str, job: str, exclude: tuple[str, str] | None
@@ -184,6 +197,7 @@ def _deleting(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def start_sibling_cache(kube: Kube | None = None) -> SiblingCache:
-    """A started cache for this process, talking to the in-cluster API server (or kubeconfig)."""
-    return SiblingCache(kube or Kube.from_environment()).start()
+def start_sibling_cache(kube: Kube | None = None, namespaces: Sequence[str] = ()) -> SiblingCache:
+    """A started cache for this process, talking to the in-cluster API server (or kubeconfig),
+    watching `namespaces` (empty: every namespace)."""
+    return SiblingCache(kube or Kube.from_environment(), namespaces=namespaces).start()

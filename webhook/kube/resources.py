@@ -35,6 +35,7 @@ PODS: Final = Resource("", "v1", "pods", "Pod")
 SERVICES: Final = Resource("", "v1", "services", "Service")
 SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 PODGROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+COSCHEDULING_PODGROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 EVENTS: Final = Resource("", "v1", "events", "Event")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
-from webhook.core.admit import HANDLED, admit, owner_to_resolve
-from webhook.core.errors import TrainhookError
+from webhook.core.admit import HANDLED, admit, changed_outcome, owner_to_resolve
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
+from webhook.core.errors import Refused, TrainhookError
+from webhook.core.limits import one_line
 from webhook.core.workload import job_of
 from webhook.server.reviews import (
     API_VERSION,
@@ -25,6 +27,7 @@ from webhook.server.reviews import (
     AdmissionReview,
     Status,
 )
+from webhook.server.shape import KINDS as SHAPED_KINDS
 from webhook.server.shape import malformed
 
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
@@ -53,7 +56,10 @@ class Context:
     """What every admission shares: the server's settings and its view of the cluster."""
 
     cluster_domain: str = ""
+    coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER
     lookup: Lookup | None = None
+    # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
+    sweeper_username: str = ""
 
 
 @dataclass(slots=True)
@@ -123,9 +129,12 @@ def rejected(bad: BadRequest, record: Record | None = None) -> Answer:
 
 _REASONS: Final = {
     400: "BadRequest",
+    408: "Timeout",
     413: "RequestEntityTooLarge",
     415: "UnsupportedMediaType",
     422: "Invalid",
+    431: "RequestHeaderFieldsTooLarge",
+    503: "ServiceUnavailable",
 }
 
 
@@ -139,6 +148,8 @@ class _Request:
     name: str
     obj: dict[str, Any] | None
     dry_run: bool
+    old: dict[str, Any] | None = None
+    username: str = ""
 
 
 def _parse(body: bytes, content_type: str | None) -> _Request:
@@ -215,10 +226,30 @@ def _read_review(document: object) -> _Request:
             )
         if not isinstance(obj.get("metadata", {}), dict):
             raise _invalid("missing_field", "request.object.metadata must be an object")
+        if object_kind in SHAPED_KINDS and not isinstance(obj.get("spec", {}), dict):
+            raise _invalid(
+                "malformed_object",
+                "request.object.spec must be an object, got "
+                + ("null" if obj.get("spec") is None else _what(obj.get("spec"))),
+            )
     else:
         obj = None
     dry_run = request.get("dryRun") is True
-    return _Request(api_version, uid, object_kind, operation, namespace, name, obj, dry_run)
+    old = request.get("oldObject")
+    user = request.get("userInfo")
+    username = user.get("username") if isinstance(user, dict) else None
+    return _Request(
+        api_version,
+        uid,
+        object_kind,
+        operation,
+        namespace,
+        name,
+        obj,
+        dry_run,
+        old if isinstance(old, dict) else None,
+        username if isinstance(username, str) else "",
+    )
 
 
 def _admit(request: _Request, context: Context) -> Answer:
@@ -242,6 +273,9 @@ def _admit(request: _Request, context: Context) -> Answer:
         return Answer(200, answer_body, record)
     warnings: list[str] = []
     try:
+        forged = _outcome_forged(request, obj, context)
+        if forged is not None:
+            raise Refused(forged)
         siblings, owner = _related(request, obj, context.lookup, warnings, record)
         outcome = admit(
             obj,
@@ -251,9 +285,10 @@ def _admit(request: _Request, context: Context) -> Answer:
             siblings=siblings,
             owner=owner,
             cluster_domain=context.cluster_domain,
+            coscheduling_scheduler=context.coscheduling_scheduler,
         )
     except TrainhookError as error:
-        message = str(error)
+        message = one_line(str(error))
         response["allowed"] = False
         response["status"] = {"code": error.status_code, "message": message}
         record.result = "denied"
@@ -278,6 +313,31 @@ def _admit(request: _Request, context: Context) -> Answer:
         response["warnings"] = warnings
         record.warnings = len(warnings)
     return Answer(200, answer_body, record)
+
+
+def _outcome_forged(request: _Request, obj: dict[str, Any], context: Context) -> str | None:
+    """Why a request may not carry the outcome annotations it does; None when it may.
+
+    The sweeper records a job's phase, when it finished and why on the job's objects and
+    believes them from then on, so nobody else may write them: a CREATE that carries them is
+    refused (the sweeper only ever patches them onto existing objects), and so is an UPDATE
+    that changes them, unless it comes from the sweeper's user."""
+    if request.kind not in (*WORKLOAD_KINDS, "Pod") or job_of(obj) is None:
+        return None
+    changed = changed_outcome(obj, request.old if request.operation == "UPDATE" else None)
+    if not changed:
+        return None
+    sweeper = context.sweeper_username
+    if request.operation == "UPDATE" and (not sweeper or request.username == sweeper):
+        return None
+    if request.operation == "CREATE" and sweeper and request.username == sweeper:
+        return None
+    keys = ", ".join(changed)
+    return one_line(
+        f"{keys}: written only by the Trainhook sweeper, which acts on them "
+        f"({'it runs as ' + sweeper if sweeper else 'it never creates objects with them'}); "
+        f"remove {'them' if len(changed) > 1 else 'it'} from the {request.kind}"
+    )
 
 
 def _related(

@@ -16,7 +16,7 @@ from prometheus_client import multiprocess
 from webhook.server.logs import GunicornLogger
 from webhook.server.tls import serving_certificate
 
-worker_class = "gthread"
+worker_class = "webhook.server.worker.AdmissionWorker"
 threads = 8
 keepalive = 120
 # In-flight requests get this long to finish after SIGTERM; admission calls time out within 30 s.

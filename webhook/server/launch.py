@@ -25,6 +25,7 @@ class ServeSettings:
     key_file: str
     workers: int
     cluster_domain: str
+    coscheduling_scheduler: str
     log_level: str
     lookup: bool
     cert_mode: str
@@ -32,6 +33,8 @@ class ServeSettings:
     webhook_config: str
     service: str
     namespace: str
+    lookup_namespaces: tuple[str, ...] = ()  # empty: every namespace
+    sweeper_username: str = ""
 
 
 def serve(settings: ServeSettings) -> int:
@@ -120,13 +123,18 @@ def build_app(settings: ServeSettings) -> Flask:
         from webhook.kube.lookup import start_sibling_cache
 
         # Each worker watches for itself: the watch threads would not survive the fork.
-        cache = lookup = start_sibling_cache()
+        cache = lookup = start_sibling_cache(namespaces=settings.lookup_namespaces)
 
         def cache_synced() -> str | None:
             return None if cache.synced() else "the sibling cache has not synced yet"
 
         checks.append(cache_synced)
-    context = Context(cluster_domain=settings.cluster_domain, lookup=lookup)
+    context = Context(
+        cluster_domain=settings.cluster_domain,
+        coscheduling_scheduler=settings.coscheduling_scheduler,
+        lookup=lookup,
+        sweeper_username=settings.sweeper_username,
+    )
     return create_app(context, tuple(checks))
 
 

@@ -85,6 +85,14 @@ class GunicornLogger(glogging.Logger):  # type: ignore[misc]
         if self.access_log.isEnabledFor(logging.INFO):
             super().access(resp, req, environ, request_time)
 
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if msg == "Listening at: %s (%s)" and args and not args[0]:
+            # With reuse_port the master binds nothing (each worker binds its own socket), and
+            # gunicorn would log "Listening at:  (pid)": name the address it serves instead.
+            where = ",".join(f"https://{bind}" for bind in self.cfg.bind)
+            msg, args = "Listening at: %s (%s; each worker binds its own socket)", (where, args[1])
+        super().info(msg, *args, **kwargs)
+
 
 class ClientTimeouts(logging.Filter):
     """A client that stalls past the connection timeout is logged as one warning line.

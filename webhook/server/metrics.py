@@ -7,6 +7,7 @@ samples to files there and `/metrics` sums them, whichever worker answers the sc
 from __future__ import annotations
 
 import os
+import platform
 from typing import Final
 
 from prometheus_client import (
@@ -20,6 +21,7 @@ from prometheus_client import (
     multiprocess,
 )
 
+from webhook import __version__
 from webhook.server.admission import Record
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
@@ -42,7 +44,8 @@ DURATION = Histogram(
 ERRORS = Counter(
     "trainhook_admission_errors",
     "Requests to /mutate that got no AdmissionReview back, by reason: not_json, content_type, "
-    "too_large, not_review, version, missing_field, malformed_object (4xx) and internal (500).",
+    "too_large, not_review, version, missing_field, malformed_object, malformed_body, "
+    "head_too_large, timeout (4xx), busy (503) and internal (500).",
     ["reason"],
 )
 LOOKUP_UNAVAILABLE = Counter(
@@ -61,6 +64,14 @@ CERTIFICATE_EXPIRY = Gauge(
 )
 
 
+BUILD_INFO = Gauge(
+    "trainhook_build_info",
+    "Always 1; its labels say which Trainhook and Python answer.",
+    ["version", "python"],
+    multiprocess_mode="max",
+)
+
+
 def observe(record: Record, seconds: float) -> None:
     if record.result == "rejected":
         ERRORS.labels(record.error).inc()
@@ -74,6 +85,8 @@ def observe(record: Record, seconds: float) -> None:
 
 def exposition() -> tuple[bytes, str]:
     """The text a scrape of /metrics gets, and its content type."""
+    # Set by the process that answers (a gunicorn worker writes its own samples file).
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
     if os.environ.get(MULTIPROC_ENV):
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

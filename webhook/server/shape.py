@@ -108,7 +108,12 @@ def _check(value: Any, shape: Shape, path: str) -> str | None:
     if isinstance(shape, ListOf):
         if not isinstance(value, list):
             return _wrong(path, "an array", value)
-        return _first(_check(item, shape.item, f"{path}[{i}]") for i, item in enumerate(value))
+        return _first(
+            _wrong(f"{path}[{i}]", "an object", item)
+            if item is None  # a list of null items is not what any schema allows
+            else _check(item, shape.item, f"{path}[{i}]")
+            for i, item in enumerate(value)
+        )
     if not isinstance(value, dict):
         return _wrong(path, "an object", value)
     if isinstance(shape, MapOf):

@@ -15,9 +15,13 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
+from webhook.core.gang import Gang, job_gang
+from webhook.core.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.requests import sum_requests
 from webhook.core.topology import stamp
 from webhook.core.workload import build_topology
 from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
     JOBS,
     MANAGED_BY,
     MANAGER,
@@ -26,6 +30,7 @@ from webhook.kube.resources import (
     SECRETS,
     SERVICES,
     STATEFULSETS,
+    Resource,
 )
 from webhook.sweeper.actions import (
     Action,
@@ -79,6 +84,15 @@ class Outcome:
 
 
 def decide(state: JobState, now: datetime) -> Decision:
+    decision = _decide(state, now)
+    if not state.intruders:
+        return decision
+    return Decision(
+        (*_intruder_events(state), *decision.actions), decision.recheck_at, decision.phase
+    )
+
+
+def _decide(state: JobState, now: datetime) -> Decision:
     if state.problems:
         return Decision(tuple(_problem_events(state)), phase="Invalid")
     if not state.workloads:
@@ -612,34 +626,79 @@ def _service(state: JobState) -> Iterable[Action]:
         yield _update(state, SERVICES, existing, wanted)
 
 
+PODGROUP_RESOURCES = {r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)}
+
+
+def gang_of(state: JobState) -> Gang | None:
+    """How the job is gang-scheduled; Refused when its workloads disagree."""
+    members = [(f"{w.kind} {w.name}", w.settings) for w in state.workloads]
+    return job_gang(state.job, members)
+
+
 def podgroup_spec(state: JobState) -> dict[str, Any] | None:
-    volcano = [w for w in state.workloads if w.settings.scheduler == "volcano"]
-    if not volcano:
+    """The spec of the job's PodGroup; None when the job has none."""
+    found = podgroup_of(state)
+    return found[1] if found else None
+
+
+def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
+    """The job's PodGroup, of whichever scheduler it names: its pods, their summed requests."""
+    gang = gang_of(state)
+    if gang is None:
         return None
-    spec: dict[str, Any] = {
-        "minMember": sum(role_counts(state).values()),
-        "queue": volcano[0].settings.queue,
-    }
+    counts = role_counts(state)
+    # A bare pod counts once: pods of a bare-pod job not created yet add no requests.
+    parts = [(w.pod_requests, w.replicas) for w in state.workloads]
     priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
-    spec["priorityClassName"] = priority
-    return spec
+    found = core_podgroup_spec(gang, sum(counts.values()), sum_requests(parts), priority)
+    if found is None:
+        return None
+    api_version, spec = found
+    return PODGROUP_RESOURCES[api_version], spec
+
+
+def _podgroups(state: JobState) -> dict[Resource, Owned | None]:
+    return {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
 
 
 def _podgroup(state: JobState) -> Iterable[Action]:
-    spec = podgroup_spec(state)
-    existing = state.podgroup
-    if spec is None or (existing is not None and not existing.managed):
+    found = podgroup_of(state)
+    wanted = found[0] if found else None
+    for resource, existing in _podgroups(state).items():
+        if resource != wanted and existing is not None and existing.managed:
+            # The job now names another scheduler (or none): its old PodGroup goes.
+            yield Delete(resource, state.namespace, existing.name, existing.uid)
+    if found is None:
+        return
+    resource, spec = found
+    existing = _podgroups(state)[resource]
+    if existing is not None and not existing.managed:
         return
     if existing is None:
         body_spec = {k: v for k, v in spec.items() if v is not None}
-        body = _body(state, PODGROUPS.api_version, "PodGroup", state.job, body_spec)
-        yield Create(PODGROUPS, state.namespace, body)
+        body = _body(state, resource.api_version, "PodGroup", state.job, body_spec)
+        yield Create(resource, state.namespace, body)
     elif _differs(existing, spec) or _owners_differ(state, existing):
-        yield _update(state, PODGROUPS, existing, spec)
+        yield _update(state, resource, existing, spec)
 
 
 def _ssh_secret(state: JobState) -> Iterable[Action]:
-    if not state.framework.ssh_keys or state.secret is not None:
+    if not state.framework.ssh_keys:
+        return
+    if state.secret is not None:
+        if not state.secret.managed:
+            # Someone else's Secret under the name the pods mount: say so once, never replace it.
+            first = state.workloads[0]
+            yield _event(
+                state,
+                first,
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} was not made by Trainhook (it has no "
+                f"{MANAGED_BY}={MANAGER} label), yet the job's pods mount it as their SSH keys; "
+                "delete it so the sweeper makes one, or rename the job",
+                key=state.secret.uid or state.secret.name,
+            )
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
     port = workers[0].settings.port or state.framework.port
@@ -821,8 +880,18 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
     if expires is not None and now >= expires and not patches:
         return Decision(tuple(_delete_job(state)))
-    actions = (*events, *patches, *_clean_pods(state, clean))
+    actions = (*events, *patches, *_clean_pods(state, clean), *_release_gang(state))
     return Decision(actions, recheck_at=expires, phase=outcome.phase)
+
+
+def _release_gang(state: JobState) -> Iterable[Action]:
+    """A finished job's PodGroup goes once none of its pods is pending or running, so the job
+    no longer holds its place (and its resources) in the scheduler's queue until its TTL."""
+    if any(not pod.terminating and pod.phase in ("Pending", "Running") for pod in state.pods):
+        return
+    for resource, owned in _podgroups(state).items():
+        if owned is not None and owned.managed:
+            yield Delete(resource, state.namespace, owned.name, owned.uid)
 
 
 def _clean_pods(state: JobState, policy: str) -> Iterable[Action]:
@@ -847,7 +916,7 @@ def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
         return
     for resource, owned in (
         (SERVICES, state.service),
-        (PODGROUPS, state.podgroup),
+        *_podgroups(state).items(),
         (SECRETS, state.secret),
     ):
         if owned is not None and owned.managed:
@@ -861,6 +930,12 @@ def _problem_events(state: JobState) -> Iterable[Action]:
     for problem in state.problems:
         target = ObjectRef(_api_version(problem.kind), problem.kind, problem.name, problem.uid)
         yield _emit(state, target, "Warning", "InvalidJob", problem.message, problem.message)
+
+
+def _intruder_events(state: JobState) -> Iterable[Action]:
+    for intruder in state.intruders:
+        target = ObjectRef(PODS.api_version, "Pod", intruder.name, intruder.uid)
+        yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 
 def _api_version(kind: str) -> str:

@@ -54,12 +54,28 @@ class Executor:
         self.written = written
 
     def apply(self, actions: Sequence[Action]) -> None:
-        """Apply in order; stop at the first failure (the next decision starts from there)."""
+        """Apply in order. Creating the job's Service, PodGroup or Secret and recording an Event
+        depend on nothing else, so one of them failing stops none of the others; a patch or a
+        delete that fails stops the patches and deletes after it (they may depend on it). The
+        first failure is raised once everything that could be done is done."""
+        failed: ApiError | None = None
+        ordered_failed = False
         for action in actions:
             if not self.may_act():
                 raise NotLeading()
-            done = self._apply(action)
+            independent = isinstance(action, (Create, CreateSshSecret, Emit))
+            if ordered_failed and not independent:
+                continue
+            try:
+                done = self._apply(action)
+            except ApiError as error:
+                log.warning("%s failed: %s", action.describe(), error)
+                failed = failed or error
+                ordered_failed = ordered_failed or not independent
+                continue
             log.info("%s%s", action.describe(), "" if done else " (already done)")
+        if failed is not None:
+            raise failed
 
     def _apply(self, action: Action) -> bool:
         if isinstance(action, Create):

@@ -1,9 +1,10 @@
-"""The sweeper's own HTTP endpoint: /healthz, /readyz and Prometheus /metrics.
+"""The sweeper's health and its reconcile figures, and the HTTP server for both.
 
 /healthz answers 200 while the reconcile loop turns (it stalls only when a decision or an API
-call hangs); /readyz answers 200 once every cache has listed its objects. /metrics counts what
-a person watching the sweeper wants: the jobs by phase, whole-job restarts, how long a reconcile
-takes and how often it fails, how many jobs wait in the queue, and whether this replica leads.
+call hangs); /readyz answers 200 once every cache has listed its objects. The figures are what a
+person watching the sweeper wants: the jobs by phase, whole-job restarts, how long a reconcile
+takes and how often it fails, and how many jobs wait in the queue (metrics.py adds the build and
+whether this replica leads, and serves them all at /metrics).
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from typing import Any, Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
-    CollectorRegistry,
     Counter,
     Histogram,
-    generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -31,41 +30,43 @@ PHASES: Final = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "
 STALLED_AFTER: Final = 60.0
 
 
-class SweeperMetrics:
-    """Every figure the sweeper exposes, in a registry of its own."""
+class SweeperHealth:
+    """Whether the reconcile loop turns and the caches are synced, and the reconcile figures
+    (collectors not bound to a registry: metrics.py registers them with its own)."""
 
     def __init__(
         self,
         *,
         queue_depth: Callable[[], int] = lambda: 0,
-        leading: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.registry = CollectorRegistry()
         self.reconciles = Histogram(
             "trainhook_sweeper_reconcile_duration_seconds",
             "Time to decide on one job and apply its actions.",
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
-            registry=self.registry,
+            registry=None,
         )
         self.errors = Counter(
             "trainhook_sweeper_reconcile_errors",
             "Reconciles that did not converge, by reason: conflict (409s in a row), api (an API "
             "error) or unexpected.",
             ["reason"],
-            registry=self.registry,
+            registry=None,
         )
         self.restarts = Counter(
             "trainhook_sweeper_job_restarts",
             "Whole-job restarts started (restart-policy RestartJob), counted or not.",
-            registry=self.registry,
+            registry=None,
         )
         self.phases: dict[JobKey, str] = {}
         self._lock = threading.Lock()
         self._clock = clock
         self._turned = clock()
         self._ready = False
-        self.registry.register(_Live(self, queue_depth, leading))
+        self._live = _Live(self, queue_depth)
+
+    def collectors(self) -> list[Collector]:
+        return [self.reconciles, self.errors, self.restarts, self._live]
 
     def job_phase(self, key: JobKey, phase: str | None) -> None:
         """The phase a job was last decided in; None once the job is gone."""
@@ -94,19 +95,13 @@ class SweeperMetrics:
     def ready(self) -> bool:
         return self._ready
 
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
-
 
 class _Live(Collector):
-    """Figures read when scraped: jobs by phase, queue depth, leadership."""
+    """Figures read when scraped: jobs by phase, queue depth."""
 
-    def __init__(
-        self, metrics: SweeperMetrics, queue_depth: Callable[[], int], leading: Callable[[], bool]
-    ) -> None:
-        self.metrics = metrics
+    def __init__(self, health: SweeperHealth, queue_depth: Callable[[], int]) -> None:
+        self.metrics = health
         self.queue_depth = queue_depth
-        self.leading = leading
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily(
@@ -122,26 +117,28 @@ class _Live(Collector):
             "Jobs waiting for a look, due now or later.",
             value=self.queue_depth(),
         )
-        yield GaugeMetricFamily(
-            "trainhook_sweeper_leader",
-            "1 while this replica holds the lease and acts, else 0.",
-            value=1 if self.leading() else 0,
-        )
 
 
-def serve(metrics: SweeperMetrics, host: str, port: int) -> ThreadingHTTPServer:
-    """Serve /healthz, /readyz and /metrics in a daemon thread; `shutdown()` stops it."""
+def serve(
+    host: str,
+    port: int,
+    *,
+    exposition: Callable[[], bytes],
+    healthy: Callable[[], bool],
+    ready: Callable[[], bool],
+) -> ThreadingHTTPServer:
+    """Serve /metrics, /healthz and /readyz in a daemon thread; `shutdown()` stops it."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                self._answer(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+                self._answer(200, exposition(), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                ok = metrics.healthy()
+                ok = healthy()
                 self._answer(200 if ok else 503, b"ok\n" if ok else b"reconcile loop stalled\n")
             elif path == "/readyz":
-                ok = metrics.ready()
+                ok = ready()
                 self._answer(200 if ok else 503, b"ok\n" if ok else b"caches not synced yet\n")
             else:
                 self._answer(404, b"not found\n")

@@ -240,6 +240,8 @@ def failure(
             return Verdict(
                 FAILED, "JobFailed", f"Job {workload.name} failed: {workload.job_status.failed}"
             )
+    # A pod evicted, preempted or stopped by Kueue did not fail: its job restarts (Kueue requeues
+    # the whole pod group, the controllers recreate the pods), it is not failed.
     if succeeded is None:
         succeeded = succeeded_replicas(state)
     live = [

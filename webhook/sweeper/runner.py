@@ -12,9 +12,12 @@ from functools import partial
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.objects import labels_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
     JOBS,
     MANAGED_BY,
     MANAGER,
@@ -28,7 +31,7 @@ from webhook.kube.resources import (
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
-from webhook.sweeper.health import SweeperMetrics
+from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.lease import LeaderElector
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state, slim_pod
@@ -41,9 +44,13 @@ SELECTORS: dict[Resource, str] = {
     JOBS: contract.FRAMEWORK,
     PODS: contract.JOB,
     SERVICES: OWNED_SELECTOR,
-    SECRETS: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
+    COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
 }
+# Served only where Volcano or scheduler-plugins is installed.
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
+# Secrets are never listed or watched (a list reads every Secret it matches, whatever its
+# label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 CONFLICT_RETRIES = 3
 # A change to a job is looked at after 10 times its last reconcile took (at most 2 s): the pod
 # events of a large job arriving meanwhile share one reconcile, so the sweeper spends at most a
@@ -55,7 +62,7 @@ COALESCE_MAX = 2.0
 @dataclass(frozen=True)
 class SweeperConfig:
     identity: str
-    namespace: str | None = None  # None: every namespace
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
     resync_seconds: float = 60.0
     lease_name: str = "trainhook-sweeper"
     lease_namespace: str = "default"
@@ -77,24 +84,44 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
         try:
             items, _ = kube.list(resource, namespace, selector)
         except ApiError as error:
-            if resource == PODGROUPS and error.status == 404:
+            if resource in OPTIONAL and error.status == 404:
                 items = []
             else:
                 raise
         found[resource] = [obj for obj in items if job_key(resource, obj) == key]
+    workloads = found[STATEFULSETS] + found[JOBS]
     return read_job_state(
         namespace,
         job,
-        workloads=found[STATEFULSETS] + found[JOBS],
+        workloads=workloads,
         pods=found[PODS],
         services=found[SERVICES],
         podgroups=found[PODGROUPS],
-        secrets=found[SECRETS],
+        coscheduling_podgroups=found[COSCHEDULING_PODGROUPS],
+        secrets=ssh_secret(kube, key, workloads + found[PODS]),
     )
 
 
 def _whole(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
+
+
+def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
+    workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
+    frameworks = {labels_of(obj).get(contract.FRAMEWORK) for obj in members} - {None}
+    if frameworks and not any(
+        (framework := FRAMEWORKS.get(name or "")) is not None and framework.ssh_keys
+        for name in frameworks
+    ):
+        return []
+    namespace, job = key
+    try:
+        return [kube.get(SECRETS, namespace, f"{job}-ssh")]
+    except ApiError as error:
+        if error.status == 404:
+            return []
+        raise
 
 
 class Sweeper:
@@ -109,20 +136,23 @@ class Sweeper:
         self.config = config
         self.clock = clock
         self.queue = WorkQueue()
-        self.informers: dict[Resource, Informer[JobKey]] = {
-            resource: Informer(
+        # One watch per resource and watched namespace (None: one watch of every namespace),
+        # so the sweeper needs permissions only in the namespaces it watches.
+        self.watches: dict[tuple[Resource, str | None], Informer[JobKey]] = {
+            (resource, namespace): Informer(
                 kube,
                 resource,
-                namespace=config.namespace,
+                namespace=namespace,
                 selector=selector,
                 index=partial(job_key, resource),
                 on_change=self._changed,
                 resync_seconds=config.resync_seconds,
                 backoff_base=config.backoff_base,
-                optional=resource == PODGROUPS,
+                optional=resource in OPTIONAL,
                 keep=slim_pod if resource == PODS else _whole,
             )
             for resource, selector in SELECTORS.items()
+            for namespace in (config.namespaces or (None,))
         }
         self.elector = LeaderElector(
             kube,
@@ -142,15 +172,17 @@ class Sweeper:
         )
         self._failures: dict[JobKey, int] = {}
         self._costs: dict[JobKey, float] = {}  # seconds the job's last reconcile took
-        self.metrics = SweeperMetrics(
-            queue_depth=lambda: len(self.queue), leading=self.elector.is_leader
-        )
+        self.health = SweeperHealth(queue_depth=lambda: len(self.queue))
 
     def run(self, stop: threading.Event) -> None:
         """Sweep until `stop` is set; then hand the lease over and stop every thread."""
         threads = [
-            threading.Thread(target=informer.run, name=f"watch-{resource.plural}", daemon=True)
-            for resource, informer in self.informers.items()
+            threading.Thread(
+                target=informer.run,
+                name=f"watch-{resource.plural}" + (f"-{namespace}" if namespace else ""),
+                daemon=True,
+            )
+            for (resource, namespace), informer in self.watches.items()
         ]
         elector = threading.Thread(target=self.elector.run, name="lease", daemon=True)
         for thread in [*threads, elector]:
@@ -158,19 +190,24 @@ class Sweeper:
         log.info(
             "sweeper %s started, watching %s",
             self.config.identity,
-            f"namespace {self.config.namespace}" if self.config.namespace else "every namespace",
+            (
+                f"namespace{'s' if len(self.config.namespaces) > 1 else ''} "
+                + ", ".join(self.config.namespaces)
+                if self.config.namespaces
+                else "every namespace"
+            ),
         )
         leading = False
         try:
             while not stop.is_set():
-                self.metrics.turned()
-                self.metrics.set_ready(self.synced())
+                self.health.turned()
+                self.health.set_ready(self.synced())
                 now_leading = self.elector.is_leader() and self.synced()
                 if now_leading and not leading:
                     for key in self.known_jobs():
                         self.queue.add(key)
                 if leading and not now_leading:
-                    self.metrics.phases.clear()  # the new leader counts them
+                    self.health.phases.clear()  # the new leader counts them
                 leading = now_leading
                 if not leading:
                     stop.wait(min(0.2, self.config.retry_period))
@@ -180,7 +217,7 @@ class Sweeper:
                     self.reconcile(due)
         finally:
             self.elector.stop()
-            for informer in self.informers.values():
+            for informer in self.watches.values():
                 informer.stop()
             elector.join(timeout=30)
             self.elector.release()  # only once no renewal can take the lease back
@@ -189,24 +226,33 @@ class Sweeper:
             log.info("sweeper %s stopped", self.config.identity)
 
     def synced(self) -> bool:
-        return all(informer.synced.is_set() for informer in self.informers.values())
+        return all(informer.synced.is_set() for informer in self.watches.values())
 
     def known_jobs(self) -> set[JobKey]:
         keys: set[JobKey] = set()
-        for informer in self.informers.values():
+        for informer in self.watches.values():
             keys |= informer.keys()
         return keys
 
+    def informer(self, resource: Resource, namespace: str) -> Informer[JobKey] | None:
+        """The watch that sees `resource` in `namespace`, if any does."""
+        return self.watches.get((resource, namespace)) or self.watches.get((resource, None))
+
     def cached_state(self, key: JobKey) -> JobState:
-        objects = {res: informer.objects_of(key) for res, informer in self.informers.items()}
+        objects: dict[Resource, list[dict[str, Any]]] = {}
+        for resource in SELECTORS:
+            informer = self.informer(resource, key[0])
+            objects[resource] = list(informer.objects_of(key)) if informer is not None else []
+        workloads = objects[STATEFULSETS] + objects[JOBS]
         return read_job_state(
             key[0],
             key[1],
-            workloads=objects[STATEFULSETS] + objects[JOBS],
+            workloads=workloads,
             pods=objects[PODS],
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
-            secrets=objects[SECRETS],
+            coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
+            secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
         )
 
     def reconcile(self, key: JobKey) -> None:
@@ -228,35 +274,35 @@ class Sweeper:
                 if decision.recheck_at is not None:
                     self.queue.add(key, (decision.recheck_at - now).total_seconds())
                 return
-            self.metrics.errors.labels("conflict").inc()
+            self.health.errors.labels("conflict").inc()
             self._retry_later(key, f"conflicts {CONFLICT_RETRIES} times in a row")
         except NotLeading:
             self.queue.add(key)
         except ApiError as error:
-            self.metrics.errors.labels("api").inc()
+            self.health.errors.labels("api").inc()
             self._retry_later(key, str(error))
         except Exception:
             log.exception("job %s/%s: unexpected error", *key)
-            self.metrics.errors.labels("unexpected").inc()
+            self.health.errors.labels("unexpected").inc()
             self._retry_later(key, "unexpected error")
         finally:
             took = time.monotonic() - began
-            self.metrics.reconciles.observe(took)
-            if key in self.metrics.phases:  # a job that is gone is forgotten
+            self.health.reconciles.observe(took)
+            if key in self.health.phases:  # a job that is gone is forgotten
                 self._costs[key] = took
             else:
                 self._costs.pop(key, None)
 
     def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
-        self.metrics.job_phase(key, phase)
+        self.health.job_phase(key, phase)
         restarts = sum(1 for a in actions if isinstance(a, Emit) and a.reason == "Restarting")
         if restarts:
-            self.metrics.restarts.inc(restarts)
+            self.health.restarts.inc(restarts)
 
     def _written(
         self, resource: Resource, namespace: str, name: str, obj: dict[str, Any] | None
     ) -> None:
-        informer = self.informers.get(resource)
+        informer = self.informer(resource, namespace)
         if informer is None:
             return
         if obj is None:
@@ -265,8 +311,9 @@ class Sweeper:
             informer.remember(obj)
 
     def _changed(self, key: JobKey) -> None:
-        if key not in self._failures:  # a job backing off after an error waits its turn
-            self.queue.add(key, min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0)))
+        # A change is news even for a job backing off after an error: decide on it soon; the
+        # events of a busy large job share one look (COALESCE_FACTOR).
+        self.queue.add(key, min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0)))
 
     def _retry_later(self, key: JobKey, why: str) -> None:
         failures = self._failures.get(key, 0) + 1

@@ -12,8 +12,10 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
+from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.pods import identify, training_container
+from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import Settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.kube.resources import (
@@ -109,7 +111,10 @@ class PodView:
     topology: str | None
     training: Training | None
     terminating: bool
-    disrupted: bool = False  # evicted or preempted (DisruptionTarget), not failed by itself
+    # Stopped from outside, not by its training: evicted or preempted (DisruptionTarget, or
+    # status reason Evicted), or stopped by Kueue (TerminationTarget) when it preempts or evicts
+    # the job's pod group.
+    disrupted: bool = False
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
 
@@ -184,6 +189,7 @@ class WorkloadView:
     priority_class: str | None
     created: datetime | None
     job_status: JobStatus | None = None
+    pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
 
@@ -257,9 +263,12 @@ class JobState:
     workloads: tuple[WorkloadView, ...]  # in the framework's role order
     pods: tuple[PodView, ...]
     service: Owned | None = None
-    podgroup: Owned | None = None
+    podgroup: Owned | None = None  # Volcano's
+    coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
+    # Pods labelled with the job that its workloads did not make: never acted on, never read.
+    intruders: tuple[Problem, ...] = ()
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
     @property
@@ -421,14 +430,34 @@ def read_job_state(
     pods: Iterable[Mapping[str, Any]] = (),
     services: Iterable[Mapping[str, Any]] = (),
     podgroups: Iterable[Mapping[str, Any]] = (),
+    coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
     secrets: Iterable[Mapping[str, Any]] = (),
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
+    workloads = list(workloads)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
+    # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
+    # carries the job's label (anyone allowed to create pods can write one) joins nothing. Only
+    # a job made of bare pods alone takes its bare pods as its workloads.
+    members = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj in workloads}
+    intruders: list[Problem] = []
+    deleting = False  # a workload of the job is being deleted, or was and its pods are going
+    if members:
+        owned = []
+        for candidate in pods:
+            controller = controller_of(candidate)
+            if controller in members:
+                owned.append(candidate)
+                continue
+            intruders.append(_intruder(candidate, job, members))
+            if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
+                "deletionTimestamp"
+            ):
+                deleting = True  # garbage collected with a workload of the job that is gone
+        pods = owned
     sources = [*workloads, *(pod for pod in pods if is_bare_pod(pod))]
-    deleting = False
     for obj in sources:
         if metadata_of(obj).get("deletionTimestamp"):
             deleting = deleting or obj.get("kind") != "Pod"
@@ -452,7 +481,7 @@ def read_job_state(
         (_read_pod_once(pod, framework, by_owner) for pod in pods),
         key=lambda pod: pod.name,
     )
-    # Pods of a StatefulSet or Job that is gone: a role of the job is being deleted.
+    # Pods of a StatefulSet or Job being deleted: a role of the job is going away.
     deleting = deleting or any(
         pod.owner_kind in ("StatefulSet", "Job")
         and (pod.owner_kind, pod.owner_name) not in by_owner
@@ -465,9 +494,24 @@ def read_job_state(
         pods=tuple(pod_views),
         service=_owned(services, job),
         podgroup=_owned(podgroups, job),
+        coscheduling_podgroup=_owned(coscheduling_podgroups, job),
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
+        intruders=tuple(intruders),
         deleting=deleting,
+    )
+
+
+def _intruder(pod: Mapping[str, Any], job: str, members: set[tuple[str, str]]) -> Problem:
+    metadata = metadata_of(pod)
+    name = metadata.get("name") or ""
+    workloads = ", ".join(f"{kind} {workload}" for kind, workload in sorted(members))
+    return Problem(
+        "Pod",
+        name,
+        metadata.get("uid") or "",
+        f"pod {name} is labelled {contract.JOB}={job} but is not a pod of the job's workloads "
+        f"({workloads}); the sweeper ignores it",
     )
 
 
@@ -498,6 +542,11 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         stamp={key: stamped[key] for key in STAMP_KEYS if key in stamped},
         annotations=dict(annotations_of(obj)),
         priority_class=pod_spec.get("priorityClassName"),
+        pod_requests=(
+            pod_requests(pod_spec)
+            if workload.kind == "Pod"  # a bare pod is mutated already: GPUs and all
+            else template_requests(pod_spec, workload.settings, workload.framework.container)
+        ),
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
@@ -629,7 +678,9 @@ def _read_pod(
         terminating=bool(metadata.get("deletionTimestamp")),
         disrupted=status.get("reason") in DISRUPTED_REASONS
         or any(
-            c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+            and c.get("status") == "True"
+            for c in conditions
         ),
         created=parse_time(metadata.get("creationTimestamp")),
         scheduling=next(

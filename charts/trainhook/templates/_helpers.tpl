@@ -39,6 +39,28 @@
 {{- printf "%s-webhook" (include "trainhook.fullname" .) }}
 {{- end }}
 
+{{/* certManager mode without an issuerRef: the self-signed Issuer, and the CA it signs. */}}
+{{- define "trainhook.selfSignedIssuerName" -}}
+{{- printf "%s-selfsigned" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{- define "trainhook.caName" -}}
+{{- printf "%s-ca" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{/*
+"namespace/Certificate" whose Secret's ca.crt cert-manager's CA injector copies into the
+caBundle: the chart's own CA (it changes only when the CA renews, and keeps its key), or the
+serving certificate when an issuer is given (its ca.crt is that issuer's CA).
+*/}}
+{{- define "trainhook.injectCaFrom" -}}
+{{- if .Values.certificates.certManager.issuerRef }}
+{{- printf "%s/%s" .Release.Namespace (include "trainhook.certManagerName" .) }}
+{{- else }}
+{{- printf "%s/%s" .Release.Namespace (include "trainhook.caName" .) }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret the webhook reads its certificate from in the certManager and secret modes. */}}
 {{- define "trainhook.tlsSecretName" -}}
 {{- if eq .Values.certificates.mode "certManager" }}
@@ -53,10 +75,54 @@
 {{- end }}
 
 {{- define "trainhook.image" -}}
+{{- $repository := .Values.image.repository }}
+{{- with .Values.image.registry }}
+{{- $repository = printf "%s/%s" . $repository }}
+{{- end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount each component runs as (its own, or an existing one by name). */}}
+{{- define "trainhook.webhookServiceAccount" -}}
+{{- default (include "trainhook.webhookName" .) .Values.webhook.serviceAccount.name }}
+{{- end }}
+
+{{- define "trainhook.sweeperServiceAccount" -}}
+{{- default (include "trainhook.sweeperName" .) .Values.sweeper.serviceAccount.name }}
+{{- end }}
+
+{{/*
+The served namespaces as a list (empty: every namespace but the excluded ones); listing the
+release namespace is refused, since the webhook never serves the namespace it runs in.
+*/}}
+{{- define "trainhook.namespaces" -}}
+{{- if has .Release.Namespace .Values.namespaces }}
+{{- fail (printf "namespaces: %q is the release namespace, which the webhook never serves; list only the namespaces of training jobs" .Release.Namespace) }}
+{{- end }}
+{{- toJson .Values.namespaces }}
+{{- end }}
+
+{{/* The namespace helm test creates its dry-run Pod in. */}}
+{{- define "trainhook.testNamespace" -}}
+{{- if .Values.helmTest.namespace }}
+{{- .Values.helmTest.namespace }}
+{{- else if .Values.namespaces }}
+{{- first .Values.namespaces }}
+{{- else }}
+{{- "default" }}
+{{- end }}
+{{- end }}
+
+{{/* The port the webhook listens on: its node's port on the host network, else webhook.port. */}}
+{{- define "trainhook.webhookPort" -}}
+{{- if .Values.webhook.hostNetwork.enabled }}
+{{- .Values.webhook.hostNetwork.port }}
+{{- else }}
+{{- .Values.webhook.port }}
 {{- end }}
 {{- end }}
 

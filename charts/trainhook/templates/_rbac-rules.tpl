@@ -4,12 +4,11 @@ calls; adjust here when a component starts or stops making a call.
 */ -}}
 
 {{- /*
-Webhook, cluster-wide (ClusterRole).
-- Reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup).
-- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration
-  (get/patch by name; list/watch to follow it).
+Webhook: reading sibling StatefulSets and Jobs of a job through a watch cache (webhook.lookup),
+cluster-wide (ClusterRole), or in each of `namespaces` (a Role there; the webhook then lists and
+watches each namespace separately).
 */ -}}
-{{- define "trainhook.rules.webhookCluster" -}}
+{{- define "trainhook.rules.webhookLookup" -}}
 {{- if .Values.webhook.lookup }}
 - apiGroups: [apps]
   resources: [statefulsets]
@@ -18,14 +17,24 @@ Webhook, cluster-wide (ClusterRole).
   resources: [jobs]
   verbs: [get, list, watch]
 {{- end }}
+{{- end }}
+
+{{- /*
+Webhook, cluster-wide (ClusterRole).
+- The lookup above, when no namespace list is set.
+- Self-managed certificates: writing the CA bundle into its own MutatingWebhookConfiguration,
+  and only that one: get and patch by name, list and watch by name too (the watch selects it
+  with a metadata.name field selector, which is what lets RBAC limit list/watch to one name).
+*/ -}}
+{{- define "trainhook.rules.webhookCluster" -}}
+{{- if not .Values.namespaces }}
+{{- include "trainhook.rules.webhookLookup" . }}
+{{- end }}
 {{- if eq .Values.certificates.mode "self" }}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [mutatingwebhookconfigurations]
   resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
-  verbs: [get, patch]
-- apiGroups: [admissionregistration.k8s.io]
-  resources: [mutatingwebhookconfigurations]
-  verbs: [list, watch]
+  verbs: [get, list, watch, patch]
 {{- end }}
 {{- end }}
 
@@ -46,8 +55,8 @@ serving certificate. "create" cannot be limited to a name by RBAC; the rest is.
 {{- end }}
 
 {{- /*
-Sweeper, every watched namespace (a ClusterRole, bound cluster-wide, or only in
-sweeper.watchNamespace when that is set).
+Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in each of
+`namespaces` when that list is set).
 */ -}}
 {{- define "trainhook.rules.sweeperWatched" -}}
 # Labelled workloads: completion, failure, cleanup, scaling a finished StatefulSet to zero.
@@ -66,12 +75,16 @@ sweeper.watchNamespace when that is set).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, watch, create, patch, delete]
-# SSH keys of MPI jobs.
+# SSH keys of MPI jobs (the Secret <job>-ssh): read by name when an MPI job is reconciled,
+# created, kept owned by the job and deleted when orphaned. The sweeper never lists or watches
+# Secrets; RBAC cannot name <job>-ssh in advance, so the token may still get a Secret whose name
+# it knows (docs/install.md).
 - apiGroups: [""]
   resources: [secrets]
-  verbs: [get, list, watch, create, delete]
-# Volcano gang scheduling.
-- apiGroups: [scheduling.volcano.sh]
+  verbs: [get, create, patch, delete]
+# Gang scheduling: the PodGroup of each job, for Volcano and for scheduler-plugins'
+# coscheduling (Kueue's pod groups are labels on the pods and need nothing more).
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, patch, delete]
 # Events that explain what the sweeper did.
@@ -109,10 +122,21 @@ the webhook created (release namespace).
   verbs: [delete]
 {{- end }}
 
-{{- /* helm test: reading the CA bundle and service of the MutatingWebhookConfiguration. */ -}}
+{{- /* helm test: reading the CA bundle and service of the MutatingWebhookConfiguration... */ -}}
 {{- define "trainhook.rules.test" -}}
 - apiGroups: [admissionregistration.k8s.io]
   resources: [mutatingwebhookconfigurations]
   resourceNames: [{{ include "trainhook.webhookConfigName" . }}]
   verbs: [get]
+{{- end }}
+
+{{- /*
+...and, in the test namespace only, creating a Pod: the test sends every create with
+dryRun=All, so nothing is stored (RBAC cannot require the dry run; the grant lives only while
+`helm test` runs).
+*/ -}}
+{{- define "trainhook.rules.testNamespace" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create]
 {{- end }}

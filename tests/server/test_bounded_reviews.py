@@ -1,0 +1,238 @@
+"""The worst reviews a tenant can send cost the webhook little, and each gets a one-line 4xx.
+
+Measured in-process through the server's handler: time and the peak of Python's allocations
+(tracemalloc) for the whole review, body parsing included.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from tests.support.reviews import encoded, review
+from webhook.core import contract
+from webhook.server.admission import Answer, Context
+from webhook.server.admission import review as answer_to
+
+MILLISECONDS = 10
+MEBIBYTES = 5
+MANY_DIGITS = "9" * 5000
+
+
+def pod(
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    spec: Any = None,
+    **metadata: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "trainer",
+            "namespace": "ml",
+            "labels": {contract.FRAMEWORK: "pytorch", **(labels or {})},
+            "annotations": annotations or {},
+            **metadata,
+        },
+        "spec": spec if spec is not None else {"containers": [{"name": "pytorch", "image": "t"}]},
+    }
+
+
+def stamped(hosts: object, topology: str = '{"worker":10000}') -> dict[str, Any]:
+    """A bare pod with a forged stamp, as any tenant allowed to create pods can send."""
+    return pod(
+        labels={contract.INDEX: "0", contract.ROLE: "worker"},
+        annotations={contract.TOPOLOGY: topology, contract.HOSTS: json.dumps(hosts)},
+    )
+
+
+def measured(document: dict[str, Any]) -> tuple[Answer, float, float]:
+    """The answer, the best time of three in ms and the peak allocation in MiB."""
+    body = encoded(document)
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        answer = answer_to(body, "application/json", Context())
+        best = min(best, time.perf_counter() - started)
+    tracemalloc.start()
+    try:
+        answer_to(body, "application/json", Context())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return answer, best * 1000, peak / 2**20
+
+
+def message_of(answer: Answer) -> tuple[int, str]:
+    body = answer.body
+    if "response" in body:
+        status = body["response"]["status"]
+        return status["code"], status["message"]
+    return body["code"], body["message"]
+
+
+WORST: list[tuple[str, dict[str, Any], int, str]] = [
+    (
+        "a 20,000-character pod prefix over 10,000 replicas",
+        stamped({"worker": {"pod": "a" * 20000}}),
+        400,
+        'trainhook.io/hosts: invalid value \'{"worker": {"pod": "'
+        + "a" * 39
+        + "... (20023 characters): each role maps to pod (a DNS-1123 label), start (0 to "
+        "2147483647), service (a DNS-1035 label) and nproc (1 to 2147483647)",
+    ),
+    (
+        "a start of 4,000 digits",
+        stamped({"worker": {"pod": "a", "start": int("9" * 4000)}}, '{"worker":9000}'),
+        400,
+        'trainhook.io/hosts: invalid value \'{"worker": {"pod": "a", "start": 999999999999'
+        "99999999999999... (4035 characters): each role maps to pod (a DNS-1123 label), start "
+        "(0 to 2147483647), service (a DNS-1035 label) and nproc (1 to 2147483647)",
+    ),
+    (
+        "two billion replicas",
+        stamped({}, '{"worker":2000000000}'),
+        403,
+        "job trainer has 2000000000 pods; Trainhook supports up to 10000 per job (every pod "
+        "lists its peers)",
+    ),
+    (
+        "10,000 pods named at the longest a hostname allows",
+        stamped({"worker": {"pod": "a" * 57, "service": "s" * 63}}),
+        403,
+        "job trainer: the host names of its 10000 pods take 1350000 bytes, more than one pod's "
+        "annotations hold (262144); use fewer replicas or shorter names",
+    ),
+    (
+        "a stamp nested 2,000 deep",
+        pod(
+            labels={contract.INDEX: "0"},
+            annotations={contract.TOPOLOGY: "[" * 2000 + "]" * 2000},
+        ),
+        400,
+        "trainhook.io/topology: invalid value '"
+        + "[" * 59
+        + '... (4000 characters): a JSON object such as {"master":1,"worker":3}',
+    ),
+    (
+        "a port of 5,000 digits",
+        pod(annotations={contract.PORT: MANY_DIGITS}),
+        400,
+        "trainhook.io/port: invalid value '999999999999999999999999999999999999999999999999999"
+        "99999999... (5000 characters): an integer from 1 to 65535",
+    ),
+    (
+        "a GPU count of 5,000 digits",
+        pod(annotations={contract.GPUS: MANY_DIGITS}),
+        400,
+        "trainhook.io/gpus: invalid value '999999999999999999999999999999999999999999999999999"
+        "99999999... (5000 characters): a whole number, 0 or more",
+    ),
+    (
+        "an index of 5,000 digits",
+        pod(labels={contract.INDEX: MANY_DIGITS}, annotations={contract.TOPOLOGY: '{"worker":2}'}),
+        400,
+        "trainhook.io/index: invalid value '999999999999999999999999999999999999999999999999999"
+        "99999999... (5000 characters): a whole number from 0 to 2147483647",
+    ),
+    (
+        "a completion index of 5,000 digits",
+        pod(annotations={contract.JOB_COMPLETION_INDEX: MANY_DIGITS}),
+        400,
+        "batch.kubernetes.io/job-completion-index: invalid value '999999999999999999999999999999"
+        "99999999999999999999999999999... (5000 characters): a whole number from 0 to 2147483647",
+    ),
+    (
+        "superscript digits in elastic",
+        pod(annotations={contract.ELASTIC: "²:³"}),
+        400,
+        "trainhook.io/elastic: invalid value '²:³': min:max nodes, whole numbers with 1 <= min "
+        "<= max, e.g. 2:4",
+    ),
+    (
+        "a newline in a pod prefix",
+        stamped({"worker": {"pod": "a\nb"}}, '{"worker":2}'),
+        400,
+        'trainhook.io/hosts: invalid value \'{"worker": {"pod": "a\\\\nb"}}\': each role maps '
+        "to pod (a DNS-1123 label), start (0 to 2147483647), service (a DNS-1035 label) and "
+        "nproc (1 to 2147483647)",
+    ),
+    (
+        "a role name that is no env name",
+        pod(
+            labels={contract.FRAMEWORK: "generic", contract.INDEX: "0", contract.ROLE: "worker"},
+            annotations={contract.TOPOLOGY: '{"worker":1,"a=b":1}'},
+        ),
+        400,
+        "trainhook.io/topology: invalid value '{\"worker\":1,\"a=b\":1}': role 'a=b' must be a "
+        "DNS-1035 label (<= 63)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("document", "status", "message"),
+    [case[1:] for case in WORST],
+    ids=[case[0] for case in WORST],
+)
+def test_the_worst_reviews_cost_under_10_ms_and_5_mib_and_get_one_line(
+    document: dict[str, Any], status: int, message: str
+) -> None:
+    answer, milliseconds, mebibytes = measured(review(document))
+
+    assert message_of(answer) == (status, message)
+    assert "\n" not in message
+    assert milliseconds < MILLISECONDS
+    assert mebibytes < MEBIBYTES
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (
+            pod(spec={"containers": [None]}),
+            "request.object.spec.containers[0] must be an object, got null",
+        ),
+        (
+            pod(spec={"containers": [{"name": "pytorch", "env": [None]}]}),
+            "request.object.spec.containers[0].env[0] must be an object, got null",
+        ),
+        (
+            pod(
+                annotations={contract.SHM_SIZE: "1Gi"},
+                spec={"containers": [{"name": "pytorch"}], "volumes": [None]},
+            ),
+            "request.object.spec.volumes[0] must be an object, got null",
+        ),
+        (
+            pod(ownerReferences=[None]),
+            "request.object.metadata.ownerReferences[0] must be an object, got null",
+        ),
+        ({**pod(), "spec": None}, "request.object.spec must be an object, got null"),
+    ],
+    ids=["null container", "null env item", "null volume", "null owner reference", "spec null"],
+)
+def test_null_where_an_object_belongs_gets_a_422_naming_the_field(
+    document: dict[str, Any], message: str
+) -> None:
+    answer = answer_to(encoded(review(document)), "application/json", Context())
+
+    assert (answer.status, answer.body["message"]) == (422, message)
+
+
+def test_a_denial_naming_a_value_with_newlines_is_one_line() -> None:
+    document = pod(labels={contract.INDEX: "0"}, annotations={contract.TOPOLOGY: '{"worker":1}'})
+    document["spec"]["hostname"] = "evil\nline"
+
+    code, message = message_of(answer_to(encoded(review(document)), "application/json", Context()))
+
+    assert code == 403
+    assert message == (
+        "pod hostname evil line does not match trainer-worker-0, the name its peers use for "
+        "worker 0 of job trainer"
+    )

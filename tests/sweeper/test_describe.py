@@ -1,0 +1,160 @@
+"""`trainhook describe JOB` (and `kubectl trainhook describe JOB`): one job in detail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.support.emulator import kubeconfig
+from tests.support.stored import pod, stamped, statefulset
+from webhook.cli import main
+from webhook.core import contract
+from webhook.kube.resources import EVENTS, PODS, SERVICES, STATEFULSETS
+from webhook.sweeper.describe import JobObjects, describe
+
+from .test_status import use_kubeconfig
+
+NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def failing_pytorch() -> tuple[list[dict], list[dict]]:
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset("pt-worker", role="worker", job="pt", replicas=2),
+    )
+    pods = [pod(master, 0), pod(workers, 0), pod(workers, 1, restarts=3, ready=False)]
+    for rank, member in enumerate(pods):
+        member["metadata"]["labels"][contract.RANK] = str(rank)
+    pods[2]["status"]["containerStatuses"][0]["lastState"] = {
+        "terminated": {
+            "exitCode": 1,
+            "reason": "Error",
+            "message": "RuntimeError: NCCL error\nunhandled system error",
+            "finishedAt": "2025-01-01T01:58:00Z",
+        }
+    }
+    return [master, workers], pods
+
+
+def event(name: str, kind: str, reason: str, message: str, when: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.{reason}", "namespace": "ml"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "ml"},
+        "type": "Warning" if reason == "BackOff" else "Normal",
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": when,
+    }
+
+
+SERVICE = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "pt", "namespace": "ml"},
+    "spec": {"clusterIP": "None", "ports": [{"port": 23456}]},
+}
+
+
+def test_describe_shows_roles_pods_service_podgroup_events_and_the_last_failure() -> None:
+    workloads, pods = failing_pytorch()
+    created = "create Pod pt-worker-1"
+    backoff = "Back-off restarting failed container"
+    events = (
+        event("pt-worker", "StatefulSet", "SuccessfulCreate", created, "2025-01-01T00:00:30Z"),
+        event("pt-worker-1", "Pod", "BackOff", backoff, "2025-01-01T01:59:00Z"),
+    )
+    text = describe(
+        JobObjects("ml", "pt", tuple(workloads), tuple(pods), SERVICE, None, events), NOW
+    )
+    assert text.splitlines() == [
+        "Name:         pt",
+        "Namespace:    ml",
+        "Framework:    pytorch",
+        "Phase:        Running",
+        "Roles:        master 1/1, worker 1/2",
+        "Age:          2h",
+        "Workloads:",
+        "  KIND         NAME       ROLE    REPLICAS",
+        "  StatefulSet  pt-master  master  1",
+        "  StatefulSet  pt-worker  worker  2",
+        "Pods:",
+        "  NAME         ROLE    RANK  PHASE    RESTARTS  AGE",
+        "  pt-master-0  master  0     Running  0         119m",
+        "  pt-worker-0  worker  1     Running  0         119m",
+        "  pt-worker-1  worker  2     Running  3         119m",
+        "Service:      pt (headless, ports 23456)",
+        "PodGroup:     none (no gang scheduling, or not created yet)",
+        "Last failure: pod pt-worker-1, container pytorch: exit code 1 (Error): RuntimeError: "
+        "NCCL error unhandled system error",
+        "Events:",
+        "  LAST SEEN  TYPE     REASON            OBJECT                 MESSAGE",
+        "  119m ago   Normal   SuccessfulCreate  StatefulSet/pt-worker  create Pod pt-worker-1",
+        "  60s ago    Warning  BackOff           Pod/pt-worker-1        Back-off restarting failed"
+        " container",
+    ]
+
+
+def test_a_failed_job_names_the_recorded_reason_before_the_containers_exit() -> None:
+    workloads, pods = failing_pytorch()
+    for workload in workloads:
+        workload["metadata"]["annotations"].update(
+            {contract.PHASE: "Failed", contract.REASON: "BackoffLimitExceeded"}
+        )
+    text = describe(JobObjects("ml", "pt", tuple(workloads), tuple(pods), None, None, ()), NOW)
+    assert "Phase:        Failed" in text.splitlines()
+    (line,) = [line for line in text.splitlines() if line.startswith("Last failure:")]
+    assert line.startswith("Last failure: job failed: BackoffLimitExceeded; pod pt-worker-1, ")
+    assert "Service:      none yet (the sweeper creates the job's headless Service)" in text
+
+
+def test_trainhook_describe_reads_the_cluster_and_says_when_a_job_is_missing(
+    emulator, kube, tmp_path, monkeypatch, capsys
+) -> None:
+    use_kubeconfig(monkeypatch, kubeconfig(tmp_path / "config", emulator.url))
+    workloads, pods = failing_pytorch()
+    for workload in workloads:
+        created = kube.create(STATEFULSETS, "ml", workload)
+        workload["metadata"]["uid"] = created["metadata"]["uid"]
+    for member in pods:
+        kube.create(PODS, "ml", member)
+    kube.create(SERVICES, "ml", SERVICE)
+    when = "2025-01-01T01:59:00Z"
+    kube.create(EVENTS, "ml", event("pt-worker-1", "Pod", "BackOff", "Back-off", when))
+    kube.create(EVENTS, "ml", event("other-0", "Pod", "BackOff", "not this job", when))
+    assert main(["describe", "-n", "ml", "pt"]) == 0
+    out = capsys.readouterr().out
+    assert "  pt-worker-1  worker  2     Running  3" in out
+    assert "Service:      pt (headless, ports 23456)" in out
+    assert "Pod/pt-worker-1" in out and "not this job" not in out
+    assert main(["describe", "-n", "ml", "resnet"]) == 1
+    assert capsys.readouterr().err == "No training job resnet found in namespace ml.\n"
+
+
+def test_kubectl_finds_the_installed_plugin_and_runs_its_commands() -> None:
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    help_text = subprocess.run(
+        [str(bin_dir / "kubectl-trainhook"), "--help"],
+        capture_output=True, text=True, check=True, env=env,
+    ).stdout  # fmt: skip
+    assert help_text.startswith("usage: kubectl trainhook [-h] [--version] COMMAND ...")
+    assert {"status", "render", "describe"} <= set(help_text.split())
+    assert "serve" not in help_text.split()
+    kubectl = subprocess.run(["which", "kubectl"], capture_output=True, text=True, check=False)
+    runner = (
+        [kubectl.stdout.strip(), "trainhook"]
+        if kubectl.returncode == 0
+        else [str(bin_dir / "kubectl-trainhook")]
+    )
+    rendered = subprocess.run(
+        [*runner, "render", str(REPO / "examples" / "jax.yaml")],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout.startswith("job jax-simple (jax, namespace default, 2 pods)\n")

@@ -1,0 +1,158 @@
+"""A tenant who may only create pods tries to make the sweeper act on someone else's job."""
+
+from __future__ import annotations
+
+import time
+
+from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
+from webhook.core import contract
+from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
+
+from .live import eventually, sweeping
+
+
+def names(emulator, resource):
+    return [obj["metadata"]["name"] for obj in emulator.objects(resource, "ml")]
+
+
+def the(emulator, resource, name):
+    (found,) = [o for o in emulator.objects(resource, "ml") if o["metadata"]["name"] == name]
+    return found
+
+
+def create_victim(kube):
+    (workers,) = stamped(statefulset("victim", framework="pytorch", job="victim", replicas=2))
+    workers = kube.create(STATEFULSETS, "ml", workers)
+    for index in range(2):
+        kube.create(PODS, "ml", pod(workers, index))
+    return workers
+
+
+FORGED = {
+    contract.PHASE: "Failed",
+    contract.REASON: "Forged",
+    contract.FINISHED_AT: "2026-01-01T00:00:00Z",
+    contract.TTL_SECONDS_AFTER_FINISHED: "0",
+    contract.CLEAN_POD_POLICY: "All",
+}
+
+
+def test_a_forged_bare_pod_claiming_a_job_is_ignored_with_a_warning_and_deletes_nothing(
+    emulator, kube
+):
+    with sweeping(kube):
+        create_victim(kube)
+        eventually(lambda: names(emulator, SERVICES) == ["victim"], what="the victim's Service")
+        forged = bare_pod("intruder", framework="pytorch", job="victim", annotations=dict(FORGED))
+        kube.create(PODS, "ml", forged)
+        # A stranger's pod, run by a ReplicaSet, labelled with the victim's job.
+        stranger = _pod(
+            "web-abcde",
+            labels={contract.JOB: "victim"},
+            annotations={},
+            owner=("ReplicaSet", "web", "uid-web"),
+            containers=["web"],
+            phase="Running",
+            exit_code=None,
+            last_exit_code=None,
+            restarts=0,
+            ready=True,
+            terminating=False,
+        )
+        kube.create(PODS, "ml", stranger)
+        warnings = eventually(
+            lambda: [
+                e
+                for e in emulator.objects(EVENTS, "ml")
+                if e["reason"] == "NotInJob" and e["involvedObject"]["name"] == "intruder"
+            ],
+            what="a Warning Event on the forged pod",
+        )
+        time.sleep(1.5)  # long enough for a sweeper that trusted the pod to act on it
+
+    assert warnings[0]["type"] == "Warning"
+    assert warnings[0]["message"] == (
+        "pod intruder is labelled trainhook.io/job=victim but is not a pod of the job's "
+        "workloads (StatefulSet victim); the sweeper ignores it"
+    )
+    victim = the(emulator, STATEFULSETS, "victim")
+    assert contract.PHASE not in (victim["metadata"].get("annotations") or {})
+    assert victim["spec"]["replicas"] == 2
+    assert names(emulator, SERVICES) == ["victim"]
+    assert names(emulator, PODS) == ["intruder", "victim-0", "victim-1", "web-abcde"]
+
+
+def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_listed(
+    emulator, kube
+):
+    kube.create(
+        SECRETS,
+        "ml",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hvd-ssh", "namespace": "ml"},
+            "data": {"config": "SG9zdCAq"},
+        },
+    )
+    launcher, workers = stamped(
+        indexed_job("hvd-launcher", role="launcher", job="hvd"),
+        statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
+    )
+    with sweeping(kube):
+        kube.create(JOBS, "ml", launcher)
+        kube.create(STATEFULSETS, "ml", workers)
+        warnings = eventually(
+            lambda: [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == "ForeignSecret"],
+            what="a ForeignSecret Warning",
+        )
+        eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="the job's Service")
+        time.sleep(1.0)  # reconciles keep coming; none may try to create the Secret
+
+    assert [(e["type"], e["involvedObject"]["name"]) for e in warnings] == [
+        ("Warning", "hvd-launcher")
+    ]
+    assert warnings[0]["message"] == (
+        "Secret hvd-ssh was not made by Trainhook (it has no app.kubernetes.io/managed-by="
+        "trainhook label), yet the job's pods mount it as their SSH keys; delete it so the "
+        "sweeper makes one, or rename the job"
+    )
+    secret_calls = [
+        (method, path)
+        for method, path, _, _ in emulator.emulator.log
+        if "/secrets" in path.split("?")[0]
+    ]
+    assert ("POST", "/api/v1/namespaces/ml/secrets") not in secret_calls[1:]  # ours was first
+    assert {path.split("?")[0] for method, path in secret_calls if method == "GET"} == {
+        "/api/v1/namespaces/ml/secrets/hvd-ssh"
+    }
+
+
+def test_a_failing_podgroup_create_neither_holds_back_the_service_nor_deafens_the_job(
+    emulator, kube
+):
+    emulator.emulator.fail(500, method="POST", path="/podgroups", times=1000)
+    (workers,) = stamped(
+        statefulset(
+            "gang",
+            framework="pytorch",
+            job="gang",
+            replicas=2,
+            annotations={contract.SCHEDULER: "volcano"},
+        )
+    )
+    with sweeping(kube, backoff_base=5.0):  # a job backing off waits 5 s, then 10 s...
+        kube.create(STATEFULSETS, "ml", workers)
+        eventually(lambda: names(emulator, SERVICES) == ["gang"], timeout=3, what="Service")
+        time.sleep(0.5)  # the job now backs off after its PodGroup failed
+        kube.create(PODS, "ml", pod(the(emulator, STATEFULSETS, "gang"), 0, phase="Failed"))
+        before = len(emulator.emulator.log)
+        # The new pod is news: the job is decided on again at once, not after its backoff.
+        eventually(
+            lambda: any(
+                method == "POST" and path.endswith("/podgroups")
+                for method, path, _, _ in emulator.emulator.log[before:]
+            ),
+            timeout=3,
+            what="a fresh attempt after the watch event",
+        )

@@ -1,0 +1,235 @@
+"""Every example, of every framework, under each gang scheduler: one gang its scheduler accepts.
+
+Each labelled workload of an example is given `trainhook.io/scheduler` (and a queue, and for
+coscheduling a timeout); the rendered pods and the PodGroup are then checked against the
+schedulers' own schemas (tests/schemas) and against each other: every role in the same gang,
+the gang as large as the job.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.schemas import custom_resource_problems, kueue_group_problems
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.pods import identify
+from webhook.core.render import Rendering, render_all
+from webhook.kube.resources import COSCHEDULING_PODGROUPS, PODGROUPS
+from webhook.sweeper.actions import Create
+from webhook.sweeper.decide import decide
+from webhook.sweeper.state import read_job_state
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))
+SCHEDULERS = ("volcano", "coscheduling", "kueue")
+GANG_KEYS = (
+    "trainhook.io/scheduler",
+    "trainhook.io/queue",
+    "trainhook.io/schedule-timeout-seconds",
+)
+
+GENERIC_JOB = [
+    {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": f"sim-{role}",
+            "labels": {
+                "trainhook.io/framework": "generic",
+                "trainhook.io/job": "sim",
+                "trainhook.io/role": role,
+            },
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": f"sim-{role}"}},
+            "template": {
+                "metadata": {"labels": {"app": f"sim-{role}"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "sim:1",
+                            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    for role, replicas in (("coordinator", 1), ("solver", 3))
+]
+
+
+def documents_of(example: str) -> list[Any]:
+    if example == "generic":
+        return copy.deepcopy(GENERIC_JOB)
+    with open(EXAMPLES / example) as manifest:
+        return [document for document in yaml.safe_load_all(manifest) if document]
+
+
+def under(scheduler: str, documents: list[Any]) -> list[Any]:
+    """The documents with every labelled workload and bare pod gang-scheduled by `scheduler`."""
+    for document in documents:
+        if "trainhook.io/framework" not in (document["metadata"].get("labels") or {}):
+            continue
+        annotations = document["metadata"].setdefault("annotations", {})
+        for key in GANG_KEYS:
+            annotations.pop(key, None)
+            template = document.get("spec", {}).get("template", {}).get("metadata", {})
+            (template.get("annotations") or {}).pop(key, None)
+        annotations["trainhook.io/scheduler"] = scheduler
+        annotations["trainhook.io/queue"] = "research"
+        if scheduler == "coscheduling":
+            annotations["trainhook.io/schedule-timeout-seconds"] = "900"
+    return documents
+
+
+@functools.cache
+def rendering(example: str, scheduler: str) -> Rendering:
+    return render_all(under(scheduler, documents_of(example)))
+
+
+CASES = [
+    (example, scheduler) for example in [*EXAMPLE_FILES, "generic"] for scheduler in SCHEDULERS
+]
+
+
+def test_the_cases_cover_every_framework() -> None:
+    frameworks = {rendering(example, "volcano").pods[0].framework.name for example, _ in CASES}
+    assert frameworks == set(FRAMEWORKS)
+
+
+@pytest.mark.parametrize(("example", "scheduler"), CASES)
+def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
+    example: str, scheduler: str
+) -> None:
+    pods = rendering(example, scheduler).pods
+    [job] = {pod.job for pod in pods}
+    for pod in pods:
+        kubernetes_validate.validate(pod.pod, "1.29", strict=True)
+    metadata = [pod.pod["metadata"] for pod in pods]
+    names = {pod.pod["spec"].get("schedulerName") for pod in pods}
+    if scheduler == "volcano":
+        assert names == {"volcano"}
+        assert {m["annotations"]["scheduling.k8s.io/group-name"] for m in metadata} == {job}
+    elif scheduler == "coscheduling":
+        assert names == {"scheduler-plugins-scheduler"}
+        assert {m["labels"]["scheduling.x-k8s.io/pod-group"] for m in metadata} == {job}
+    else:
+        assert names == {None}
+        assert kueue_group_problems(pod.pod for pod in pods) == []
+        assert {m["labels"]["kueue.x-k8s.io/pod-group-name"] for m in metadata} == {job}
+
+
+@pytest.mark.parametrize(("example", "scheduler"), CASES)
+def test_the_podgroup_counts_every_pod_and_its_scheduler_accepts_it(
+    example: str, scheduler: str
+) -> None:
+    result = rendering(example, scheduler)
+    if scheduler == "kueue":
+        assert result.podgroups == []  # Kueue's group is the pods' labels
+        return
+    [podgroup] = result.podgroups
+    api = {"volcano": PODGROUPS, "coscheduling": COSCHEDULING_PODGROUPS}[scheduler]
+    assert podgroup["apiVersion"] == api.api_version
+    assert podgroup["metadata"]["name"] == result.pods[0].job
+    assert podgroup["spec"]["minMember"] == len(result.pods)
+    assert custom_resource_problems(podgroup) == []
+
+
+@pytest.mark.parametrize(("example", "scheduler"), [case for case in CASES if case[1] != "kueue"])
+def test_the_sweeper_creates_the_podgroup_render_shows(example: str, scheduler: str) -> None:
+    result = rendering(example, scheduler)
+    [podgroup] = result.podgroups
+    workloads = [
+        {**w, "metadata": {**w["metadata"], "uid": f"uid-{w['metadata']['name']}"}}
+        for w in result.workloads
+    ]
+    bare = [pod.pod for pod in result.pods if identify(pod.pod).owner_kind == "Pod"]
+    namespace = podgroup["metadata"]["namespace"]
+    state = read_job_state(
+        namespace,
+        podgroup["metadata"]["name"],
+        workloads=workloads,
+        pods=bare,
+    )
+    [create] = [
+        action
+        for action in decide(state, datetime.now(UTC)).actions
+        if isinstance(action, Create) and action.body["kind"] == "PodGroup"
+    ]
+    assert create.body["spec"] == podgroup["spec"]
+    assert custom_resource_problems(create.body) == []
+
+
+# The three examples that are about gang scheduling, as written, value for value.
+
+
+def rendered_example(example: str) -> Rendering:
+    return render_all(documents_of(example))
+
+
+def test_the_volcano_example_renders_its_podgroup_in_the_research_queue() -> None:
+    assert rendered_example("paddle-collective-volcano.yaml").podgroups == [
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "resnet50-gang", "namespace": "default"},
+            "spec": {
+                "minMember": 2,
+                "minResources": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"},
+                "queue": "research",
+            },
+        }
+    ]
+
+
+def test_the_coscheduling_example_renders_a_podgroup_of_four_pods_of_eight_gpus() -> None:
+    result = rendered_example("pytorch-coscheduling.yaml")
+    assert result.podgroups == [
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "llama-ft", "namespace": "default"},
+            "spec": {
+                "minMember": 4,
+                "minResources": {"cpu": "128", "memory": "1Ti", "nvidia.com/gpu": "32"},
+                "scheduleTimeoutSeconds": 600,
+            },
+        }
+    ]
+    for pod in result.pods:
+        assert pod.pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+        assert pod.pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "llama-ft"
+
+
+def test_the_kueue_example_puts_launcher_and_workers_in_one_group_of_three() -> None:
+    result = rendered_example("mpi-kueue.yaml")
+    assert result.podgroups == []
+    for pod in result.pods:
+        metadata = pod.pod["metadata"]
+        kueue_labels = {k: v for k, v in metadata["labels"].items() if k.startswith("kueue.")}
+        assert (pod.name, kueue_labels) == (
+            pod.name,
+            {
+                "kueue.x-k8s.io/queue-name": "team-a",
+                "kueue.x-k8s.io/pod-group-name": "horovod-queued",
+                "kueue.x-k8s.io/managed": "true",
+            },
+        )
+        assert metadata["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3"
+        assert pod.pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert [pod.name for pod in result.pods] == [
+        "horovod-queued-launcher-0",
+        "horovod-queued-worker-0",
+        "horovod-queued-worker-1",
+    ]

@@ -1,0 +1,129 @@
+"""A job's gang: the scheduler, queue and timeout every role shares, and what the gang asks for.
+
+These settings are job-wide: one gang is one PodGroup (or one Kueue pod group), so a role that
+names another scheduler or queue would split the job into a partial gang that holds its
+resources and never starts. They must agree on every workload of the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.errors import Refused
+from webhook.core.pods import training_container
+from webhook.core.requests import Requests, pod_requests, sum_requests
+from webhook.core.settings import Settings
+
+PODGROUP_APIS = {
+    "volcano": contract.VOLCANO_PODGROUP_API,
+    "coscheduling": contract.COSCHEDULING_PODGROUP_API,
+}  # Kueue's pod group is labels on the pods: no object of its own
+
+
+@dataclass(frozen=True)
+class Gang:
+    """How a job is gang-scheduled, the same for all of its roles."""
+
+    scheduler: str
+    queue: str
+    schedule_timeout_seconds: int | None
+
+
+def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
+    """The gang of a job from each workload's (description, settings); None when the job is
+    not gang-scheduled. Raises Refused naming the first two workloads that disagree."""
+    if not members:
+        return None
+    first_name, first = members[0]
+    keys = (
+        (contract.SCHEDULER, "scheduler"),
+        (contract.QUEUE, "queue"),
+        (contract.SCHEDULE_TIMEOUT_SECONDS, "schedule_timeout_seconds"),
+    )
+    for key, field in keys:
+        if field != "scheduler" and first.scheduler is None:
+            break  # without a scheduler the queue and timeout mean nothing
+        wanted = getattr(first, field)
+        for name, settings in members[1:]:
+            value = getattr(settings, field)
+            if value != wanted:
+                raise Refused(
+                    f"{key}: job {job!r} is one gang, so every role must say the same: "
+                    f"{_shown(wanted)} on {first_name} but {_shown(value)} on {name}"
+                )
+    if first.scheduler is None:
+        return None
+    return Gang(first.scheduler, first.queue, first.schedule_timeout_seconds)
+
+
+def _shown(value: object) -> str:
+    return "not set" if value is None else repr(str(value))
+
+
+def template_requests(
+    template_spec: Mapping[str, Any], settings: Settings, default: str | None
+) -> Requests:
+    """What one pod of a workload asks for once the webhook has mutated it: the template's
+    requests plus the GPUs `trainhook.io/gpus` gives the training container (`default` is the
+    framework's training container name)."""
+    spec = dict(template_spec)
+    if settings.gpus:
+        position = training_container({"spec": spec}, default, settings.container)
+        if position is not None:
+            containers = [dict(c) for c in spec.get("containers") or []]
+            container = containers[position]
+            resources = dict(container.get("resources") or {})
+            limits = dict(resources.get("limits") or {})
+            if settings.gpu_resource not in limits:
+                limits[settings.gpu_resource] = str(settings.gpus)
+                requests = dict(resources.get("requests") or {})
+                requests.setdefault(settings.gpu_resource, str(settings.gpus))
+                resources["limits"], resources["requests"] = limits, requests
+                container["resources"] = resources
+            containers[position] = container
+            spec["containers"] = containers
+    return pod_requests(spec)
+
+
+def podgroup_spec(
+    gang: Gang,
+    min_member: int,
+    min_resources: Mapping[str, str],
+    priority_class: str | None,
+) -> tuple[str, dict[str, Any]] | None:
+    """(apiVersion, spec) of the job's PodGroup; None for a scheduler without one (Kueue).
+
+    A field the job does not set is None, so a merge patch of the spec removes it."""
+    api_version = PODGROUP_APIS.get(gang.scheduler)
+    if api_version is None:
+        return None
+    spec: dict[str, Any] = {"minMember": min_member, "minResources": dict(min_resources) or None}
+    if gang.scheduler == "volcano":
+        spec["queue"] = gang.queue
+        spec["priorityClassName"] = priority_class
+    else:
+        spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
+    return api_version, spec
+
+
+def podgroup_of_pods(
+    gang: Gang, job: str, namespace: str, pods: Sequence[Mapping[str, Any]]
+) -> dict[str, Any] | None:
+    """The PodGroup a job of these (mutated) pods is scheduled with, as `trainhook render`
+    shows it; the sweeper creates the same from the job's workloads."""
+    specs = [pod.get("spec") or {} for pod in pods]
+    resources = sum_requests((pod_requests(spec), 1) for spec in specs)
+    priority = next((s["priorityClassName"] for s in specs if s.get("priorityClassName")), None)
+    found = podgroup_spec(gang, len(pods), resources, priority)
+    if found is None:
+        return None
+    api_version, spec = found
+    return {
+        "apiVersion": api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": job, "namespace": namespace},
+        "spec": {key: value for key, value in spec.items() if value is not None},
+    }

@@ -1,0 +1,256 @@
+"""One training job in detail, as `trainhook describe JOB` shows it: its roles and workloads,
+its pods with rank, phase and restarts, its Service and PodGroup, recent Events, and the last
+failure's message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.core import contract
+from webhook.kube.client import ApiError, Kube
+from webhook.kube.resources import EVENTS, JOBS, PODGROUPS, PODS, SERVICES, STATEFULSETS
+from webhook.sweeper.state import job_key, parse_time
+from webhook.sweeper.status import human_duration, job_rows
+
+RECENT_EVENTS = 10
+
+
+@dataclass(frozen=True)
+class JobObjects:
+    """Everything of one job that the API server returned."""
+
+    namespace: str
+    job: str
+    workloads: tuple[Mapping[str, Any], ...]
+    pods: tuple[Mapping[str, Any], ...]
+    service: Mapping[str, Any] | None
+    podgroup: Mapping[str, Any] | None
+    events: tuple[Mapping[str, Any], ...]
+
+
+def read_job(kube: Kube, namespace: str, job: str) -> JobObjects:
+    """The job's workloads, pods, Service, PodGroup and the Events about any of them."""
+    key = (namespace, job)
+    workloads = tuple(
+        obj
+        for resource in (STATEFULSETS, JOBS)
+        for obj in kube.list(resource, namespace, contract.FRAMEWORK)[0]
+        if job_key(resource, obj) == key
+    )
+    pods = tuple(
+        obj
+        for obj in kube.list(PODS, namespace, f"{contract.JOB}={job}")[0]
+        if job_key(PODS, obj) == key
+    )
+    named = {_name(obj) for obj in (*workloads, *pods)} | {job}
+    events = tuple(
+        event
+        for event in kube.list(EVENTS, namespace)[0]
+        if (event.get("involvedObject") or event.get("regarding") or {}).get("name") in named
+    )
+    return JobObjects(
+        namespace,
+        job,
+        workloads,
+        pods,
+        _get(kube, SERVICES, namespace, job),
+        _get(kube, PODGROUPS, namespace, job),
+        events,
+    )
+
+
+def _get(kube: Kube, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return kube.get(resource, namespace, name)
+    except ApiError as error:
+        if error.status == 404:  # not created (yet), or Volcano is not installed
+            return None
+        raise
+
+
+def describe(objects: JobObjects, now: datetime) -> str:
+    """The description a person reads, in kubectl describe's spirit."""
+    rows = job_rows(objects.workloads, objects.pods, now)
+    row = rows[0] if rows else None
+    lines = [
+        f"Name:         {objects.job}",
+        f"Namespace:    {objects.namespace}",
+        f"Framework:    {row.framework if row else '?'}",
+        f"Phase:        {row.phase if row else '-'}",
+        f"Roles:        {row.roles if row else '-'}",
+        f"Age:          {row.age if row else '-'}",
+    ]
+    if objects.workloads:
+        lines.append("Workloads:")
+        lines += _indent(_table(["KIND", "NAME", "ROLE", "REPLICAS"], _workload_rows(objects)))
+    lines.append("Pods:")
+    if objects.pods:
+        lines += _indent(
+            _table(["NAME", "ROLE", "RANK", "PHASE", "RESTARTS", "AGE"], _pod_rows(objects, now))
+        )
+    else:
+        lines.append("  none")
+    lines.append(f"Service:      {_service(objects.service)}")
+    lines.append(f"PodGroup:     {_podgroup(objects.podgroup)}")
+    lines.append(f"Last failure: {last_failure(objects) or 'none'}")
+    lines.append("Events:")
+    recent = sorted(objects.events, key=_event_time)[-RECENT_EVENTS:]
+    if recent:
+        lines += _indent(
+            _table(
+                ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+                [_event_row(event, now) for event in recent],
+            )
+        )
+    else:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
+def last_failure(objects: JobObjects) -> str | None:
+    """What went wrong last: the failure the sweeper recorded, and the last container that
+    exited with an error (its termination message when it left one)."""
+    parts = []
+    for workload in objects.workloads:
+        annotations = _metadata(workload).get("annotations") or {}
+        if annotations.get(contract.PHASE) == "Failed":
+            parts.append(f"job failed: {annotations.get(contract.REASON) or 'Failed'}")
+            break
+    exits = [exit for pod in objects.pods for exit in _failed_exits(pod)]
+    if exits:
+        _, text = max(exits, key=lambda found: found[0])
+        parts.append(text)
+    return "; ".join(parts) or None
+
+
+def _failed_exits(pod: Mapping[str, Any]) -> Iterable[tuple[datetime, str]]:
+    status = pod.get("status") or {}
+    for container in [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]:
+        for state in (container.get("state") or {}, container.get("lastState") or {}):
+            terminated = state.get("terminated") or {}
+            code = terminated.get("exitCode")
+            if not code:
+                continue
+            when = parse_time(terminated.get("finishedAt")) or datetime.min.replace(tzinfo=UTC)
+            text = f"pod {_name(pod)}, container {container.get('name')}: exit code {code}"
+            if terminated.get("reason"):
+                text += f" ({terminated['reason']})"
+            message = " ".join(str(terminated.get("message") or "").split())
+            if message:
+                text += f": {message[-300:]}"
+            yield when, text
+
+
+def _workload_rows(objects: JobObjects) -> list[list[str]]:
+    rows = []
+    for obj in objects.workloads:
+        spec = obj.get("spec") or {}
+        replicas = spec.get("replicas", spec.get("completions", spec.get("parallelism", 1)))
+        rows.append(
+            [
+                str(obj.get("kind")),
+                _name(obj),
+                _labels(obj).get(contract.ROLE, "-"),
+                str(replicas),
+            ]
+        )
+    return rows
+
+
+def _pod_rows(objects: JobObjects, now: datetime) -> list[list[str]]:
+    def rank(pod: Mapping[str, Any]) -> tuple[int, str]:
+        value = _labels(pod).get(contract.RANK, "")
+        return (int(value) if value.isdigit() else 1 << 30, _name(pod))
+
+    rows = []
+    for pod in sorted(objects.pods, key=rank):
+        status = pod.get("status") or {}
+        restarts = sum(
+            int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []
+        )
+        phase = str(status.get("phase") or "Unknown")
+        if _metadata(pod).get("deletionTimestamp"):
+            phase = "Terminating"
+        created = parse_time(_metadata(pod).get("creationTimestamp"))
+        rows.append(
+            [
+                _name(pod),
+                _labels(pod).get(contract.ROLE, "-"),
+                _labels(pod).get(contract.RANK, "-"),
+                phase,
+                str(restarts),
+                human_duration((now - created).total_seconds()) if created else "-",
+            ]
+        )
+    return rows
+
+
+def _service(service: Mapping[str, Any] | None) -> str:
+    if service is None:
+        return "none yet (the sweeper creates the job's headless Service)"
+    spec = service.get("spec") or {}
+    ports = ",".join(str(p.get("port")) for p in spec.get("ports") or []) or "none"
+    kind = "headless" if spec.get("clusterIP") == "None" else str(spec.get("type") or "ClusterIP")
+    return f"{_name(service)} ({kind}, ports {ports})"
+
+
+def _podgroup(podgroup: Mapping[str, Any] | None) -> str:
+    if podgroup is None:
+        return "none (no gang scheduling, or not created yet)"
+    spec = podgroup.get("spec") or {}
+    phase = (podgroup.get("status") or {}).get("phase")
+    text = f"{_name(podgroup)} (minMember {spec.get('minMember')}, queue {spec.get('queue', '-')}"
+    return text + (f", {phase})" if phase else ")")
+
+
+def _event_time(event: Mapping[str, Any]) -> datetime:
+    for field in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        found = parse_time(event.get(field))
+        if found is not None:
+            return found
+    found = parse_time(_metadata(event).get("creationTimestamp"))
+    return found or datetime.min.replace(tzinfo=UTC)
+
+
+def _event_row(event: Mapping[str, Any], now: datetime) -> list[str]:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    seen = _event_time(event)
+    return [
+        "-" if seen.year == 1 else f"{human_duration((now - seen).total_seconds())} ago",
+        str(event.get("type") or "-"),
+        str(event.get("reason") or "-"),
+        f"{involved.get('kind', '?')}/{involved.get('name', '?')}",
+        " ".join(str(event.get("message") or event.get("note") or "").split()),
+    ]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return [f"  {line}" for line in lines]
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata: Mapping[str, Any] = obj.get("metadata") or {}
+    return metadata
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_metadata(obj).get("name", ""))
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels: Mapping[str, str] = _metadata(obj).get("labels") or {}
+    return labels

@@ -1,0 +1,60 @@
+"""The sweeper's /metrics: which build runs, whether this replica leads, and its reconcile
+figures (health.py), with /healthz and /readyz beside them.
+
+A registry of its own (with the process collector), served over plain HTTP in a thread when
+`trainhook sweep --metrics-bind` is given.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+from http.server import ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Gauge, ProcessCollector, generate_latest
+
+from webhook import __version__
+from webhook.sweeper.health import SweeperHealth, serve
+
+
+class SweeperMetrics:
+    def __init__(self, is_leader: Callable[[], bool], health: SweeperHealth | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.health = health
+        for collector in health.collectors() if health else ():
+            self.registry.register(collector)
+        ProcessCollector(registry=self.registry)
+        build = Gauge(
+            "trainhook_build_info",
+            "Always 1; its labels say which Trainhook and Python run.",
+            ["version", "python"],
+            registry=self.registry,
+        )
+        build.labels(__version__, platform.python_version()).set(1)
+        leader = Gauge(
+            "trainhook_sweeper_leader",
+            "1 while this replica holds the sweeper's Lease and acts, else 0.",
+            registry=self.registry,
+        )
+        leader.set_function(lambda: 1.0 if is_leader() else 0.0)
+        self._server: ThreadingHTTPServer | None = None
+
+    def serve(self, bind: str) -> tuple[str, int]:
+        """Serve /metrics, /healthz and /readyz on HOST:PORT (port 0 picks one); returns the
+        address bound."""
+        host, _, port = bind.rpartition(":")
+        health = self.health
+        self._server = serve(
+            host.strip("[]") or "0.0.0.0",
+            int(port),
+            exposition=lambda: generate_latest(self.registry),
+            healthy=health.healthy if health else lambda: True,
+            ready=health.ready if health else lambda: True,
+        )
+        address = self._server.server_address
+        return str(address[0]), int(address[1])
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
