@@ -18,7 +18,7 @@ import pytest
 from webhook.core import contract
 from webhook.core.render import RenderedPod, render
 
-from .harness import free_port, pod_hostname, run_pods
+from .harness import pod_hostname, run_job as run_pods
 
 pytestmark = pytest.mark.e2e
 
@@ -70,9 +70,8 @@ def statefulset(
 
 
 def run_job(pods: Sequence[RenderedPod], tmp_path: Path) -> None:
-    hosts_before = Path("/etc/hosts").read_bytes()
-    run_pods(pods, container="pytorch", workdir=tmp_path, timeout=JOB_DEADLINE_S)
-    assert Path("/etc/hosts").read_bytes() == hosts_before
+    manifests = [pod.pod for pod in pods]
+    run_pods(tmp_path, manifests, "pytorch", namespace=NAMESPACE, timeout=JOB_DEADLINE_S)
 
 
 def reports_by_pod(results: Path) -> dict[str, list[dict[str, Any]]]:
@@ -99,7 +98,7 @@ def test_pytorch_master_and_two_workers_rendezvous_and_all_reduce_with_the_rende
     results = tmp_path / "results"
     results.mkdir()
     command = [*launcher, RANK_SCRIPT, str(results)]
-    annotations = {contract.PORT: str(free_port())}
+    annotations: dict[str, str] = {}
     pods = render(
         [
             statefulset(
@@ -152,7 +151,7 @@ def test_four_torchrun_pods_with_two_processes_each_form_one_world_of_eight(
                 job="ddp",
                 role="worker",
                 replicas=4,
-                annotations={contract.PORT: str(free_port()), contract.NPROC_PER_NODE: "2"},
+                annotations={contract.NPROC_PER_NODE: "2"},
                 command=[*TORCHRUN, RANK_SCRIPT, str(results)],
             )
         ]
