@@ -18,7 +18,8 @@ import pytest
 from webhook.core import contract
 from webhook.core.render import RenderedPod, render
 
-from .harness import pod_hostname, run_job as run_pods
+from .harness import pod_hostname
+from .harness import run_job as run_pods
 
 pytestmark = pytest.mark.e2e
 
