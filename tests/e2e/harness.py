@@ -232,7 +232,9 @@ class Cluster:
             hosts = pod.directory / "hosts"
             hosts.write_text(self.hosts_file(pod))
             script = self._pod_script(pod, spec, status, secrets or {})
-            pod.log = pod.directory / "log"
+            pod.log = pod.directory / "container.log"
+            workdir = pod.directory / "workdir"  # the image's working directory
+            workdir.mkdir(exist_ok=True)
             with pod.log.open("wb") as out:
                 pod.process = subprocess.Popen(
                     [
@@ -254,7 +256,7 @@ class Cluster:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    cwd=pod.directory,
+                    cwd=workdir,
                 )
 
     def _pod_script(
