@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.render import render
+from webhook.core.render import render
 
 from .harness import run_job
 from .workloads import NAMESPACE, reports, statefulset

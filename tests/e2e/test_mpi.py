@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from webhook import contract
-from webhook.render import render
+from webhook.core import contract
+from webhook.core.render import render
 from webhook.sweeper import sshkeys
 
 from .harness import run_job

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from webhook import contract
+from webhook.core import contract
 
 NAMESPACE = "train"
 
