@@ -16,8 +16,10 @@ from webhook.core.pods import (
     PodIdentity,
     add_volume,
     containers,
+    gpu_count,
     identify,
     mount,
+    processes_per_pod,
     training_container,
 )
 from webhook.core.settings import Settings, read_settings
@@ -79,7 +81,20 @@ def mutate_pod(
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = settings.port if settings.port is not None else framework.port
-    placement = Placement(topology, role, index, hostname, port, settings.nproc, settings.elastic)
+    training = training_container(pod, framework.container, settings.container)
+    gpus = gpu_count(pod, training, settings)
+    nproc = processes_per_pod(pod, training, settings)
+    placement = Placement(
+        topology,
+        role,
+        index,
+        hostname,
+        port,
+        nproc,
+        settings.elastic,
+        gpus=gpus,
+        service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
+    )
     env = common_env(placement) | framework.env(placement)
 
     draft = Draft(pod)
@@ -87,8 +102,7 @@ def mutate_pod(
     _set_identity(draft, pod, placement, identity, warnings)
     file_env = _project_large_values(draft, env)
     _set_env(draft, pod, env, file_env, warnings)
-    training = training_container(pod, framework.container, settings.container)
-    _set_gpus(draft, pod, training, settings, warnings)
+    _set_gpus(draft, pod, training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
@@ -231,24 +245,16 @@ def _set_env(
 
 
 def _set_gpus(
-    draft: Draft,
-    pod: Mapping[str, Any],
-    training: int | None,
-    settings: Settings,
-    warnings: list[str],
+    draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
 ) -> None:
+    """trainhook.io/gpus as the training container's limit and request (a limit the container
+    already has equals it: gpu_count refuses any other)."""
     if not settings.gpus or training is None:
         return
     container = pod["spec"]["containers"][training]
     resources = container.get("resources") or {}
     resource, count = settings.gpu_resource, str(settings.gpus)
-    limit = (resources.get("limits") or {}).get(resource)
-    if limit is not None:
-        if str(limit) != count:
-            warnings.append(
-                f"{resource} limit {limit} of container {container.get('name')} "
-                f"was set by the user and is kept"
-            )
+    if (resources.get("limits") or {}).get(resource) is not None:
         return
     draft.dict_at("spec", "containers", training, "resources", "limits")[resource] = count
     requests = resources.get("requests") or {}

@@ -29,6 +29,7 @@ BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
 INT32_MAX = 2**31 - 1
+NPROC_AUTO = "auto"  # one process per GPU of the training container, as when unset
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Settings:
     shm_size: str | None = None
     scheduler: str | None = None
     container: str | None = None
-    nproc_per_node: int | None = None
+    nproc_per_node: int | None = None  # None: unset or `auto`, one process per GPU
     elastic: tuple[int, int] | None = None
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
@@ -51,13 +52,6 @@ class Settings:
     backoff_limit: int | None = None
     restart_policy: str | None = None
     ttl_seconds_after_finished: int | None = None
-
-    @property
-    def nproc(self) -> int:
-        """Processes per pod: the explicit setting, else one per GPU, else 1."""
-        if self.nproc_per_node is not None:
-            return self.nproc_per_node
-        return self.gpus if self.gpus else 1
 
 
 SETTING_KEYS = (
@@ -110,9 +104,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         shm_size=_quantity(contract.SHM_SIZE, get(contract.SHM_SIZE)),
         scheduler=_choice(contract.SCHEDULER, get(contract.SCHEDULER), SCHEDULERS),
         container=_container(get(contract.CONTAINER)),
-        nproc_per_node=_integer(
-            contract.NPROC_PER_NODE, get(contract.NPROC_PER_NODE), 1, None, "a whole number >= 1"
-        ),
+        nproc_per_node=_nproc(get(contract.NPROC_PER_NODE)),
         elastic=elastic,
         queue=_queue(get(contract.QUEUE)),
         schedule_timeout_seconds=_integer(
@@ -143,6 +135,14 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             None,
             "a whole number of seconds >= 0",
         ),
+    )
+
+
+def _nproc(value: str | None) -> int | None:
+    if value == NPROC_AUTO:
+        return None
+    return _integer(
+        contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}"
     )
 
 

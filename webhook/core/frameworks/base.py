@@ -19,8 +19,10 @@ class Placement:
     index: int
     hostname: str
     port: int | None
-    nproc: int = 1
+    nproc: int = 1  # processes in this pod
     elastic: tuple[int, int] | None = None
+    gpus: int = 0  # GPUs of the training container
+    service_links: bool = True  # the kubelet gives the pod <SERVICE>_SERVICE_HOST variables
 
     @property
     def rank(self) -> int:
