@@ -57,7 +57,14 @@ def test_paddle_collective_worker_gets_trainer_endpoints_and_no_ps_variables() -
         "PADDLE_CURRENT_ENDPOINT": "pd-1.pd.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "pd-1.pd.default.svc",
+        "PADDLE_NPROC_PER_NODE": "1",
     }
+
+
+def test_paddle_collective_pods_start_one_trainer_per_gpu_of_the_container() -> None:
+    gpus = [{"name": "paddle", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
+    pods = env(statefulset("pd", "paddle", replicas=2, containers=gpus))
+    assert (pods["pd-1"]["PADDLE_NPROC_PER_NODE"], pods["pd-1"]["PADDLE_NNODES"]) == ("4", "2")
 
 
 def test_paddle_ps_mode_gives_servers_and_trainers_their_training_role() -> None:
@@ -79,10 +86,40 @@ def test_paddle_ps_mode_gives_servers_and_trainers_their_training_role() -> None
         "POD_IP": "wd-ps-1.wd.default.svc",
         "TRAINING_ROLE": "PSERVER",
         "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_SERVER_NUM": "1",
         "PADDLE_PSERVERS_IP_PORT_LIST": servers,
     }
     worker = pods["wd-worker-0"]
     assert (worker["TRAINING_ROLE"], worker["PADDLE_TRAINER_ID"]) == ("TRAINER", "0")
+
+
+def test_a_paddle_master_is_a_parameter_server_as_in_the_training_operators_paddlejob() -> None:
+    pods = env(
+        statefulset("pj-master", "paddle", role="master", job="pj"),
+        statefulset("pj-worker", "paddle", role="worker", job="pj", replicas=2),
+    )
+    servers = "pj-master-0.pj.default.svc:36543"
+    master = framework_vars(pods["pj-master-0"])
+    assert {k: master[k] for k in master if k not in ("PADDLE_TRAINER_ENDPOINTS",)} == {
+        "PADDLE_JOB_ID": "pj",
+        "PADDLE_NNODES": "3",
+        "PADDLE_MASTER": "127.0.0.1:36543",
+        "PADDLE_TRAINERS_NUM": "2",
+        "PADDLE_CURRENT_ENDPOINT": servers,
+        "PADDLE_PORT": "36543",
+        "POD_IP": "pj-master-0.pj.default.svc",
+        "TRAINING_ROLE": "PSERVER",
+        "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_SERVER_NUM": "1",
+        "PADDLE_PSERVERS_IP_PORT_LIST": servers,
+    }
+    worker = pods["pj-worker-1"]
+    assert (worker["TRAINING_ROLE"], worker["PADDLE_TRAINER_NUM"], worker["PADDLE_MASTER"]) == (
+        "TRAINER",
+        "1",
+        f"{servers}",
+    )
+    assert worker["PADDLE_PSERVERS_IP_PORT_LIST"] == servers
 
 
 def test_paddle_heter_workers_get_heter_endpoints() -> None:
@@ -119,19 +156,42 @@ def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
     assert pods["ms-sched-0"]["MS_ROLE"] == "MS_SCHED"
 
 
-def test_mpi_pods_point_every_mpi_at_the_projected_hostfile() -> None:
+MPI_WORKER_VARS = {
+    "K_MPI_JOB_ROLE": "worker",
+    "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+    "OMPI_MCA_orte_set_default_slots": "4",
+    "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
+    "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+    "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+    "PRTE_MCA_prte_set_default_slots": "4",
+    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "I_MPI_PERHOST": "4",
+}
+
+
+def test_mpi_pods_point_open_mpi_4_and_5_intel_mpi_and_mpich_at_the_projected_hostfile() -> None:
     pods = env(*mpi_job(nproc_per_worker=4))
-    assert framework_vars(pods["hv-worker-1"]) == {
-        "K_MPI_JOB_ROLE": "worker",
-        "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
-        "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-        "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
-        "OMPI_MCA_orte_set_default_slots": "4",
-        "I_MPI_PERHOST": "4",
+    assert framework_vars(pods["hv-worker-1"]) == MPI_WORKER_VARS
+
+
+def test_an_mpi_launcher_without_gpus_has_the_node_gpus_hidden() -> None:
+    pods = env(*mpi_job(nproc_per_worker=4))
+    assert framework_vars(pods["hv-launcher-0"]) == MPI_WORKER_VARS | {
+        "K_MPI_JOB_ROLE": "launcher",
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
     }
-    assert pods["hv-launcher-0"]["K_MPI_JOB_ROLE"] == "launcher"
+
+
+def test_an_mpi_launcher_with_gpus_of_its_own_sees_them() -> None:
+    launcher, worker = mpi_job(nproc_per_worker=4)
+    launcher["metadata"]["annotations"] = {"trainhook.io/gpus": "1"}
+    pods = env(launcher, worker)
+    assert "NVIDIA_VISIBLE_DEVICES" not in pods["hv-launcher-0"]
+    assert "NVIDIA_VISIBLE_DEVICES" not in pods["hv-worker-0"]
 
 
 def test_xgboost_worker_gets_master_and_worker_addresses() -> None:
