@@ -1,8 +1,13 @@
 """The exact variables each framework's pods receive, beyond the TRAINHOOK_* ones."""
 
 import json
+import re
+
+import pytest
 
 from tests.support.builders import env, indexed_job, mpi_job, statefulset
+from webhook.core.frameworks import mindspore
+from webhook.core.render import RenderError, render
 
 
 def framework_vars(values: dict[str, str]) -> dict[str, str]:
@@ -140,20 +145,77 @@ def test_a_paddle_indexed_job_names_hosts_after_the_job_and_its_index() -> None:
     assert pods["ernie-2"]["PADDLE_TRAINER_ID"] == "2"
 
 
-def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
+def test_mindspore_workers_read_the_scheduler_ip_from_its_service_link_and_rank_by_index() -> None:
     pods = env(
         statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
         statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=4),
     )
     assert framework_vars(pods["ms-worker-3"]) == {
         "MS_ROLE": "MS_WORKER",
-        "MS_SCHED_HOST": "ms-sched-0.ms.default.svc",
+        "MS_SCHED_HOST": "$(MS_MS_SCHEDULER_SERVICE_HOST)",
         "MS_SCHED_PORT": "2222",
         "MS_WORKER_NUM": "4",
         "MS_SERVER_NUM": "0",
-        "MS_NODE_ID": "ms-worker-3",
+        "MS_NODE_ID": "3",
     }
-    assert pods["ms-sched-0"]["MS_ROLE"] == "MS_SCHED"
+
+
+def test_the_mindspore_scheduler_listens_on_its_own_pod_ip() -> None:
+    [scheduler] = [
+        pod
+        for pod in render(
+            [
+                statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
+                statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=2),
+            ]
+        )
+        if pod.role == "scheduler"
+    ]
+    ms_env = [
+        item
+        for item in scheduler.pod["spec"]["containers"][0]["env"]
+        if item["name"].startswith("MS_")
+    ]
+    assert ms_env == [
+        {"name": "MS_ROLE", "value": "MS_SCHED"},
+        {"name": "MS_SCHED_PORT", "value": "2222"},
+        {"name": "MS_WORKER_NUM", "value": "2"},
+        {"name": "MS_SERVER_NUM", "value": "0"},
+        {"name": "MS_NODE_ID", "value": "ms-sched-0"},
+        {"name": "MS_SCHED_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+
+
+def test_mindspore_with_several_gpus_per_worker_counts_processes_and_leaves_ids_to_msrun() -> None:
+    gpus = [{"name": "mindspore", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 8}}}]
+    pods = env(
+        statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
+        statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=4, containers=gpus),
+    )
+    assert {pods[name]["MS_WORKER_NUM"] for name in pods} == {"32"}
+    assert "MS_NODE_ID" not in pods["ms-worker-1"]
+    assert pods["ms-worker-1"]["TRAINHOOK_ROLE_INDEX"] == "1"  # msrun --node_rank
+
+
+def test_the_scheduler_service_name_stays_a_dns_label_for_the_longest_job_name() -> None:
+    job = "a" + "-b" * 31  # 63 characters, the longest job name
+    name = mindspore.scheduler_service(job)
+    assert len(name) == 63
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name)
+    assert name.endswith("-ms-scheduler")
+    assert mindspore.scheduler_service("ms") == "ms-ms-scheduler"
+    assert name != mindspore.scheduler_service(job[:-1] + "c")
+
+
+def test_a_mindspore_pod_without_service_links_is_refused_naming_the_link() -> None:
+    worker = statefulset("ms-worker", "mindspore", role="worker", job="ms")
+    worker["spec"]["template"]["spec"]["enableServiceLinks"] = False
+    with pytest.raises(RenderError) as caught:
+        render([statefulset("ms-sched", "mindspore", role="scheduler", job="ms"), worker])
+    assert str(caught.value) == (
+        "spec.enableServiceLinks: false: pods of MindSpore job ms read scheduler 0's IP from the "
+        "Service link $(MS_MS_SCHEDULER_SERVICE_HOST); leave enableServiceLinks unset"
+    )
 
 
 MPI_WORKER_VARS = {

@@ -96,12 +96,13 @@ def mutate_pod(
         service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
     )
     env = common_env(placement) | framework.env(placement)
+    field_env = framework.field_env(placement) if framework.field_env is not None else {}
 
     draft = Draft(pod)
     warnings: list[str] = []
     _set_identity(draft, pod, placement, identity, warnings)
     file_env = _project_large_values(draft, env)
-    _set_env(draft, pod, env, file_env, warnings)
+    _set_env(draft, pod, env, file_env, field_env, warnings)
     _set_gpus(draft, pod, training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
@@ -223,16 +224,29 @@ def _set_env(
     pod: Mapping[str, Any],
     env: dict[str, str],
     file_env: dict[str, str],
+    field_env: dict[str, str],
     warnings: list[str],
 ) -> None:
+    """Every container gets the literal env and the fieldRef env (name -> fieldPath)."""
     wanted = env | file_env
     kept: list[str] = []
     for field, position, container in containers(pod):
         existing = {item.get("name"): item for item in container.get("env") or []}
-        missing = [{"name": k, "value": v} for k, v in wanted.items() if k not in existing]
+        missing: list[dict[str, Any]] = [
+            {"name": k, "value": v} for k, v in wanted.items() if k not in existing
+        ]
+        missing += [
+            {"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+            for k, path in field_env.items()
+            if k not in existing
+        ]
         for name, value in wanted.items():
             item = existing.get(name)
             if item is not None and (item.get("value") != value or "valueFrom" in item):
+                kept.append(f"{name} in container {container.get('name')}")
+        for name, path in field_env.items():
+            item = existing.get(name)
+            if item is not None and _field_path(item) != path:
                 kept.append(f"{name} in container {container.get('name')}")
         if missing:
             # Ours first, so the user's own env can refer to them as $(RANK) and the like.
@@ -242,6 +256,10 @@ def _set_env(
         if file_env:
             mount(draft, field, position, container, ENV_FILES_VOLUME, contract.WORKDIR_FILES)
     warnings.extend(f"env {item} was set by the user and is kept" for item in kept)
+
+
+def _field_path(item: Mapping[str, Any]) -> object:
+    return ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
 
 
 def _set_gpus(
