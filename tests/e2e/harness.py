@@ -58,6 +58,7 @@ class Pod:
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
+    starts: int = 0
 
     @property
     def name(self) -> str:
@@ -218,9 +219,14 @@ class Cluster:
         image_env: Mapping[str, str] | None = None,
         secrets: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
-        """Start each named pod's `container`: the kubelet's env over the image's, its volumes."""
+        """Start each named pod's `container`: the kubelet's env over the image's, its volumes.
+
+        A pod whose container has exited is restarted, its env resolved afresh (as the kubelet
+        does: Service links are those of the Services that exist now)."""
         for name in names:
             pod = self.pods[name]
+            if pod.process is not None and pod.process.poll() is None:
+                raise AssertionError(f"pod {name} is still running")
             spec = find_container(pod.manifest, container)
             status = PodStatus(pod_ip=pod.ip)
             env = container_env(pod.manifest, spec, status, self.services)
@@ -232,7 +238,8 @@ class Cluster:
             hosts = pod.directory / "hosts"
             hosts.write_text(self.hosts_file(pod))
             script = self._pod_script(pod, spec, status, secrets or {})
-            pod.log = pod.directory / "container.log"
+            pod.starts += 1
+            pod.log = pod.directory / f"container-{pod.starts}.log"
             workdir = pod.directory / "workdir"  # the image's working directory
             workdir.mkdir(exist_ok=True)
             with pod.log.open("wb") as out:
@@ -268,7 +275,7 @@ class Cluster:
     ) -> Path:
         d = pod.directory
         for layer in ("etc-up", "etc-work", "root-up", "root-work", "run"):
-            (d / layer).mkdir()
+            (d / layer).mkdir(exist_ok=True)  # a restarted container keeps its pod's files
         lines = [
             "set -e",
             f"mount -t overlay overlay -o lowerdir=/etc,upperdir={d}/etc-up,workdir={d}/etc-work"
