@@ -423,3 +423,14 @@ def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named
         "characters (it ends every host name of the role); set the StatefulSet's serviceName or "
         "the pod's subdomain to one"
     )
+
+
+def test_mpi_slots_are_the_gpus_each_worker_container_limits_itself() -> None:
+    launcher = statefulset("hv-launcher", "mpi", role="launcher", job="hv")
+    gpus = [{"name": "mpi", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
+    workers = statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2, containers=gpus)
+    rendered = pods(launcher, workers)["hv-launcher-0"]
+    assert rendered.pod["metadata"]["annotations"]["trainhook.io/hostfile"] == (
+        "hv-worker-0.hv.default.svc slots=4\nhv-worker-1.hv.default.svc slots=4\n"
+    )
+    assert rendered.env["PRTE_MCA_prte_set_default_slots"] == "4"
