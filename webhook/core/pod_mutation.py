@@ -16,13 +16,11 @@ from webhook.core.pods import (
     PodIdentity,
     add_volume,
     containers,
-    gpu_count,
     identify,
     mount,
-    processes_per_pod,
     training_container,
 )
-from webhook.core.settings import Settings, read_settings
+from webhook.core.settings import Settings, gpu_count, processes_per_pod, read_settings
 from webhook.core.topology import Role, Topology, topology_from_stamp
 from webhook.core.workload import (
     build_topology,

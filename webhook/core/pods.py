@@ -13,10 +13,9 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.errors import InvalidSetting
 from webhook.core.limits import MAX_INT32, whole_number
 from webhook.core.objects import annotations_of, labels_of
-from webhook.core.settings import Settings
 
 ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
 
@@ -94,42 +93,6 @@ def training_container(
     if default in names:
         return names.index(default)
     return 0 if found else None
-
-
-def gpu_count(pod: Mapping[str, Any], training: int | None, settings: Settings) -> int:
-    """GPUs of the training container: trainhook.io/gpus, else the container's own limit of the
-    GPU resource, else 0. Raises Refused when the two are both set and disagree."""
-    limit = None
-    if training is not None:
-        container = pod["spec"]["containers"][training]
-        raw = ((container.get("resources") or {}).get("limits") or {}).get(settings.gpu_resource)
-        if raw is not None:
-            text = str(raw)
-            if not (text.isascii() and text.isdigit()):
-                raise InvalidSetting(
-                    f"resources.limits[{settings.gpu_resource}]",
-                    raw,
-                    f"container {container.get('name')}: a whole number of GPUs",
-                )
-            limit = int(text)
-            if settings.gpus is not None and settings.gpus != limit:
-                raise Refused(
-                    f"{contract.GPUS} {settings.gpus} contradicts the {settings.gpu_resource} "
-                    f"limit {limit} of container {container.get('name')}; set one of them, "
-                    "or both to the same count"
-                )
-    if settings.gpus is not None:
-        return settings.gpus
-    return limit or 0
-
-
-def processes_per_pod(pod: Mapping[str, Any], training: int | None, settings: Settings) -> int:
-    """trainhook.io/nproc-per-node when a number; else (unset or `auto`) one process per GPU
-    of the training container; 1 without GPUs."""
-    gpus = gpu_count(pod, training, settings)
-    if settings.nproc_per_node is not None:
-        return settings.nproc_per_node
-    return gpus or 1
 
 
 def mount(

@@ -11,8 +11,14 @@ from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
 from webhook.core.objects import annotations_of, labels_of, template_of
-from webhook.core.pods import processes_per_pod, training_container
-from webhook.core.settings import DNS_LABEL, Settings, allowed_list, read_settings
+from webhook.core.pods import training_container
+from webhook.core.settings import (
+    DNS_LABEL,
+    Settings,
+    allowed_list,
+    processes_per_pod,
+    read_settings,
+)
 from webhook.core.topology import Role, Topology
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
