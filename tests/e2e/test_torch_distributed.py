@@ -1,7 +1,8 @@
 """Real torch.distributed (CPU, gloo) rendezvous with nothing but the env Trainhook renders.
 
 Every pod of a job runs as its own process tree, under its own hostname, reaching its peers by
-the cluster DNS names in its env (mapped to the loopback); each process all-reduces its rank.
+the cluster DNS names in its env (each pod's own 127.0.0.x in its own network namespace); each
+process all-reduces its rank.
 """
 
 from __future__ import annotations
