@@ -368,6 +368,8 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "K_MPI_JOB_ROLE": "launcher",
         **MPI_ENV,
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
     },
     ("mpi-kueue.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "horovod-queued",

@@ -227,14 +227,13 @@ def gpu_count(pod: Mapping[str, Any], training: int | None, settings: Settings) 
         container = pod["spec"]["containers"][training]
         raw = ((container.get("resources") or {}).get("limits") or {}).get(settings.gpu_resource)
         if raw is not None:
-            text = str(raw)
-            if not (text.isascii() and text.isdigit()):
+            limit = whole_number(str(raw))
+            if limit is None:
                 raise InvalidSetting(
                     f"resources.limits[{settings.gpu_resource}]",
                     raw,
                     f"container {container.get('name')}: a whole number of GPUs",
                 )
-            limit = int(text)
             if settings.gpus is not None and settings.gpus != limit:
                 raise Refused(
                     f"{contract.GPUS} {settings.gpus} contradicts the {settings.gpu_resource} "

@@ -309,9 +309,9 @@ def read_job_state(
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
         cluster_services=tuple(
-            owned
+            extra
             for name in sorted({metadata_of(obj).get("name") or "" for obj in services} - {job})
-            if (owned := _owned(services, name)) is not None
+            if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
     )
