@@ -107,7 +107,12 @@ def _running(state: JobState, now: datetime) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
     try:
-        actions = [*_service(state), *_podgroup(state), *_ssh_secret(state)]
+        actions = [
+            *_service(state),
+            *_cluster_services(state),
+            *_podgroup(state),
+            *_ssh_secret(state),
+        ]
         if now >= settled:
             actions += _topology(state)
     except TrainhookError as error:
@@ -192,6 +197,51 @@ def gang_of(state: JobState) -> Gang | None:
     """How the job is gang-scheduled; Refused when its workloads disagree."""
     members = [(f"{w.kind} {w.name}", w.settings) for w in state.workloads]
     return job_gang(state.job, members)
+
+
+def cluster_service_specs(state: JobState) -> dict[str, dict[str, Any]]:
+    """The ClusterIP Services the job's framework asks for, by name."""
+    declare = state.framework.services
+    if declare is None:
+        return {}
+    ports = _ports(state)
+    wanted = declare(state.job, [w.role for w in state.workloads], ports[0] if ports else None)
+    return {
+        service.name: {
+            "type": "ClusterIP",
+            "selector": dict(service.selector),
+            "ports": [
+                {
+                    "name": state.framework.name,
+                    "port": service.port,
+                    "targetPort": service.port,
+                    "protocol": "TCP",
+                }
+            ],
+        }
+        for service in wanted
+    }
+
+
+def _cluster_services(state: JobState) -> Iterable[Action]:
+    existing = {owned.name: owned for owned in state.cluster_services}
+    for name, spec in cluster_service_specs(state).items():
+        found = existing.get(name)
+        if found is None:
+            yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", name, spec))
+        elif not found.managed:
+            yield _event(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ServiceNotManaged",
+                f"Service {name} was not created by Trainhook: the job's pods may reach the "
+                "wrong address through it",
+            )
+        else:
+            wanted = {"selector": spec["selector"], "ports": spec["ports"]}
+            if _differs(found, wanted) or _owners_differ(state, found):
+                yield _update(state, SERVICES, found, wanted)
 
 
 def podgroup_spec(state: JobState) -> dict[str, Any] | None:
@@ -442,6 +492,7 @@ def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
         return
     for resource, owned in (
         (SERVICES, state.service),
+        *((SERVICES, service) for service in state.cluster_services),
         *_podgroups(state).items(),
         (SECRETS, state.secret),
     ):
