@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint e2e bench chart-check clean
+.PHONY: demo test lint e2e e2e-debs bench chart-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,34 @@ chart-check: $(STAMP)
 	done
 	$(BIN)/yamllint -c charts/yamllint.yaml charts/trainhook/values.yaml charts/trainhook/Chart.yaml examples/argocd
 
-e2e: $(STAMP)
-	$(BIN)/pip install --quiet torch==2.13.0
+# Every framework's own client forms a job from rendered env, one process tree per pod in its own
+# network namespace (tests/e2e/harness.py says how); as root. Frameworks come from PyPI (MindSpore in
+# a venv of its own), Open MPI 4 and OpenSSH from Debian (apt-get, when missing and running as root).
+E2E_STAMP := $(VENV)/.e2e-installed
+MS_VENV   := .venv-mindspore
+MS_STAMP  := $(MS_VENV)/.installed
+E2E_DEBS  := openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2 util-linux gcc
+
+$(E2E_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,e2e]'
+	touch $(E2E_STAMP)
+
+$(MS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(MS_VENV)
+	$(MS_VENV)/bin/pip install --quiet --upgrade pip
+	$(MS_VENV)/bin/pip install --quiet '.[e2e-mindspore]'
+	touch $(MS_STAMP)
+
+e2e-debs:
+	@missing=""; for deb in $(E2E_DEBS); do \
+		dpkg -s $$deb >/dev/null 2>&1 || missing="$$missing $$deb"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "make e2e needs root and Debian packages:$$missing"; exit 1; fi; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+e2e: $(E2E_STAMP) $(MS_STAMP) e2e-debs
 	$(BIN)/pytest -m e2e
 
 # The admission path against the JSON floor and a do-nothing app on the same stack (a few
@@ -48,4 +74,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MS_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

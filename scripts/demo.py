@@ -93,7 +93,8 @@ def _show_examples(send: Callable[[dict[str, Any]], dict[str, Any]], api: Emulat
         for pod in pods:
             for warning in pod.warnings:
                 print(f"  warning: {pod.name}: {warning}")
-        if [pod.pod for pod in pods] != [rendered.pod for rendered in render(documents)]:
+        served = {pod.name: pod.pod for pod in pods}
+        if served != {rendered.name: rendered.pod for rendered in render(documents)}:
             mismatches.append(name)
     return mismatches
 

@@ -46,13 +46,25 @@ def training_container(pod: RenderedPod) -> dict[str, Any]:
     return containers[0]
 
 
+# The variables the kubelet fills from the pod: the Job controller's index, and the MindSpore
+# scheduler's own IP (where it listens).
+FIELD_ENV = {
+    "JOB_COMPLETION_INDEX": "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+    "MS_SCHED_HOST": "status.podIP",
+}
+
+
 def literal_env(container: Mapping[str, Any]) -> dict[str, str]:
-    """The container's env as name -> value; the Job controller's own index variable aside."""
+    """The container's env as name -> value; the variables read from the pod aside."""
     entries = container.get("env") or []
     names = [entry["name"] for entry in entries]
     assert len(names) == len(set(names)), f"duplicate env names in {names}"
-    computed = [entry["name"] for entry in entries if "value" not in entry]
-    assert set(computed) <= {"JOB_COMPLETION_INDEX"}, f"env without a literal value: {computed}"
+    computed = {
+        entry["name"]: entry["valueFrom"]["fieldRef"]["fieldPath"]
+        for entry in entries
+        if "value" not in entry
+    }
+    assert computed.items() <= FIELD_ENV.items(), f"env without a literal value: {computed}"
     return {entry["name"]: entry["value"] for entry in entries if "value" in entry}
 
 
@@ -294,11 +306,15 @@ MPI_WORKER_HOSTS = (
 )
 MPI_ENV = {
     "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
-    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
     "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
     "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
     "OMPI_MCA_orte_set_default_slots": "1",
+    "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
+    "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+    "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+    "PRTE_MCA_prte_set_default_slots": "1",
+    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
     "I_MPI_PERHOST": "1",
 }
 WD_PS_HOSTS = "wide-deep-ps-0.wide-deep.default.svc,wide-deep-ps-1.wide-deep.default.svc"
@@ -352,6 +368,8 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "K_MPI_JOB_ROLE": "launcher",
         **MPI_ENV,
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
     },
     ("mpi-kueue.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "horovod-queued",
@@ -427,7 +445,6 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "TRAINHOOK_WORKER_NUM": "4",
         "PYTHONUNBUFFERED": "1",
         "MS_ROLE": "MS_SCHED",
-        "MS_SCHED_HOST": "ms-resnet-scheduler-0.ms-resnet.default.svc",
         "MS_SCHED_PORT": "2222",
         "MS_WORKER_NUM": "4",
         "MS_SERVER_NUM": "0",
@@ -445,11 +462,11 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "TRAINHOOK_WORKER_NUM": "4",
         "PYTHONUNBUFFERED": "1",
         "MS_ROLE": "MS_WORKER",
-        "MS_SCHED_HOST": "ms-resnet-scheduler-0.ms-resnet.default.svc",
+        "MS_SCHED_HOST": "$(MS_RESNET_MS_SCHEDULER_SERVICE_HOST)",
         "MS_SCHED_PORT": "2222",
         "MS_WORKER_NUM": "4",
         "MS_SERVER_NUM": "0",
-        "MS_NODE_ID": "ms-resnet-worker-2",
+        "MS_NODE_ID": "2",
     },
     ("tensorflow-mnist.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "mnist",
@@ -550,6 +567,8 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PYTHONUNBUFFERED": "1",
         "K_MPI_JOB_ROLE": "launcher",
         **MPI_ENV,
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
     },
     ("mpi-horovod.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "horovod-mnist",
@@ -581,6 +600,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "POD_IP": "wide-deep-ps-0.wide-deep.default.svc",
         "TRAINING_ROLE": "PSERVER",
         "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_SERVER_NUM": "1",
     },
     ("paddle-ps.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "wide-deep",
@@ -599,6 +619,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "POD_IP": "wide-deep-worker-1.wide-deep.default.svc",
         "TRAINING_ROLE": "TRAINER",
         "PADDLE_TRAINING_ROLE": "TRAINER",
+        "PADDLE_TRAINER_NUM": "1",
     },
     ("paddle-collective.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "resnet50",
@@ -620,6 +641,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "resnet50-0.resnet50.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "resnet50-0.resnet50.default.svc",
+        "PADDLE_NPROC_PER_NODE": "2",
     },
     ("paddle-collective.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "resnet50",
@@ -641,6 +663,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "resnet50-1.resnet50.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "resnet50-1.resnet50.default.svc",
+        "PADDLE_NPROC_PER_NODE": "2",
     },
     ("paddle-collective-volcano.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "resnet50-gang",
@@ -663,6 +686,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "resnet50-gang-0.resnet50-gang.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "resnet50-gang-0.resnet50-gang.default.svc",
+        "PADDLE_NPROC_PER_NODE": "2",
     },
     ("paddle-collective-volcano.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "resnet50-gang",
@@ -685,6 +709,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "resnet50-gang-1.resnet50-gang.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "resnet50-gang-1.resnet50-gang.default.svc",
+        "PADDLE_NPROC_PER_NODE": "2",
     },
     ("paddle-indexed-job.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "ernie",
@@ -708,6 +733,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "ernie-0.ernie.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "ernie-0.ernie.default.svc",
+        "PADDLE_NPROC_PER_NODE": "8",
     },
     ("paddle-indexed-job.yaml", "worker", 2): {
         "TRAINHOOK_JOB": "ernie",
@@ -731,6 +757,7 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "PADDLE_CURRENT_ENDPOINT": "ernie-2.ernie.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "ernie-2.ernie.default.svc",
+        "PADDLE_NPROC_PER_NODE": "8",
     },
     ("xgboost.yaml", "master", 0): {
         "TRAINHOOK_JOB": "xgboost-iris",

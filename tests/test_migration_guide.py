@@ -220,7 +220,8 @@ def test_msjob_scheduler_and_workers_get_mindspores_networking() -> None:
     assert env("ms-widedeep", "MS_SCHED_PORT") == ["2222"] * 3
     assert env("ms-widedeep", "MS_WORKER_NUM") == ["2"] * 3
     assert env("ms-widedeep", "MS_SERVER_NUM") == ["0"] * 3
-    assert all(env("ms-widedeep", "MS_SCHED_HOST"))
+    link = "$(MS_WIDEDEEP_MS_SCHEDULER_SERVICE_HOST)"
+    assert env("ms-widedeep", "MS_SCHED_HOST") == [None, link, link]  # the scheduler: its pod IP
     limits = [
         p.pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
         for p in rendered("ms-widedeep")

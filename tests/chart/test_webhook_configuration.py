@@ -55,7 +55,7 @@ def test_api_server_calls_the_webhook_service_with_v1_reviews_and_the_documented
     }
 
 
-def test_pods_on_create_statefulsets_on_create_and_update_and_jobs_on_create_are_sent() -> None:
+def test_pods_statefulsets_and_jobs_are_sent_on_create_and_update() -> None:
     rules = render().webhook_hook()["rules"]
     sent = {
         (group, resource): rule["operations"]

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.objects import annotations_of
 from webhook.core.render import expand
 
 Obj = dict[str, Any]
@@ -215,7 +216,9 @@ def env_item(draw: Draw[Any], name: str) -> Obj:
     return {"name": name, **copy.deepcopy(ENV_SOURCES[draw(integers(0, len(ENV_SOURCES) - 1))])}
 
 
-def resources(draw: Draw[Any], gpu_resource: str) -> Obj | None:
+def resources(draw: Draw[Any], gpu_resource: str, gpus: str | None) -> Obj | None:
+    """A container's resources; a limit of the job's GPU resource agrees with trainhook.io/gpus
+    (`gpus`), as Trainhook refuses one that contradicts it."""
     shape = draw(one_of(RESOURCE_SHAPES))
     if shape == "none":
         return None
@@ -228,6 +231,8 @@ def resources(draw: Draw[Any], gpu_resource: str) -> Obj | None:
     if shape != "cpu":
         resource = draw(one_of((gpu_resource, *GPU_RESOURCES)))
         count = str(draw(integers(1, 8)))
+        if resource == gpu_resource and gpus is not None:
+            count = gpus
         result["limits"][resource] = count
         if shape == "gpu-both":
             result["requests"][resource] = count
@@ -235,7 +240,12 @@ def resources(draw: Draw[Any], gpu_resource: str) -> Obj | None:
 
 
 def container(
-    draw: Draw[Any], name: str, volumes: list[tuple[Obj, str]], gpu_resource: str, defaults: bool
+    draw: Draw[Any],
+    name: str,
+    volumes: list[tuple[Obj, str]],
+    gpu_resource: str,
+    defaults: bool,
+    gpus: str | None = None,
 ) -> Obj:
     result: Obj = {"name": name, "image": draw(one_of(("trainer:1", "python:3.11")))}
     if draw(booleans):
@@ -249,7 +259,7 @@ def container(
             mounts.append({"name": volume["name"], "mountPath": path})
     if mounts:
         result["volumeMounts"] = mounts
-    limits = resources(draw, gpu_resource)
+    limits = resources(draw, gpu_resource, gpus)
     if limits is not None:
         result["resources"] = limits
     if defaults:
@@ -268,6 +278,7 @@ def pod_spec(
     restart_policies: tuple[str, ...],
     gpu_resource: str,
     defaults: bool,
+    gpus: str | None = None,
 ) -> tuple[Obj, list[str]]:
     """A pod spec and its container names."""
     default_container = FRAMEWORKS[framework].container or "main"
@@ -276,11 +287,13 @@ def pod_spec(
     init_names = draw(subsets(("init", "fetch-data"), 0, 2))
     volumes = [VOLUMES[i] for i in draw(subsets(tuple(range(len(VOLUMES))), 0, 4))]
     spec: Obj = {
-        "containers": [container(draw, each, volumes, gpu_resource, defaults) for each in names]
+        "containers": [
+            container(draw, each, volumes, gpu_resource, defaults, gpus) for each in names
+        ]
     }
     if init_names:
         spec["initContainers"] = [
-            container(draw, each, volumes, gpu_resource, defaults) for each in init_names
+            container(draw, each, volumes, gpu_resource, defaults, gpus) for each in init_names
         ]
     if volumes:
         spec["volumes"] = [copy.deepcopy(volume) for volume, _ in volumes]
@@ -331,7 +344,8 @@ def workload(
     defaults = draw(booleans)
     gpu_resource = settings.get(contract.GPU_RESOURCE, "nvidia.com/gpu")
     restart = ("Never", "OnFailure") if kind == "Job" else ()
-    pod, container_names = pod_spec(draw, framework, restart, gpu_resource, defaults)
+    gpus = settings.get(contract.GPUS)
+    pod, container_names = pod_spec(draw, framework, restart, gpu_resource, defaults, gpus)
     own_settings, template_settings = place_settings(draw, settings, container_names)
 
     labels = mapping(draw, USER_LABEL_KEYS, LABEL_VALUES) | {contract.FRAMEWORK: framework}
@@ -467,6 +481,13 @@ def updated(stored: Obj, update: Update) -> Obj:
             template_metadata.pop("annotations", None)  # the API server omits an empty map
     if update.gpus is not None:
         result["metadata"].setdefault("annotations", {})[contract.GPUS] = update.gpus
+        # The user changes the containers' own GPU limits with it, or Trainhook refuses them.
+        settings = annotations_of(result["spec"]["template"]) | annotations_of(result)
+        resource = settings.get(contract.GPU_RESOURCE, "nvidia.com/gpu")
+        for each in result["spec"]["template"]["spec"]["containers"]:
+            limits = (each.get("resources") or {}).get("limits") or {}
+            if resource in limits:
+                limits[resource] = update.gpus
     return result
 
 
@@ -548,7 +569,8 @@ def bare_pod(
     framework, job = case.framework, case.job
     gpu_resource = settings.get(contract.GPU_RESOURCE, "nvidia.com/gpu")
     restart = ("Never", "OnFailure", "Always")
-    spec, container_names = pod_spec(draw, framework, restart, gpu_resource, defaults)
+    gpus = settings.get(contract.GPUS)
+    spec, container_names = pod_spec(draw, framework, restart, gpu_resource, defaults, gpus)
     own, template = place_settings(draw, settings, container_names)
     annotations = mapping(draw, USER_ANNOTATION_KEYS, LABEL_VALUES) | own | template
     annotations[contract.TOPOLOGY] = json.dumps(case.topology, separators=(",", ":"))

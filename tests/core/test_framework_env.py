@@ -1,8 +1,13 @@
 """The exact variables each framework's pods receive, beyond the TRAINHOOK_* ones."""
 
 import json
+import re
+
+import pytest
 
 from tests.support.builders import env, indexed_job, mpi_job, statefulset
+from webhook.core.frameworks import mindspore
+from webhook.core.render import RenderError, render
 
 
 def framework_vars(values: dict[str, str]) -> dict[str, str]:
@@ -57,7 +62,14 @@ def test_paddle_collective_worker_gets_trainer_endpoints_and_no_ps_variables() -
         "PADDLE_CURRENT_ENDPOINT": "pd-1.pd.default.svc:36543",
         "PADDLE_PORT": "36543",
         "POD_IP": "pd-1.pd.default.svc",
+        "PADDLE_NPROC_PER_NODE": "1",
     }
+
+
+def test_paddle_collective_pods_start_one_trainer_per_gpu_of_the_container() -> None:
+    gpus = [{"name": "paddle", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
+    pods = env(statefulset("pd", "paddle", replicas=2, containers=gpus))
+    assert (pods["pd-1"]["PADDLE_NPROC_PER_NODE"], pods["pd-1"]["PADDLE_NNODES"]) == ("4", "2")
 
 
 def test_paddle_ps_mode_gives_servers_and_trainers_their_training_role() -> None:
@@ -79,10 +91,40 @@ def test_paddle_ps_mode_gives_servers_and_trainers_their_training_role() -> None
         "POD_IP": "wd-ps-1.wd.default.svc",
         "TRAINING_ROLE": "PSERVER",
         "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_SERVER_NUM": "1",
         "PADDLE_PSERVERS_IP_PORT_LIST": servers,
     }
     worker = pods["wd-worker-0"]
     assert (worker["TRAINING_ROLE"], worker["PADDLE_TRAINER_ID"]) == ("TRAINER", "0")
+
+
+def test_a_paddle_master_is_a_parameter_server_as_in_the_training_operators_paddlejob() -> None:
+    pods = env(
+        statefulset("pj-master", "paddle", role="master", job="pj"),
+        statefulset("pj-worker", "paddle", role="worker", job="pj", replicas=2),
+    )
+    servers = "pj-master-0.pj.default.svc:36543"
+    master = framework_vars(pods["pj-master-0"])
+    assert {k: master[k] for k in master if k not in ("PADDLE_TRAINER_ENDPOINTS",)} == {
+        "PADDLE_JOB_ID": "pj",
+        "PADDLE_NNODES": "3",
+        "PADDLE_MASTER": "127.0.0.1:36543",
+        "PADDLE_TRAINERS_NUM": "2",
+        "PADDLE_CURRENT_ENDPOINT": servers,
+        "PADDLE_PORT": "36543",
+        "POD_IP": "pj-master-0.pj.default.svc",
+        "TRAINING_ROLE": "PSERVER",
+        "PADDLE_TRAINING_ROLE": "PSERVER",
+        "PADDLE_SERVER_NUM": "1",
+        "PADDLE_PSERVERS_IP_PORT_LIST": servers,
+    }
+    worker = pods["pj-worker-1"]
+    assert (worker["TRAINING_ROLE"], worker["PADDLE_TRAINER_NUM"], worker["PADDLE_MASTER"]) == (
+        "TRAINER",
+        "1",
+        f"{servers}",
+    )
+    assert worker["PADDLE_PSERVERS_IP_PORT_LIST"] == servers
 
 
 def test_paddle_heter_workers_get_heter_endpoints() -> None:
@@ -103,35 +145,115 @@ def test_a_paddle_indexed_job_names_hosts_after_the_job_and_its_index() -> None:
     assert pods["ernie-2"]["PADDLE_TRAINER_ID"] == "2"
 
 
-def test_mindspore_worker_knows_the_scheduler_and_its_own_node_id() -> None:
+def test_mindspore_workers_read_the_scheduler_ip_from_its_service_link_and_rank_by_index() -> None:
     pods = env(
         statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
         statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=4),
     )
     assert framework_vars(pods["ms-worker-3"]) == {
         "MS_ROLE": "MS_WORKER",
-        "MS_SCHED_HOST": "ms-sched-0.ms.default.svc",
+        "MS_SCHED_HOST": "$(MS_MS_SCHEDULER_SERVICE_HOST)",
         "MS_SCHED_PORT": "2222",
         "MS_WORKER_NUM": "4",
         "MS_SERVER_NUM": "0",
-        "MS_NODE_ID": "ms-worker-3",
+        "MS_NODE_ID": "3",
     }
-    assert pods["ms-sched-0"]["MS_ROLE"] == "MS_SCHED"
 
 
-def test_mpi_pods_point_every_mpi_at_the_projected_hostfile() -> None:
+def test_the_mindspore_scheduler_listens_on_its_own_pod_ip() -> None:
+    [scheduler] = [
+        pod
+        for pod in render(
+            [
+                statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
+                statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=2),
+            ]
+        )
+        if pod.role == "scheduler"
+    ]
+    ms_env = [
+        item
+        for item in scheduler.pod["spec"]["containers"][0]["env"]
+        if item["name"].startswith("MS_")
+    ]
+    assert ms_env == [
+        {"name": "MS_ROLE", "value": "MS_SCHED"},
+        {"name": "MS_SCHED_PORT", "value": "2222"},
+        {"name": "MS_WORKER_NUM", "value": "2"},
+        {"name": "MS_SERVER_NUM", "value": "0"},
+        {"name": "MS_NODE_ID", "value": "ms-sched-0"},
+        {"name": "MS_SCHED_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+
+
+def test_mindspore_with_several_gpus_per_worker_counts_processes_and_leaves_ids_to_msrun() -> None:
+    gpus = [{"name": "mindspore", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 8}}}]
+    pods = env(
+        statefulset("ms-sched", "mindspore", role="scheduler", job="ms"),
+        statefulset("ms-worker", "mindspore", role="worker", job="ms", replicas=4, containers=gpus),
+    )
+    assert {pods[name]["MS_WORKER_NUM"] for name in pods} == {"32"}
+    assert "MS_NODE_ID" not in pods["ms-worker-1"]
+    assert pods["ms-worker-1"]["TRAINHOOK_ROLE_INDEX"] == "1"  # msrun --node_rank
+
+
+def test_the_scheduler_service_name_stays_a_dns_label_for_the_longest_job_name() -> None:
+    job = "a" + "-b" * 31  # 63 characters, the longest job name
+    name = mindspore.scheduler_service(job)
+    assert len(name) == 63
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name)
+    assert name.endswith("-ms-scheduler")
+    assert mindspore.scheduler_service("ms") == "ms-ms-scheduler"
+    assert name != mindspore.scheduler_service(job[:-1] + "c")
+
+
+def test_a_mindspore_pod_without_service_links_is_refused_naming_the_link() -> None:
+    worker = statefulset("ms-worker", "mindspore", role="worker", job="ms")
+    worker["spec"]["template"]["spec"]["enableServiceLinks"] = False
+    with pytest.raises(RenderError) as caught:
+        render([statefulset("ms-sched", "mindspore", role="scheduler", job="ms"), worker])
+    assert str(caught.value) == (
+        "spec.enableServiceLinks: false: pods of MindSpore job ms read scheduler 0's IP from the "
+        "Service link $(MS_MS_SCHEDULER_SERVICE_HOST); leave enableServiceLinks unset"
+    )
+
+
+MPI_WORKER_VARS = {
+    "K_MPI_JOB_ROLE": "worker",
+    "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+    "OMPI_MCA_orte_set_default_slots": "4",
+    "PRTE_MCA_prte_default_hostfile": "/etc/mpi/hostfile",
+    "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+    "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
+    "PRTE_MCA_prte_set_default_slots": "4",
+    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "I_MPI_PERHOST": "4",
+}
+
+
+def test_mpi_pods_point_open_mpi_4_and_5_intel_mpi_and_mpich_at_the_projected_hostfile() -> None:
     pods = env(*mpi_job(nproc_per_worker=4))
-    assert framework_vars(pods["hv-worker-1"]) == {
-        "K_MPI_JOB_ROLE": "worker",
-        "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
-        "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-        "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
-        "OMPI_MCA_orte_set_default_slots": "4",
-        "I_MPI_PERHOST": "4",
+    assert framework_vars(pods["hv-worker-1"]) == MPI_WORKER_VARS
+
+
+def test_an_mpi_launcher_without_gpus_has_the_node_gpus_hidden() -> None:
+    pods = env(*mpi_job(nproc_per_worker=4))
+    assert framework_vars(pods["hv-launcher-0"]) == MPI_WORKER_VARS | {
+        "K_MPI_JOB_ROLE": "launcher",
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
     }
-    assert pods["hv-launcher-0"]["K_MPI_JOB_ROLE"] == "launcher"
+
+
+def test_an_mpi_launcher_with_gpus_of_its_own_sees_them() -> None:
+    launcher, worker = mpi_job(nproc_per_worker=4)
+    launcher["metadata"]["annotations"] = {"trainhook.io/gpus": "1"}
+    pods = env(launcher, worker)
+    assert "NVIDIA_VISIBLE_DEVICES" not in pods["hv-launcher-0"]
+    assert "NVIDIA_VISIBLE_DEVICES" not in pods["hv-worker-0"]
 
 
 def test_xgboost_worker_gets_master_and_worker_addresses() -> None:

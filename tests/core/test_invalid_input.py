@@ -78,7 +78,7 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "nproc-per-node",
             "0",
-            "trainhook.io/nproc-per-node: invalid value '0': a whole number >= 1",
+            "trainhook.io/nproc-per-node: invalid value '0': a whole number >= 1, or auto",
         ),
         (
             "elastic",
@@ -253,3 +253,26 @@ def test_a_container_annotation_naming_no_container_lists_the_containers() -> No
         ),
     ):
         render([sts])
+
+
+def test_a_gpus_annotation_contradicting_the_container_gpu_limit_is_refused_naming_both() -> None:
+    containers = [{"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 2}}}]
+    error = refusal(
+        statefulset("ddp", "pytorch", containers=containers, annotations={"trainhook.io/gpus": "4"})
+    )
+    assert (str(error), error.status_code) == (
+        "trainhook.io/gpus 4 contradicts the nvidia.com/gpu limit 2 of container pytorch; "
+        "set one of them, or both to the same count",
+        403,
+    )
+
+
+def test_a_gpu_limit_that_is_not_a_whole_number_is_refused_naming_the_container() -> None:
+    containers = [
+        {"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}
+    ]
+    error = refusal(statefulset("ddp", "pytorch", containers=containers))
+    assert str(error) == (
+        "resources.limits[nvidia.com/gpu]: invalid value '1.5': "
+        "container pytorch: a whole number of GPUs"
+    )

@@ -102,15 +102,13 @@ def test_gpus_become_a_limit_and_request_on_the_training_container_only() -> Non
     }
 
 
-def test_a_gpu_limit_the_user_set_is_kept_with_a_warning() -> None:
-    containers = [{"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 8}}}]
+def test_a_gpu_limit_the_user_set_equal_to_the_gpus_annotation_is_kept_as_written() -> None:
+    containers = [{"name": "pytorch", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
     rendered = pods(
         statefulset("ddp", "pytorch", containers=containers, annotations={"trainhook.io/gpus": "4"})
     )["ddp-0"]
-    assert rendered.pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 8}}
-    assert rendered.warnings == [
-        "nvidia.com/gpu limit 8 of container pytorch was set by the user and is kept"
-    ]
+    assert rendered.pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    assert rendered.warnings == []
 
 
 def test_the_container_annotation_picks_the_training_container() -> None:
@@ -463,3 +461,14 @@ def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named
         "characters (it ends every host name of the role); set the StatefulSet's serviceName or "
         "the pod's subdomain to one"
     )
+
+
+def test_mpi_slots_are_the_gpus_each_worker_container_limits_itself() -> None:
+    launcher = statefulset("hv-launcher", "mpi", role="launcher", job="hv")
+    gpus = [{"name": "mpi", "image": "t", "resources": {"limits": {"nvidia.com/gpu": 4}}}]
+    workers = statefulset("hv-worker", "mpi", role="worker", job="hv", replicas=2, containers=gpus)
+    rendered = pods(launcher, workers)["hv-launcher-0"]
+    assert rendered.pod["metadata"]["annotations"]["trainhook.io/hostfile"] == (
+        "hv-worker-0.hv.default.svc slots=4\nhv-worker-1.hv.default.svc slots=4\n"
+    )
+    assert rendered.env["PRTE_MCA_prte_set_default_slots"] == "4"

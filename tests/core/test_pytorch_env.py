@@ -1,3 +1,5 @@
+from typing import Any
+
 from tests.support.builders import env, statefulset
 
 
@@ -107,3 +109,52 @@ def test_a_cluster_domain_is_appended_to_every_host() -> None:
 
     [pod] = render([statefulset("solo", "pytorch")], cluster_domain="cluster.local")
     assert pod.env["MASTER_ADDR"] == "solo-0.solo.default.svc.cluster.local"
+
+
+def gpu_container(count: int, resource: str = "nvidia.com/gpu") -> list[dict[str, Any]]:
+    return [{"name": "pytorch", "image": "t", "resources": {"limits": {resource: count}}}]
+
+
+def test_a_training_container_gpu_limit_set_the_kubeflow_way_starts_one_process_per_gpu() -> None:
+    pods = env(statefulset("ddp", "pytorch", replicas=2, containers=gpu_container(8)))
+    assert {k: pods["ddp-1"][k] for k in ("PET_NPROC_PER_NODE", "WORLD_SIZE", "RANK")} == {
+        "PET_NPROC_PER_NODE": "8",
+        "WORLD_SIZE": "16",
+        "RANK": "8",
+    }
+
+
+def test_nproc_per_node_auto_means_one_process_per_gpu_as_in_the_training_operator() -> None:
+    pods = env(
+        statefulset(
+            "ddp",
+            "pytorch",
+            replicas=2,
+            containers=gpu_container(4),
+            annotations={"trainhook.io/nproc-per-node": "auto"},
+        )
+    )
+    assert (pods["ddp-0"]["NPROC_PER_NODE"], pods["ddp-0"]["WORLD_SIZE"]) == ("4", "8")
+
+
+def test_the_configured_gpu_resource_is_the_one_counted() -> None:
+    annotations = {"trainhook.io/gpu-resource": "amd.com/gpu"}
+    counted = env(
+        statefulset(
+            "ddp", "pytorch", containers=gpu_container(2, "amd.com/gpu"), annotations=annotations
+        )
+    )
+    other = env(statefulset("ddp", "pytorch", containers=gpu_container(2, "amd.com/gpu")))
+    assert (counted["ddp-0"]["NPROC_PER_NODE"], other["ddp-0"]["NPROC_PER_NODE"]) == ("2", "1")
+
+
+def test_an_explicit_nproc_per_node_wins_over_the_gpu_count() -> None:
+    pods = env(
+        statefulset(
+            "ddp",
+            "pytorch",
+            containers=gpu_container(8),
+            annotations={"trainhook.io/nproc-per-node": "2"},
+        )
+    )
+    assert pods["ddp-0"]["NPROC_PER_NODE"] == "2"

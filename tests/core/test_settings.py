@@ -36,7 +36,7 @@ def test_pods_with_the_same_annotations_get_the_same_settings() -> None:
     )
 
     assert second is first
-    assert (second.gpus, second.shm_size, second.nproc) == (8, "16Gi", 8)
+    assert (second.gpus, second.shm_size) == (8, "16Gi")
 
 
 def test_a_changed_value_is_read_afresh() -> None:

@@ -1,7 +1,8 @@
 """Real torch.distributed (CPU, gloo) rendezvous with nothing but the env Trainhook renders.
 
 Every pod of a job runs as its own process tree, under its own hostname, reaching its peers by
-the cluster DNS names in its env (mapped to the loopback); each process all-reduces its rank.
+the cluster DNS names in its env (each pod's own 127.0.0.x in its own network namespace); each
+process all-reduces its rank.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import pytest
 from webhook.core import contract
 from webhook.core.render import RenderedPod, render
 
-from .harness import free_port, pod_hostname, run_pods
+from .harness import pod_hostname
+from .harness import run_job as run_pods
 
 pytestmark = pytest.mark.e2e
 
@@ -70,9 +72,8 @@ def statefulset(
 
 
 def run_job(pods: Sequence[RenderedPod], tmp_path: Path) -> None:
-    hosts_before = Path("/etc/hosts").read_bytes()
-    run_pods(pods, container="pytorch", workdir=tmp_path, timeout=JOB_DEADLINE_S)
-    assert Path("/etc/hosts").read_bytes() == hosts_before
+    manifests = [pod.pod for pod in pods]
+    run_pods(tmp_path, manifests, "pytorch", namespace=NAMESPACE, timeout=JOB_DEADLINE_S)
 
 
 def reports_by_pod(results: Path) -> dict[str, list[dict[str, Any]]]:
@@ -99,7 +100,7 @@ def test_pytorch_master_and_two_workers_rendezvous_and_all_reduce_with_the_rende
     results = tmp_path / "results"
     results.mkdir()
     command = [*launcher, RANK_SCRIPT, str(results)]
-    annotations = {contract.PORT: str(free_port())}
+    annotations: dict[str, str] = {}
     pods = render(
         [
             statefulset(
@@ -152,7 +153,7 @@ def test_four_torchrun_pods_with_two_processes_each_form_one_world_of_eight(
                 job="ddp",
                 role="worker",
                 replicas=4,
-                annotations={contract.PORT: str(free_port()), contract.NPROC_PER_NODE: "2"},
+                annotations={contract.NPROC_PER_NODE: "2"},
                 command=[*TORCHRUN, RANK_SCRIPT, str(results)],
             )
         ]

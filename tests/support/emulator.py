@@ -426,8 +426,9 @@ class EmulatorThread:
             self.emulator.resources[resource] = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
 
     async def _exit(self) -> None:
-        # Cut open connections (watches never end by themselves), as a server that goes away
-        # would, instead of waiting for them to finish.
+        # End open watches and cut open connections, as a server that goes away would, instead
+        # of waiting for clients that never hang up.
+        self.emulator.end_watches()
         for task in asyncio.all_tasks():
             if task is not asyncio.current_task() and "RequestHandler" in repr(task):
                 task.cancel()

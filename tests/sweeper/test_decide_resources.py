@@ -310,3 +310,63 @@ def test_the_same_problem_is_recorded_under_the_same_event_name():
     assert first[0].message == (
         "trainhook.io/success-policy: invalid value 'most': one of all, rank0, any-worker"
     )
+
+
+def mindspore_job():
+    scheduler = statefulset("ms-sched", framework="mindspore", role="scheduler", job="ms")
+    workers = statefulset("ms-worker", framework="mindspore", role="worker", job="ms", replicas=2)
+    return stamped(scheduler, workers)
+
+
+MS_SCHEDULER_SPEC = {
+    "type": "ClusterIP",
+    "selector": {contract.JOB: "ms", contract.ROLE: "scheduler", contract.ROLE_INDEX: "0"},
+    "ports": [{"name": "mindspore", "port": 2222, "targetPort": 2222, "protocol": "TCP"}],
+}
+
+
+def test_a_mindspore_job_with_a_scheduler_gets_a_cluster_ip_service_for_scheduler_0():
+    scheduler, workers = mindspore_job()
+    headless = owned("Service", "ms", job="ms", owners=[owner(scheduler), owner(workers)])
+    headless["spec"] = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {contract.JOB: "ms"},
+        "ports": [{"name": "mindspore", "port": 2222, "targetPort": 2222, "protocol": "TCP"}],
+    }
+    actions = decision("ms", [scheduler, workers], services=[headless]).actions
+    assert actions == (
+        Create(
+            SERVICES,
+            "ml",
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {
+                    "name": "ms-ms-scheduler",
+                    "namespace": "ml",
+                    "labels": {contract.JOB: "ms", "app.kubernetes.io/managed-by": "trainhook"},
+                    "ownerReferences": [owner(scheduler), owner(workers)],
+                },
+                "spec": MS_SCHEDULER_SPEC,
+            },
+        ),
+    )
+
+
+def test_a_current_scheduler_service_is_left_as_it_is_and_removed_with_the_job():
+    scheduler, workers = mindspore_job()
+    owners = [owner(scheduler), owner(workers)]
+    service = owned(
+        "Service", "ms-ms-scheduler", job="ms", owners=owners, spec=dict(MS_SCHEDULER_SPEC)
+    )
+    running = decision("ms", [scheduler, workers], services=[service]).actions
+    assert [a for a in running if getattr(a, "name", None) == "ms-ms-scheduler"] == []
+    gone = decision("ms", [], services=[service]).actions
+    assert gone == (Delete(SERVICES, "ml", "ms-ms-scheduler", service["metadata"]["uid"]),)
+
+
+def test_a_mindspore_job_without_a_scheduler_gets_no_cluster_ip_service():
+    (workers,) = stamped(statefulset("ms", framework="mindspore", role="worker", replicas=2))
+    created = of_type(decision("ms", [workers]).actions, Create)
+    assert [action.body["metadata"]["name"] for action in created] == ["ms"]

@@ -21,7 +21,7 @@ from webhook.core.pods import (
     mount,
     training_container,
 )
-from webhook.core.settings import Settings, read_settings
+from webhook.core.settings import Settings, gpu_count, processes_per_pod, read_settings
 from webhook.core.topology import Role, Topology, topology_from_stamp
 from webhook.core.workload import (
     build_topology,
@@ -81,25 +81,30 @@ def mutate_pod(
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = settings.port if settings.port is not None else framework.port
+    training = training_container(pod, framework.container, settings.container)
+    gpus = gpu_count(pod, training, settings)
+    nproc = processes_per_pod(pod, training, settings)
     placement = Placement(
         topology,
         role,
         index,
         hostname,
         port,
-        settings.nproc,
+        nproc,
         settings.elastic,
-        settings.max_restarts,
+        gpus=gpus,
+        service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
+        max_restarts=settings.max_restarts,
     )
     env = common_env(placement) | framework.env(placement)
+    field_env = framework.field_env(placement) if framework.field_env is not None else {}
 
     draft = Draft(pod)
     warnings: list[str] = []
     _set_identity(draft, pod, placement, identity, warnings)
     file_env = _project_large_values(draft, env)
-    _set_env(draft, pod, env, file_env, warnings)
-    training = training_container(pod, framework.container, settings.container)
-    _set_gpus(draft, pod, training, settings, warnings)
+    _set_env(draft, pod, env, file_env, field_env, warnings)
+    _set_gpus(draft, pod, training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
@@ -238,16 +243,29 @@ def _set_env(
     pod: Mapping[str, Any],
     env: dict[str, str],
     file_env: dict[str, str],
+    field_env: dict[str, str],
     warnings: list[str],
 ) -> None:
+    """Every container gets the literal env and the fieldRef env (name -> fieldPath)."""
     wanted = env | file_env
     kept: list[str] = []
     for field, position, container in containers(pod):
         existing = {item.get("name"): item for item in container.get("env") or []}
-        missing = [{"name": k, "value": v} for k, v in wanted.items() if k not in existing]
+        missing: list[dict[str, Any]] = [
+            {"name": k, "value": v} for k, v in wanted.items() if k not in existing
+        ]
+        missing += [
+            {"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+            for k, path in field_env.items()
+            if k not in existing
+        ]
         for name, value in wanted.items():
             item = existing.get(name)
             if item is not None and (item.get("value") != value or "valueFrom" in item):
+                kept.append(f"{name} in container {container.get('name')}")
+        for name, path in field_env.items():
+            item = existing.get(name)
+            if item is not None and _field_path(item) != path:
                 kept.append(f"{name} in container {container.get('name')}")
         if missing:
             # Ours first, so the user's own env can refer to them as $(RANK) and the like.
@@ -259,25 +277,21 @@ def _set_env(
     warnings.extend(f"env {item} was set by the user and is kept" for item in kept)
 
 
+def _field_path(item: Mapping[str, Any]) -> object:
+    return ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+
+
 def _set_gpus(
-    draft: Draft,
-    pod: Mapping[str, Any],
-    training: int | None,
-    settings: Settings,
-    warnings: list[str],
+    draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
 ) -> None:
+    """trainhook.io/gpus as the training container's limit and request (a limit the container
+    already has equals it: gpu_count refuses any other)."""
     if not settings.gpus or training is None:
         return
     container = pod["spec"]["containers"][training]
     resources = container.get("resources") or {}
     resource, count = settings.gpu_resource, str(settings.gpus)
-    limit = (resources.get("limits") or {}).get(resource)
-    if limit is not None:
-        if str(limit) != count:
-            warnings.append(
-                f"{resource} limit {limit} of container {container.get('name')} "
-                f"was set by the user and is kept"
-            )
+    if (resources.get("limits") or {}).get(resource) is not None:
         return
     draft.dict_at("spec", "containers", training, "resources", "limits")[resource] = count
     requests = resources.get("requests") or {}

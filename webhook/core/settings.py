@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.core import contract
-from webhook.core.errors import InvalidSetting
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
 
@@ -29,6 +30,7 @@ BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
 INT32_MAX = 2**31 - 1
+NPROC_AUTO = "auto"  # one process per GPU of the training container, as when unset
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Settings:
     shm_size: str | None = None
     scheduler: str | None = None
     container: str | None = None
-    nproc_per_node: int | None = None
+    nproc_per_node: int | None = None  # None: unset or `auto`, one process per GPU
     elastic: tuple[int, int] | None = None
     max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
@@ -54,13 +56,6 @@ class Settings:
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     suspend: bool | None = None
-
-    @property
-    def nproc(self) -> int:
-        """Processes per pod: the explicit setting, else one per GPU, else 1."""
-        if self.nproc_per_node is not None:
-            return self.nproc_per_node
-        return self.gpus if self.gpus else 1
 
 
 SETTING_KEYS = (
@@ -116,9 +111,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         shm_size=_quantity(contract.SHM_SIZE, get(contract.SHM_SIZE)),
         scheduler=_choice(contract.SCHEDULER, get(contract.SCHEDULER), SCHEDULERS),
         container=_container(get(contract.CONTAINER)),
-        nproc_per_node=_integer(
-            contract.NPROC_PER_NODE, get(contract.NPROC_PER_NODE), 1, None, "a whole number >= 1"
-        ),
+        nproc_per_node=_nproc(get(contract.NPROC_PER_NODE)),
         elastic=elastic,
         max_restarts=_max_restarts(get(contract.MAX_RESTARTS), framework),
         queue=_queue(get(contract.QUEUE)),
@@ -158,6 +151,14 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             "a whole number of seconds >= 1",
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+    )
+
+
+def _nproc(value: str | None) -> int | None:
+    if value == NPROC_AUTO:
+        return None
+    return _integer(
+        contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}"
     )
 
 
@@ -247,3 +248,38 @@ def _queue(value: str | None) -> str:
             contract.QUEUE, value, "a Volcano queue or Kueue LocalQueue name (a DNS-1123 label)"
         )
     return value
+
+
+def gpu_count(pod: Mapping[str, Any], training: int | None, settings: Settings) -> int:
+    """GPUs of the training container: trainhook.io/gpus, else the container's own limit of the
+    GPU resource, else 0. Raises Refused when the two are both set and disagree."""
+    limit = None
+    if training is not None:
+        container = pod["spec"]["containers"][training]
+        raw = ((container.get("resources") or {}).get("limits") or {}).get(settings.gpu_resource)
+        if raw is not None:
+            limit = whole_number(str(raw))
+            if limit is None:
+                raise InvalidSetting(
+                    f"resources.limits[{settings.gpu_resource}]",
+                    raw,
+                    f"container {container.get('name')}: a whole number of GPUs",
+                )
+            if settings.gpus is not None and settings.gpus != limit:
+                raise Refused(
+                    f"{contract.GPUS} {settings.gpus} contradicts the {settings.gpu_resource} "
+                    f"limit {limit} of container {container.get('name')}; set one of them, "
+                    "or both to the same count"
+                )
+    if settings.gpus is not None:
+        return settings.gpus
+    return limit or 0
+
+
+def processes_per_pod(pod: Mapping[str, Any], training: int | None, settings: Settings) -> int:
+    """trainhook.io/nproc-per-node when a number; else (unset or `auto`) one process per GPU
+    of the training container; 1 without GPUs."""
+    gpus = gpu_count(pod, training, settings)
+    if settings.nproc_per_node is not None:
+        return settings.nproc_per_node
+    return gpus or 1

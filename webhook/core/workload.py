@@ -11,7 +11,14 @@ from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
 from webhook.core.objects import annotations_of, labels_of, template_of
-from webhook.core.settings import DNS_LABEL, Settings, allowed_list, read_settings
+from webhook.core.pods import training_container
+from webhook.core.settings import (
+    DNS_LABEL,
+    Settings,
+    allowed_list,
+    processes_per_pod,
+    read_settings,
+)
 from webhook.core.topology import Role, Topology
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
@@ -32,6 +39,7 @@ class Workload:
     pod_prefix: str  # pod i is named `<pod_prefix>-<i + ordinal_start>`
     ordinal_start: int
     service: str  # the headless Service its pods live under
+    nproc: int = 1  # processes per pod (trainhook.io/nproc-per-node, else one per GPU)
 
     def describe(self) -> str:
         return f"{self.kind} {self.name}"
@@ -114,13 +122,28 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     job = read_job(labels, name)
     role = read_role(labels, framework)
     settings = read_settings(effective_annotations(obj), framework)
+    template = template_of(obj)
+    nproc = processes_per_pod(
+        template, training_container(template, framework.container, settings.container), settings
+    )
     spec = obj.get("spec") or {}
     if kind == "StatefulSet":
         replicas = _count(spec.get("replicas", 1), "spec.replicas", name)
         start = _count((spec.get("ordinals") or {}).get("start", 0), "spec.ordinals.start", name)
         service = spec.get("serviceName") or job
         return Workload(
-            kind, name, namespace, framework, job, role, replicas, settings, name, start, service
+            kind,
+            name,
+            namespace,
+            framework,
+            job,
+            role,
+            replicas,
+            settings,
+            name,
+            start,
+            service,
+            nproc,
         )
     if kind == "Job":
         if spec.get("completionMode") != "Indexed":
@@ -138,7 +161,18 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
             )
         service = (template_of(obj).get("spec") or {}).get("subdomain") or job
         return Workload(
-            kind, name, namespace, framework, job, role, completions, settings, name, 0, service
+            kind,
+            name,
+            namespace,
+            framework,
+            job,
+            role,
+            completions,
+            settings,
+            name,
+            0,
+            service,
+            nproc,
         )
     raise ValueError(f"not a workload kind: {kind!r}")
 
@@ -170,7 +204,7 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
     job_gang(first.job, [(w.describe(), w.settings) for w in workloads])
     order = first.framework.order(by_role)
     roles = tuple(
-        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service, w.settings.nproc)
+        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service, w.nproc)
         for name in order
         if (w := by_role[name]).replicas > 0
     )

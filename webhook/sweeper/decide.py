@@ -411,7 +411,7 @@ def _running(
         actions: list[Action] = []
         resume = _resume(state)
         if not state.deleting:  # a job being deleted is neither re-stamped nor restarted
-            actions += [*_service(state), *resume]
+            actions += [*_service(state), *_cluster_services(state), *resume]
             if not resume:  # the replicas it resumes with decide its PodGroup and topology
                 actions += _podgroup(state)
             actions += _ssh_secret(state)
@@ -633,6 +633,51 @@ def gang_of(state: JobState) -> Gang | None:
     """How the job is gang-scheduled; Refused when its workloads disagree."""
     members = [(f"{w.kind} {w.name}", w.settings) for w in state.workloads]
     return job_gang(state.job, members)
+
+
+def cluster_service_specs(state: JobState) -> dict[str, dict[str, Any]]:
+    """The ClusterIP Services the job's framework asks for, by name."""
+    declare = state.framework.services
+    if declare is None:
+        return {}
+    ports = _ports(state)
+    wanted = declare(state.job, [w.role for w in state.workloads], ports[0] if ports else None)
+    return {
+        service.name: {
+            "type": "ClusterIP",
+            "selector": dict(service.selector),
+            "ports": [
+                {
+                    "name": state.framework.name,
+                    "port": service.port,
+                    "targetPort": service.port,
+                    "protocol": "TCP",
+                }
+            ],
+        }
+        for service in wanted
+    }
+
+
+def _cluster_services(state: JobState) -> Iterable[Action]:
+    existing = {owned.name: owned for owned in state.cluster_services}
+    for name, spec in cluster_service_specs(state).items():
+        found = existing.get(name)
+        if found is None:
+            yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", name, spec))
+        elif not found.managed:
+            yield _event(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ServiceNotManaged",
+                f"Service {name} was not created by Trainhook: the job's pods may reach the "
+                "wrong address through it",
+            )
+        else:
+            wanted = {"selector": spec["selector"], "ports": spec["ports"]}
+            if _differs(found, wanted) or _owners_differ(state, found):
+                yield _update(state, SERVICES, found, wanted)
 
 
 def podgroup_spec(state: JobState) -> dict[str, Any] | None:
@@ -916,6 +961,7 @@ def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
         return
     for resource, owned in (
         (SERVICES, state.service),
+        *((SERVICES, service) for service in state.cluster_services),
         *_podgroups(state).items(),
         (SECRETS, state.secret),
     ):

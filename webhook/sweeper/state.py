@@ -269,6 +269,8 @@ class JobState:
     problems: tuple[Problem, ...] = ()
     # Pods labelled with the job that its workloads did not make: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
+    # The job's other Services (the ClusterIP ones its framework asks for), by name.
+    cluster_services: tuple[Owned, ...] = ()
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
     @property
@@ -497,6 +499,11 @@ def read_job_state(
         coscheduling_podgroup=_owned(coscheduling_podgroups, job),
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
+        cluster_services=tuple(
+            extra
+            for name in sorted({metadata_of(obj).get("name") or "" for obj in services} - {job})
+            if (extra := _owned(services, name)) is not None
+        ),
         intruders=tuple(intruders),
         deleting=deleting,
     )

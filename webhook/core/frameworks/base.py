@@ -19,8 +19,10 @@ class Placement:
     index: int
     hostname: str
     port: int | None
-    nproc: int = 1
+    nproc: int = 1  # processes in this pod
     elastic: tuple[int, int] | None = None
+    gpus: int = 0  # GPUs of the training container
+    service_links: bool = True  # the kubelet gives the pod <SERVICE>_SERVICE_HOST variables
     max_restarts: int | None = None  # torchrun restarts its worker group this often
 
     @property
@@ -39,6 +41,22 @@ class Placement:
 
 
 EnvFunction = Callable[[Placement], dict[str, str]]
+# Variables the kubelet fills from the pod itself: name -> fieldRef.fieldPath.
+FieldEnvFunction = Callable[[Placement], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ClusterService:
+    """A ClusterIP Service a job of the framework needs, besides its headless Service: the
+    sweeper creates it, owned by the job's workloads."""
+
+    name: str
+    selector: Mapping[str, str]
+    port: int
+
+
+# The Services of a job: from its name, the roles it has and its port.
+ServicesFunction = Callable[[str, Iterable[str], int | None], tuple[ClusterService, ...]]
 # Pod plumbing beyond env (volumes, mounts, annotations), written into the pod's draft.
 PodExtras = Callable[[Draft, Mapping[str, Any], Placement], None]
 
@@ -68,6 +86,8 @@ class Framework:
     pod_extras: PodExtras | None = None
     elastic: bool = False  # takes trainhook.io/elastic (a rendezvous that admits min:max nodes)
     ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
+    field_env: FieldEnvFunction | None = None
+    services: ServicesFunction | None = None
 
     def allows(self, role: str) -> bool:
         return not self.roles or role in self.roles

@@ -26,18 +26,35 @@ def hostfile(placement: Placement) -> str:
     return "".join(f"{host} slots={per_worker}\n" for host in placement.topology.hosts("worker"))
 
 
+SSH_ARGS = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
+
+
 def env(placement: Placement) -> dict[str, str]:
     path = contract.MPI_HOSTFILE_PATH
-    return {
+    per_worker = str(slots(placement))
+    result = {
         "K_MPI_JOB_ROLE": placement.role,
+        # Open MPI 4 (ORTE)
         "OMPI_MCA_orte_default_hostfile": path,
+        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+        "OMPI_MCA_plm_rsh_args": SSH_ARGS,
+        "OMPI_MCA_orte_set_default_slots": per_worker,
+        # Open MPI 5 (PRRTE) reads none of the ORTE names: without these, a plain mpirun runs
+        # every rank on the launcher.
+        "PRTE_MCA_prte_default_hostfile": path,
+        "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
+        "PRTE_MCA_plm_ssh_args": SSH_ARGS,
+        "PRTE_MCA_prte_set_default_slots": per_worker,
+        # Intel MPI and MPICH (Hydra)
         "I_MPI_HYDRA_HOST_FILE": path,
         "HYDRA_HOST_FILE": path,
-        "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
-        "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
-        "OMPI_MCA_orte_set_default_slots": str(slots(placement)),
-        "I_MPI_PERHOST": str(slots(placement)),
+        "I_MPI_PERHOST": per_worker,
     }
+    if placement.role == "launcher" and placement.gpus == 0:
+        # A launcher without GPUs sees none, even where the runtime would expose every GPU of
+        # the node to a container that requests none (as mpi-operator does).
+        result |= {"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
+    return result
 
 
 def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> None:
@@ -80,5 +97,5 @@ FRAMEWORK = Framework(
     success=Success(first_of=("launcher",)),
     pod_extras=pod_extras,
     ssh_keys=True,
-    key_vars=("K_MPI_JOB_ROLE", "OMPI_MCA_orte_set_default_slots"),
+    key_vars=("K_MPI_JOB_ROLE", "PRTE_MCA_prte_set_default_slots"),
 )

@@ -3,7 +3,10 @@
 from webhook.core.frameworks.base import Framework, Placement, Success
 
 LOOPBACK = "127.0.0.1"
-TRAINING_ROLES = {"ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
+# A `master` is a parameter server, as in the training-operator's PaddleJob (which runs PS mode
+# whenever a Master replica exists); `ps` is the paddle-operator's name for the same.
+SERVER_ROLES = ("master", "ps")
+TRAINING_ROLES = {"master": "PSERVER", "ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
 
 
 def env(placement: Placement) -> dict[str, str]:
@@ -32,15 +35,24 @@ def env(placement: Placement) -> dict[str, str]:
         "PADDLE_PORT": str(placement.port),
         "POD_IP": placement.host,
     }
-    parameter_server = topology.has("ps") or topology.has("heter")
-    if parameter_server:
-        training_role = TRAINING_ROLES.get(placement.role)
-        if training_role:
-            result["TRAINING_ROLE"] = training_role
-            result["PADDLE_TRAINING_ROLE"] = training_role
-        result["PADDLE_PSERVERS_IP_PORT_LIST"] = placement.endpoints("ps")
-        if topology.has("heter"):
-            result["PADDLE_HETER_ENDPOINTS"] = placement.endpoints("heter")
+    parameter_server = any(topology.has(role) for role in (*SERVER_ROLES, "heter"))
+    if not parameter_server:
+        # Collective: paddle.distributed.launch starts this many trainers in the pod.
+        result["PADDLE_NPROC_PER_NODE"] = str(placement.nproc)
+        return result
+    training_role = TRAINING_ROLES[placement.role]
+    result["TRAINING_ROLE"] = training_role
+    result["PADDLE_TRAINING_ROLE"] = training_role
+    # What launch starts in this pod: one server or one trainer, as the PaddleJob does.
+    if training_role == "PSERVER":
+        result["PADDLE_SERVER_NUM"] = "1"
+    elif training_role == "TRAINER":
+        result["PADDLE_TRAINER_NUM"] = "1"
+    result["PADDLE_PSERVERS_IP_PORT_LIST"] = ",".join(
+        placement.endpoints(role) for role in SERVER_ROLES if topology.has(role)
+    )
+    if topology.has("heter"):
+        result["PADDLE_HETER_ENDPOINTS"] = placement.endpoints("heter")
     return result
 
 

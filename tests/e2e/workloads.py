@@ -1,0 +1,54 @@
+"""Labelled workloads for the e2e jobs, and the reports their processes write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from webhook.core import contract
+
+NAMESPACE = "train"
+
+
+def statefulset(
+    name: str,
+    *,
+    framework: str,
+    job: str,
+    role: str,
+    replicas: int,
+    command: list[str],
+    annotations: dict[str, str] | None = None,
+    container: str | None = None,
+    resources: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A StatefulSet of one role of a job, its container named after the framework."""
+    labels = {contract.FRAMEWORK: framework, contract.JOB: job, contract.ROLE: role}
+    spec: dict[str, Any] = {"name": container or framework, "image": framework, "command": command}
+    if resources:
+        spec["resources"] = resources
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": labels,
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "replicas": replicas,
+            "serviceName": job,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, **labels}},
+                "spec": {"restartPolicy": "Always", "containers": [spec]},
+            },
+        },
+    }
+
+
+def reports(results: Path) -> list[dict[str, Any]]:
+    """Every report the job's processes wrote, in file name order."""
+    return [json.loads(path.read_text()) for path in sorted(results.glob("*.json"))]
