@@ -23,6 +23,8 @@ def state_of(
     podgroups: Sequence[dict[str, Any]] = (),
     coscheduling_podgroups: Sequence[dict[str, Any]] = (),
     secrets: Sequence[dict[str, Any]] = (),
+    configmaps: Sequence[dict[str, Any]] = (),
+    cluster_domain: str = "",
 ) -> JobState:
     return read_job_state(
         NAMESPACE,
@@ -33,6 +35,8 @@ def state_of(
         podgroups=podgroups,
         coscheduling_podgroups=coscheduling_podgroups,
         secrets=secrets,
+        configmaps=configmaps,
+        cluster_domain=cluster_domain,
     )
 
 
@@ -42,7 +46,7 @@ def decision(
     pods: Sequence[dict[str, Any]] = (),
     *,
     now: datetime = NOW,
-    **owned: Sequence[dict[str, Any]],
+    **owned: Any,
 ) -> Decision:
     return decide(state_of(job, workloads, pods, **owned), now)
 

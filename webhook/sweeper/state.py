@@ -12,6 +12,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import Settings, read_settings
@@ -71,6 +72,7 @@ class PodView:
     # Stopped from outside, not by its training: evicted or preempted (DisruptionTarget), or
     # stopped by Kueue (TerminationTarget) when it preempts or evicts the job's pod group.
     disrupted: bool = False
+    peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,8 @@ class JobState:
     intruders: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
+    peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
+    cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
 
     @property
     def key(self) -> JobKey:
@@ -256,6 +260,8 @@ def read_job_state(
     podgroups: Iterable[Mapping[str, Any]] = (),
     coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
     secrets: Iterable[Mapping[str, Any]] = (),
+    configmaps: Iterable[Mapping[str, Any]] = (),
+    cluster_domain: str = "",
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
@@ -314,6 +320,8 @@ def read_job_state(
             if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
+        peers=_peers(configmaps, job),
+        cluster_domain=cluster_domain,
     )
 
 
@@ -450,6 +458,7 @@ def _read_pod(
             and c.get("status") == "True"
             for c in status.get("conditions") or []
         ),
+        peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
     )
 
 
@@ -498,17 +507,42 @@ def _exit_code(state: Mapping[str, Any] | None) -> int | None:
     return code if isinstance(code, int) else None
 
 
+def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
+    """The job's peers ConfigMap a pod mounts, if it mounts one."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        name = (volume.get("configMap") or {}).get("name")
+        if isinstance(name, str) and name.startswith(configmap_prefix(job)):
+            return name
+    return None
+
+
 def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:
     for obj in objects:
         metadata = metadata_of(obj)
         if metadata.get("name") != name or metadata.get("deletionTimestamp"):
             continue
-        return Owned(
-            name=name,
-            uid=metadata.get("uid") or "",
-            resource_version=metadata.get("resourceVersion") or "",
-            managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
-            owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
-            spec=obj.get("spec") or {},
-        )
+        return _as_owned(obj)
     return None
+
+
+def _as_owned(obj: Mapping[str, Any]) -> Owned:
+    metadata = metadata_of(obj)
+    return Owned(
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        resource_version=metadata.get("resourceVersion") or "",
+        managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
+        owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
+        spec=obj.get("spec") or {},
+    )
+
+
+def _peers(objects: Iterable[Mapping[str, Any]], job: str) -> tuple[Owned, ...]:
+    """The job's managed peers ConfigMaps (their names only: the data stays in the cache)."""
+    found = [
+        _as_owned(obj)
+        for obj in objects
+        if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
+        and not metadata_of(obj).get("deletionTimestamp")
+    ]
+    return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))
