@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook.core import contract, topology
+from webhook.core import topology
 from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
+from webhook.core.pod_mutation import mutate_pod
 from webhook.server.admission import Answer, Context, review
 
 JSON = "application/json"
@@ -221,7 +222,7 @@ class Growth:
     env_bytes: int  # names and values of the training container's literal env
     patch_bytes: int
     files: tuple[str, ...]  # variables moved to files under /etc/trainhook
-    file_bytes: int  # what the pod's annotations carry for those files
+    file_bytes: int  # what the job's peers ConfigMap carries for those files
     refused: str  # the refusal message, when the pod is refused
 
 
@@ -239,10 +240,10 @@ def growth(sizes: Sequence[int], rounds: int) -> list[Growth]:
         if not refused:
             mutated = apply(pod.object, patch_of(result))
             env = training_env(mutated)
-            annotations = mutated["metadata"].get("annotations") or {}
             env_bytes = sum(len(name) + len(value) for name, value in env.items())
             files = tuple(name[: -len("_FILE")] for name in env if name.endswith("_FILE"))
-            in_files = {name: annotations[contract.ENV_FILE_PREFIX + name] for name in files}
+            peers = mutate_pod(pod.object, pod.object["metadata"]["namespace"]).peers
+            in_files = {name: peers.data[name] for name in files} if peers else {}
             file_bytes = sum(len(value) for value in in_files.values())
             tf_config_bytes = len(env.get("TF_CONFIG") or in_files.get("TF_CONFIG", ""))
         pod_seconds, cold_seconds, statefulset_seconds = fastest(

@@ -330,28 +330,37 @@ def _ssh_secret(state: JobState) -> Iterable[Action]:
 
 def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
     """By name, the peers ConfigMap of every topology the job's pods are created with: each
-    workload's stamp, and the one the sweeper is about to stamp. None for a small job."""
-    stamps = [w.stamp for w in state.workloads if w.stamp.get(contract.TOPOLOGY)]
+    workload's stamp, and the one the sweeper is about to stamp; none for a small job."""
+    framework = state.framework
+
+    def port(workload: WorkloadView) -> int | None:
+        return workload.settings.port if workload.settings.port is not None else framework.port
+
+    # Distinct (stamp, port) pairs first: a job of bare pods has one workload per pod.
+    pairs = dict.fromkeys(
+        (tuple(sorted(w.stamp.items())), port(w))
+        for w in state.workloads
+        if w.stamp.get(contract.TOPOLOGY)
+    )
     cores = [w.workload for w in state.workloads if w.kind != "Pod"]
     if cores:
-        stamps.append(stamp(build_topology(cores, state.cluster_domain)))
+        wanted = tuple(sorted(stamp(build_topology(cores, state.cluster_domain)).items()))
+        for workload_port in dict.fromkeys(port(w) for w in state.workloads):
+            pairs[(wanted, workload_port)] = None
     found: dict[str, PeerFiles] = {}
-    framework = state.framework
-    for workload in state.workloads:
-        port = workload.settings.port if workload.settings.port is not None else framework.port
-        for stamp_items in dict.fromkeys(tuple(sorted(s.items())) for s in stamps):
-            topology = topology_from_stamp(
-                dict(stamp_items),
-                job=state.job,
-                namespace=state.namespace,
-                framework=framework.name,
-                role_order=framework.roles,
-                cluster_domain=state.cluster_domain,
-            )
-            if topology is None or inline(topology):
-                continue
-            files = peer_files(topology, port, framework.lists)
-            found[files.name] = files
+    for stamp_items, stamp_port in pairs:
+        topology = topology_from_stamp(
+            dict(stamp_items),
+            job=state.job,
+            namespace=state.namespace,
+            framework=framework.name,
+            role_order=framework.roles,
+            cluster_domain=state.cluster_domain,
+        )
+        if topology is None or inline(topology):
+            continue
+        files = peer_files(topology, stamp_port, framework.lists)
+        found[files.name] = files
     return found
 
 
