@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook.core import topology
+from webhook.core import peers, topology
+from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
 from webhook.core.pod_mutation import mutate_pod
 from webhook.server.admission import Answer, Context, review
@@ -60,13 +61,15 @@ def handler(case: Case) -> Callable[[], bytes]:
 
 
 def cold_handler(case: Case) -> Callable[[], bytes]:
-    """The handler for the first pod of its job: no topology stamp read before."""
+    """The handler for the first pod of its job: no topology stamp read before, no lists made
+    (a large job's peers ConfigMap, the framework's own lists)."""
     handle = handler(case)
-    stamps = getattr(topology, "_read_stamp", None)
-    forget = getattr(stamps, "cache_clear", lambda: None)
+    caches: list[object] = [topology._read_stamp, peers.peer_files]
+    caches += [f.lists for f in FRAMEWORKS.values() if f.lists is not None]
 
     def first() -> bytes:
-        forget()
+        for cache in caches:
+            getattr(cache, "cache_clear", lambda: None)()
         return handle()
 
     return first
