@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.stored import NAMESPACE, owned, pod, stamped, statefulset
+from tests.support.stored import NAMESPACE, bare_pod, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
@@ -91,6 +91,18 @@ def test_the_sweepers_cluster_domain_names_the_same_configmap_as_the_webhooks() 
     assert create.body["data"]["TRAINHOOK_WORKER_HOSTS"] == hosts(
         "pt-worker", 100, ".cluster.local"
     )
+
+
+def test_a_job_of_100_bare_pods_gets_the_one_configmap_its_pods_mount() -> None:
+    pods = [bare_pod(f"bare-worker-{i}", index=i, topology='{"worker":100}') for i in range(100)]
+    name = mutate_pod(pods[42], NAMESPACE).peers
+    assert name is not None
+    creates = of_type(decision("bare", [], pods).actions, Create)
+    [create] = [c for c in creates if c.resource == CONFIGMAPS]
+    assert create.body["metadata"]["name"] == name.name
+    assert create.body["data"] == {
+        "TRAINHOOK_WORKER_HOSTS": ",".join(f"bare-worker-{i}.bare.ml.svc" for i in range(100))
+    }
 
 
 def test_a_small_job_gets_no_configmap() -> None:
