@@ -334,7 +334,7 @@ def test_a_stamp_claiming_billions_of_replicas_is_refused_before_any_work() -> N
         admit_pod(pod)
     assert str(caught.value) == (
         "job ddp has 2000000000 pods; Trainhook supports up to 10000 per job "
-        "(every pod lists its peers)"
+        "(one ConfigMap lists its peers)"
     )
 
 

@@ -82,6 +82,9 @@ DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preem
 
 # Kubernetes limits that the webhook must stay under.
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024
+# A large job's peer lists are one ConfigMap, stored in etcd as one object of at most 1 MiB; its
+# metadata (owner references to every workload of the job) gets what the data leaves.
+CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024 - 16 * 1024
 # A large job's peer lists live in one ConfigMap (at most 1 MiB); past this many pods they cannot
 # fit it anyway, so larger stamps are refused before any work is spent on them.
 MAX_PODS_PER_JOB: Final = 10_000

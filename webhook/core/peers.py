@@ -26,9 +26,7 @@ from webhook.core.topology import Topology
 # receives under 8 KiB from Trainhook.
 INLINE_MAX_PODS = 64
 INLINE_MAX_HOST_BYTES = 2560
-# A ConfigMap is stored in etcd as one object of at most 1 MiB; its metadata (owner references
-# to every workload of the job) gets what the data leaves.
-PEERS_DATA_LIMIT = 1024 * 1024 - 16 * 1024
+PEERS_DATA_LIMIT = contract.CONFIGMAP_DATA_LIMIT
 DIGEST_LENGTH = 10
 
 Lists = Callable[[Topology, "int | None"], dict[str, str]]
