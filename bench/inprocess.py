@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook.core import contract, topology
+from webhook.core import peers, topology
+from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
+from webhook.core.pod_mutation import mutate_pod
 from webhook.server.admission import Answer, Context, review
 
 JSON = "application/json"
@@ -59,13 +61,15 @@ def handler(case: Case) -> Callable[[], bytes]:
 
 
 def cold_handler(case: Case) -> Callable[[], bytes]:
-    """The handler for the first pod of its job: no topology stamp read before."""
+    """The handler for the first pod of its job: no topology stamp read before, no lists made
+    (a large job's peers ConfigMap, the framework's own lists)."""
     handle = handler(case)
-    stamps = getattr(topology, "_read_stamp", None)
-    forget = getattr(stamps, "cache_clear", lambda: None)
+    caches: list[object] = [topology._read_stamp, peers.peer_files]
+    caches += [f.lists for f in FRAMEWORKS.values() if f.lists is not None]
 
     def first() -> bytes:
-        forget()
+        for cache in caches:
+            getattr(cache, "cache_clear", lambda: None)()
         return handle()
 
     return first
@@ -221,7 +225,7 @@ class Growth:
     env_bytes: int  # names and values of the training container's literal env
     patch_bytes: int
     files: tuple[str, ...]  # variables moved to files under /etc/trainhook
-    file_bytes: int  # what the pod's annotations carry for those files
+    file_bytes: int  # what the job's peers ConfigMap carries for those files
     refused: str  # the refusal message, when the pod is refused
 
 
@@ -239,10 +243,10 @@ def growth(sizes: Sequence[int], rounds: int) -> list[Growth]:
         if not refused:
             mutated = apply(pod.object, patch_of(result))
             env = training_env(mutated)
-            annotations = mutated["metadata"].get("annotations") or {}
             env_bytes = sum(len(name) + len(value) for name, value in env.items())
             files = tuple(name[: -len("_FILE")] for name in env if name.endswith("_FILE"))
-            in_files = {name: annotations[contract.ENV_FILE_PREFIX + name] for name in files}
+            peers = mutate_pod(pod.object, pod.object["metadata"]["namespace"]).peers
+            in_files = {name: peers.data[name] for name in files} if peers else {}
             file_bytes = sum(len(value) for value in in_files.values())
             tf_config_bytes = len(env.get("TF_CONFIG") or in_files.get("TF_CONFIG", ""))
         pod_seconds, cold_seconds, statefulset_seconds = fastest(

@@ -8,7 +8,9 @@
 3. how cost grows with the size of a TensorFlow job;
 4. resident memory per gunicorn worker after the run;
 5. healthy admissions and probes while 200 attackers of each kind hold connections open;
-6. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
+6. per framework, jobs of 64 to 8,192 pods: bytes one pod holds, bytes the job writes to the
+   API, admission time per pod and the sweeper's memory for the job (bench/sizes.py);
+7. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
    1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own).
 """
 
@@ -29,6 +31,8 @@ from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
+from bench.sizes import job_sizes
+from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
@@ -284,7 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="trainhook-attack-") as directory:
         reports = attacks(Path(directory), args.workers, args.attackers, args.attack_seconds)
     print(attack_table(reports))
-    print("\n## 6. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
+    print("\n## 6. What a job costs the API server and the sweeper, 64 to 8,192 pods\n")
+    sizes = job_sizes()
+    print(sizes_table(sizes), flush=True)
+    print("\n## 7. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
@@ -313,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 for r in reports
             ],
+            "sizes": [dataclasses.asdict(j) for j in sizes],
             "tools": tools.name,
         }
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

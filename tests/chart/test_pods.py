@@ -238,6 +238,16 @@ def test_sweeper_runs_two_replicas_that_share_one_lease() -> None:
     assert lease_rule["resourceNames"] == ["ml-sweeper"]
 
 
+def test_the_sweeper_names_large_jobs_peers_with_the_webhooks_cluster_domain() -> None:
+    rendered = render({"clusterDomain": "cluster.local"})
+    args = rendered.container("Deployment", "trainhook-sweeper")["args"]
+    assert "--cluster-domain=cluster.local" in args
+    assert not any(
+        arg.startswith("--cluster-domain")
+        for arg in render().container("Deployment", "trainhook-sweeper")["args"]
+    )
+
+
 def test_image_defaults_to_the_chart_app_version_and_a_digest_pins_it() -> None:
     assert (
         render().container("Deployment", "trainhook-webhook")["image"]

@@ -82,6 +82,8 @@ FRAMEWORK = {"trainhook.io/framework": "pytorch"}
         ("CREATE", "secrets", None, thing("hvd-ssh", **MADE)),
         ("DELETE", "secrets", thing("hvd-ssh", **MADE), None),
         ("CREATE", "podgroups", None, thing("pt", **MADE)),
+        ("CREATE", "configmaps", None, thing("pt-peers-0123456789", **MADE)),
+        ("DELETE", "configmaps", thing("pt-peers-0123456789", **MADE), None),
     ],
 )  # fmt: skip
 def test_the_sweeper_may_write_training_jobs_and_what_it_made(
@@ -102,6 +104,9 @@ def test_the_sweeper_may_write_training_jobs_and_what_it_made(
         ("DELETE", "secrets", thing("db-password", **MADE), None),
         ("CREATE", "secrets", None, thing("api-token", **MADE)),
         ("DELETE", "podgroups", thing("someone-elses"), None),
+        ("DELETE", "configmaps", thing("app-config"), None),
+        ("DELETE", "configmaps", thing("app-config", **MADE), None),
+        ("UPDATE", "configmaps", thing("pt-peers-0123456789"), None),
     ],
 )  # fmt: skip
 def test_the_sweeper_may_not_write_anything_else(

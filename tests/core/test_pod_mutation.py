@@ -1,6 +1,5 @@
 """What a pod receives at creation besides env: labels, volumes, resources, scheduling."""
 
-import json
 import re
 from typing import Any
 
@@ -194,40 +193,6 @@ def test_the_mpi_launcher_gets_a_projected_hostfile_and_every_pod_the_ssh_secret
     assert "trainhook.io/hostfile" not in worker["metadata"]["annotations"]
 
 
-def test_a_tf_config_over_64_kib_is_projected_as_a_file() -> None:
-    workers = 3000
-    sts = statefulset("big", "tensorflow", replicas=workers)
-    pod = raw_pod(sts, 5)
-    outcome = admit_pod(pod)
-    patched = jsonpatch.apply_patch(pod, outcome.patch)
-    env = {e["name"]: e.get("value") for e in patched["spec"]["containers"][0]["env"]}
-    assert "TF_CONFIG" not in env
-    assert env["TF_CONFIG_FILE"] == "/etc/trainhook/TF_CONFIG"
-    assert env["TRAINHOOK_WORKER_HOSTS_FILE"] == "/etc/trainhook/TRAINHOOK_WORKER_HOSTS"
-    config = json.loads(patched["metadata"]["annotations"]["trainhook.io/env.TF_CONFIG"])
-    assert len(config["cluster"]["worker"]) == workers
-    assert config["task"] == {"type": "worker", "index": 5}
-    assert {"name": "trainhook-env", "mountPath": "/etc/trainhook", "readOnly": True} in patched[
-        "spec"
-    ]["containers"][0]["volumeMounts"]
-    [volume] = [v for v in patched["spec"]["volumes"] if v["name"] == "trainhook-env"]
-    assert [item["path"] for item in volume["downwardAPI"]["items"]] == [
-        "TRAINHOOK_WORKER_HOSTS",
-        "TF_CONFIG",
-    ]
-    assert admit_pod(patched).patch == []
-
-
-def test_a_job_too_large_for_the_annotation_limit_is_refused_with_the_sizes() -> None:
-    pod = raw_pod(statefulset("huge", "tensorflow", replicas=5000), 0)
-    with pytest.raises(
-        TrainhookError,
-        match=r"^the job is too large for one pod's annotations "
-        r"\(\d+ bytes of the 262144 Kubernetes allows\): use fewer replicas per role$",
-    ):
-        admit_pod(pod)
-
-
 def test_a_pod_without_a_topology_stamp_names_its_owner_to_resolve() -> None:
     pod = raw_pod(statefulset("ddp", "pytorch", replicas=2), 1)
     del pod["metadata"]["annotations"]["trainhook.io/topology"]
@@ -369,7 +334,7 @@ def test_a_stamp_claiming_billions_of_replicas_is_refused_before_any_work() -> N
         admit_pod(pod)
     assert str(caught.value) == (
         "job ddp has 2000000000 pods; Trainhook supports up to 10000 per job "
-        "(every pod lists its peers)"
+        "(one ConfigMap lists its peers)"
     )
 
 

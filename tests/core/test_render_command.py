@@ -100,6 +100,43 @@ def test_render_yaml_prints_the_mutated_workloads_then_their_pods(
     assert env["RANK"] == "2"
 
 
+def test_render_shows_a_large_jobs_peers_configmap_in_the_table_and_the_yaml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(PYTORCH_JOB.replace("replicas: 2", "replicas: 64"))
+    assert main(["render", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "job pt (pytorch, namespace default, 65 pods)"
+    name = lines[1].split()[3]
+    assert lines[1] == (
+        f"lists in ConfigMap {name} at /etc/trainhook: "
+        "TRAINHOOK_MASTER_HOSTS, TRAINHOOK_WORKER_HOSTS"
+    )
+    assert main(["render", "-o", "yaml", str(path)]) == 0
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects[:4]] == [
+        ("StatefulSet", "pt-master"),
+        ("StatefulSet", "pt-worker"),
+        ("ConfigMap", name),
+        ("Pod", "pt-master-0"),
+    ]
+    workers = ",".join(f"pt-worker-{i}.pt.default.svc" for i in range(64))
+    assert objects[2] == {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "default", "labels": {"trainhook.io/job": "pt"}},
+        "immutable": True,
+        "data": {
+            "TRAINHOOK_MASTER_HOSTS": "pt-master-0.pt.default.svc",
+            "TRAINHOOK_WORKER_HOSTS": workers,
+        },
+    }
+    assert objects[3]["spec"]["volumes"] == [
+        {"name": "trainhook-peers", "configMap": {"name": name}}
+    ]
+
+
 def test_invalid_input_is_one_line_naming_the_file_document_and_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,9 +15,16 @@ import torch
 import torch.distributed as dist
 
 RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=60)
+# The README's line for a script of a large job: every list from its file into the env.
+LISTS = (
+    "import os; os.environ.update({k[:-5]: open(v).read() for k, v in list(os.environ.items()) "
+    'if k.endswith("_FILE") and v.startswith("/etc/trainhook/")})'
+)
 
 
 def main(results: Path) -> None:
+    exec(LISTS, {})
+    hosts = {name: value for name, value in os.environ.items() if name.endswith("_HOSTS")}
     seen_env = {
         name: os.environ.get(name)
         for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -38,6 +45,7 @@ def main(results: Path) -> None:
         "sum": int(value.item()),
         "gathered": [int(tensor.item()) for tensor in gathered],
         "env": seen_env,
+        "hosts": hosts,
     }
     (results / f"{report['hostname']}-{rank}.json").write_text(json.dumps(report))
 

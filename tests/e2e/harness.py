@@ -218,6 +218,7 @@ class Cluster:
         *,
         image_env: Mapping[str, str] | None = None,
         secrets: Mapping[str, Mapping[str, str]] | None = None,
+        configmaps: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """Start each named pod's `container`: the kubelet's env over the image's, its volumes.
 
@@ -237,7 +238,7 @@ class Cluster:
             full_env = {**base, **(image_env or {}), **env}
             hosts = pod.directory / "hosts"
             hosts.write_text(self.hosts_file(pod))
-            script = self._pod_script(pod, spec, status, secrets or {})
+            script = self._pod_script(pod, spec, status, secrets or {}, configmaps or {})
             pod.starts += 1
             pod.log = pod.directory / f"container-{pod.starts}.log"
             workdir = pod.directory / "workdir"  # the image's working directory
@@ -272,6 +273,7 @@ class Cluster:
         spec: Mapping[str, Any],
         status: PodStatus,
         secrets: Mapping[str, Mapping[str, str]],
+        configmaps: Mapping[str, Mapping[str, str]],
     ) -> Path:
         d = pod.directory
         for layer in ("etc-up", "etc-work", "root-up", "root-work", "run"):
@@ -293,7 +295,8 @@ class Cluster:
             if not (target.startswith(("/etc/", "/root/", "/run/")) or Path(target).is_dir()):
                 raise AssertionError(f"pod {pod.name}: cannot mount at {target} privately")
             source = d / "volumes" / mount["name"]
-            self._fill_volume(pod, volumes[mount["name"]], source, status, secrets)
+            volume = volumes[mount["name"]]
+            self._fill_volume(pod, volume, source, status, secrets, configmaps)
             lines += [
                 f"mkdir -p {shlex.quote(target)}",
                 f"mount --bind {source} {shlex.quote(target)}",
@@ -310,6 +313,7 @@ class Cluster:
         where: Path,
         status: PodStatus,
         secrets: Mapping[str, Mapping[str, str]],
+        configmaps: Mapping[str, Mapping[str, str]],
     ) -> None:
         if where.exists():
             return
@@ -320,6 +324,14 @@ class Cluster:
             secret = volume["secret"]
             files = dict(secrets[secret["secretName"]])
             mode = secret.get("defaultMode", mode)
+        elif "configMap" in volume:
+            # Not optional: the kubelet holds the pod until the ConfigMap exists.
+            config = volume["configMap"]
+            if config["name"] not in configmaps:
+                raise AssertionError(f"pod {pod.name}: ConfigMap {config['name']} does not exist")
+            data = configmaps[config["name"]]
+            items = config.get("items")
+            files = {i["path"]: data[i["key"]] for i in items} if items else dict(data)
         elif "downwardAPI" in volume:
             for item in volume["downwardAPI"]["items"]:
                 path = item["fieldRef"]["fieldPath"]
@@ -406,12 +418,15 @@ def run_job(
     finishers: Sequence[str] | None = None,
     image_env: Mapping[str, str] | None = None,
     secrets: Mapping[str, Mapping[str, str]] | None = None,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[PodExit]:
     """Create and start every pod at once; wait for `finishers` (default: all) to exit 0."""
     hosts_before = Path("/etc/hosts").read_bytes()
     with Cluster(workdir, namespace) as cluster:
         cluster.add_pods(manifests)
-        cluster.start(cluster.pods, container, image_env=image_env, secrets=secrets)
+        cluster.start(
+            cluster.pods, container, image_env=image_env, secrets=secrets, configmaps=configmaps
+        )
         exits = cluster.wait(finishers if finishers is not None else list(cluster.pods), timeout)
     assert Path("/etc/hosts").read_bytes() == hosts_before
     return exits

@@ -7,10 +7,11 @@ process all-reduces its rank.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ def statefulset(
     replicas: int,
     annotations: dict[str, str],
     command: list[str],
+    namespace: str = NAMESPACE,
 ) -> dict[str, Any]:
     labels = {contract.FRAMEWORK: "pytorch", contract.JOB: job, contract.ROLE: role}
     return {
@@ -52,7 +54,7 @@ def statefulset(
         "kind": "StatefulSet",
         "metadata": {
             "name": name,
-            "namespace": NAMESPACE,
+            "namespace": namespace,
             "labels": labels,
             "annotations": annotations,
         },
@@ -71,9 +73,31 @@ def statefulset(
     }
 
 
-def run_job(pods: Sequence[RenderedPod], tmp_path: Path) -> None:
+def script_constant(name: str) -> Any:
+    """A constant of the rank script, read without importing torch."""
+    tree = ast.parse(Path(RANK_SCRIPT).read_text())
+    for node in tree.body:
+        targets = [getattr(target, "id", None) for target in getattr(node, "targets", [])]
+        if isinstance(node, ast.Assign) and targets == [name]:
+            return ast.literal_eval(node.value)
+    raise KeyError(name)
+
+
+def run_job(
+    pods: Sequence[RenderedPod],
+    tmp_path: Path,
+    namespace: str = NAMESPACE,
+    configmaps: Mapping[str, Mapping[str, str]] | None = None,
+) -> None:
     manifests = [pod.pod for pod in pods]
-    run_pods(tmp_path, manifests, "pytorch", namespace=NAMESPACE, timeout=JOB_DEADLINE_S)
+    run_pods(
+        tmp_path,
+        manifests,
+        "pytorch",
+        namespace=namespace,
+        timeout=JOB_DEADLINE_S,
+        configmaps=configmaps,
+    )
 
 
 def reports_by_pod(results: Path) -> dict[str, list[dict[str, Any]]]:
@@ -172,3 +196,46 @@ def test_four_torchrun_pods_with_two_processes_each_form_one_world_of_eight(
         assert {report["world_size"] for report in reports} == {int(pod.env["WORLD_SIZE"])}
         assert {report["env"]["GROUP_RANK"] for report in reports} == {pod.env["NODE_RANK"]}
         assert sorted(report["env"]["LOCAL_RANK"] for report in reports) == ["0", "1"]
+
+
+def test_a_job_past_the_inline_bound_forms_one_world_and_reads_its_lists_from_the_configmap(
+    tmp_path: Path,
+) -> None:
+    # Long names (a 60-letter namespace, StatefulSets of 48, within what their controller's
+    # revision label allows) push 17 pods' host names past the 2,560-byte bound.
+    job, namespace = "pt-" + "j" * 38, "ns-" + "n" * 57
+    results = tmp_path / "results"
+    results.mkdir()
+    command = [PYTHON, RANK_SCRIPT, str(results)]
+    documents = [
+        statefulset(
+            f"{job}-{role}",
+            job=job,
+            role=role,
+            replicas=replicas,
+            annotations={},
+            command=command,
+            namespace=namespace,
+        )
+        for role, replicas in (("master", 1), ("worker", 16))
+    ]
+    pods = render(documents)
+    names = {pod.peers.name for pod in pods if pod.peers is not None}
+    assert len(names) == 1 and all(pod.peers is not None for pod in pods)
+    files = pods[0].peers
+    assert files is not None
+    assert not any(name.endswith("_HOSTS") for pod in pods for name in pod.env)
+    readme = (Path(__file__).parents[2] / "README.md").read_text().splitlines()
+    assert script_constant("LISTS") in readme  # the script runs the README's line
+
+    run_job(pods, tmp_path / "cluster", namespace, configmaps={files.name: files.data})
+
+    by_pod = reports_by_pod(results)
+    assert len(by_pod) == 17
+    assert_one_world(by_pod, world_size=17)
+    workers = ",".join(f"{job}-worker-{i}.{job}.{namespace}.svc" for i in range(16))
+    for [report] in by_pod.values():
+        assert report["hosts"] == {
+            "TRAINHOOK_MASTER_HOSTS": f"{job}-master-0.{job}.{namespace}.svc",
+            "TRAINHOOK_WORKER_HOSTS": workers,
+        }

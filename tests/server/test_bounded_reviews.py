@@ -98,15 +98,15 @@ WORST: list[tuple[str, dict[str, Any], int, str]] = [
         "two billion replicas",
         stamped({}, '{"worker":2000000000}'),
         403,
-        "job trainer has 2000000000 pods; Trainhook supports up to 10000 per job (every pod "
-        "lists its peers)",
+        "job trainer has 2000000000 pods; Trainhook supports up to 10000 per job (one "
+        "ConfigMap lists its peers)",
     ),
     (
         "10,000 pods named at the longest a hostname allows",
         stamped({"worker": {"pod": "a" * 57, "service": "s" * 63}}),
         403,
-        "job trainer: the host names of its 10000 pods take 1350000 bytes, more than one pod's "
-        "annotations hold (262144); use fewer replicas or shorter names",
+        "job trainer: the host names of its 10000 pods take 1350000 bytes, more than one "
+        "ConfigMap holds (1032192); use fewer replicas or shorter names",
     ),
     (
         "a stamp nested 2,000 deep",

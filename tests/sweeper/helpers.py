@@ -25,6 +25,8 @@ def state_of(
     podgroups: Sequence[dict[str, Any]] = (),
     coscheduling_podgroups: Sequence[dict[str, Any]] = (),
     secrets: Sequence[dict[str, Any]] = (),
+    configmaps: Sequence[dict[str, Any]] = (),
+    cluster_domain: str = "",
 ) -> JobState:
     return read_job_state(
         NAMESPACE,
@@ -35,6 +37,8 @@ def state_of(
         podgroups=podgroups,
         coscheduling_podgroups=coscheduling_podgroups,
         secrets=secrets,
+        configmaps=configmaps,
+        cluster_domain=cluster_domain,
     )
 
 
@@ -45,7 +49,7 @@ def decision(
     *,
     now: datetime = NOW,
     records: bool = False,
-    **owned: Sequence[dict[str, Any]],
+    **owned: Any,
 ) -> Decision:
     """The decision on a job; without `records`, leaving out what the sweeper records about
     the job's progress (its state, successes and failed runs) and the state's events."""

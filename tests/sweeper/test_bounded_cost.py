@@ -18,9 +18,12 @@ def big_pod(owner, index, hosts=3000):
         {"name": "TF_CONFIG", "value": json.dumps({"cluster": {"worker": peers.split(",")}})},
         {"name": "TRAINHOOK_WORKER_HOSTS", "value": peers},
     ]
-    made["spec"]["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    made["spec"]["volumes"] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": "trainhook-peers", "configMap": {"name": "pt-peers-0123456789"}},
+    ]
     made["metadata"]["annotations"][contract.HOSTFILE] = peers.replace(",", " slots=1\n")
-    made["metadata"]["annotations"][contract.ENV_FILE_PREFIX + "TF_CONFIG"] = peers
+    made["metadata"]["annotations"]["trainhook.io/env.TF_CONFIG"] = peers  # an older pod's
     made["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
     return made
 
@@ -63,6 +66,9 @@ def test_the_sweeper_decides_the_same_on_what_it_holds_as_on_whole_pods():
         whole = decide(state_of("pt", [master, workers], pods), NOW)
         held = decide(state_of("pt", [master, workers], [slim_pod(p) for p in pods]), NOW)
         assert held == whole
+        whole_pods = state_of("pt", [master, workers], pods).pods
+        held_pods = state_of("pt", [master, workers], [slim_pod(p) for p in pods]).pods
+        assert held_pods == whole_pods  # the peers ConfigMap each mounts included
     bare = [bare_pod("bare-0", topology='{"worker":1}', annotations={contract.BACKOFF_LIMIT: "1"})]
     whole = decide(state_of("bare", [], bare), NOW)
     assert decide(state_of("bare", [], [slim_pod(p) for p in bare]), NOW) == whole

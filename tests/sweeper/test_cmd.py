@@ -93,3 +93,8 @@ def test_without_a_cluster_the_sweeper_says_so_in_one_line(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("trainhook sweep: cannot find a cluster to talk to: ")
     assert err.count("\n") == 1
+
+
+def test_the_cluster_domain_flag_reaches_the_sweepers_config(monkeypatch):
+    assert parse(["--cluster-domain=cluster.local"], monkeypatch).cluster_domain == "cluster.local"
+    assert parse([], monkeypatch).cluster_domain == ""

@@ -6,13 +6,17 @@ import base64
 import itertools
 import logging
 import time
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
 from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.core import contract
+from webhook.core.pod_mutation import mutate_pod
+from webhook.core.render import expand
 from webhook.kube.resources import (
+    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
@@ -249,6 +253,71 @@ def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, k
     assert "sweeper-1 leads" in log.read_text()
 
 
+def webhook_pod(workload, index, cluster_domain):
+    """Pod `index` as the webhook admits it: the peers ConfigMap it mounts, if any."""
+    raw = expand(workload, "ml")[index]
+    return mutate_pod(raw, "ml", cluster_domain=cluster_domain).pod
+
+
+def test_a_large_job_gets_its_peers_configmap_and_a_scale_replaces_it(emulator, kube):
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset("pt-worker", role="worker", job="pt", replicas=70),
+    )
+    master = kube.create(STATEFULSETS, "ml", master)
+    workers = kube.create(STATEFULSETS, "ml", workers)
+    first = webhook_pod(workers, 0, "cluster.local")
+    [old] = [v["configMap"]["name"] for v in first["spec"]["volumes"]]
+    running = pod(workers, 0)
+    running["spec"]["volumes"] = first["spec"]["volumes"]
+    running = kube.create(PODS, "ml", running)
+    stamped_at: list[float] = []  # when the sweeper patched a StatefulSet's topology stamp
+    with sweeping(kube, cluster_domain="cluster.local") as running:
+        apply_one = running.sweeper.executor._apply
+
+        def noting_stamps(action: Any) -> bool:
+            done = apply_one(action)
+            template = (getattr(action, "patch", None) or {}).get("spec", {}).get("template")
+            if template and action.resource == STATEFULSETS:
+                stamped_at.append(time.time())
+            return done
+
+        running.sweeper.executor._apply = noting_stamps  # type: ignore[method-assign]
+        eventually(lambda: names(emulator, CONFIGMAPS) == [old], what="peers ConfigMap")
+        (made,) = emulator.objects(CONFIGMAPS, "ml")
+        assert made["immutable"] is True
+        assert made["data"]["TRAINHOOK_WORKER_HOSTS"] == ",".join(
+            f"pt-worker-{i}.pt.ml.svc.cluster.local" for i in range(70)
+        )
+        owners = {ref["uid"] for ref in made["metadata"]["ownerReferences"]}
+        assert owners == {master["metadata"]["uid"], workers["metadata"]["uid"]}
+
+        kube.patch(STATEFULSETS, "ml", "pt-worker", {"spec": {"replicas": 71}})
+        eventually(lambda: len(names(emulator, CONFIGMAPS)) == 2, what="the new topology's lists")
+        restamped = eventually(
+            lambda: [
+                w
+                for w in emulator.objects(STATEFULSETS, "ml")
+                if w["metadata"]["name"] == "pt-worker"
+                and '"worker":71'
+                in w["spec"]["template"]["metadata"]["annotations"][contract.TOPOLOGY]
+            ],
+            what="workers restamped",
+        )
+        new = webhook_pod(restamped[0], 70, "cluster.local")
+        [name] = [v["configMap"]["name"] for v in new["spec"]["volumes"]]
+        # The stale pod is restarted; once no pod mounts the old lists, they go.
+        eventually(lambda: names(emulator, CONFIGMAPS) == [name], what="old lists deleted")
+        assert not names(emulator, PODS)
+    log = emulator.emulator.log
+    posts = [t for m, p, _, t in log if m == "POST" and p.endswith("/configmaps")]
+    # The scale (the test's own patch), then the sweeper's restamps of both StatefulSets (its
+    # other patches record the job's state).
+    scale = next(t for m, p, _, t in log if m == "PATCH" and "/statefulsets/" in p)
+    assert len(posts) == 2 and len(stamped_at) == 2
+    assert scale < posts[1] < min(stamped_at)  # the new lists exist before any stamp names them
+
+
 def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     emulator.emulator.fail(500, method="GET", path="/api/v1/pods", times=2)
     emulator.emulator.fail(500, method="POST", path="/namespaces/ml/services", times=3)
@@ -273,7 +342,7 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
 
 
 def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, CONFIGMAPS):
         emulator.emulator.gone(resource.plural)  # its first watch
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()

@@ -57,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
         print("trainhook render: no labelled StatefulSet, Job or Pod found", file=sys.stderr)
         return 1
     if args.output == "yaml":
-        objects = [*rendering.workloads, *(p.pod for p in rendering.pods), *rendering.podgroups]
+        objects = [
+            *rendering.workloads,
+            *rendering.configmaps,
+            *(p.pod for p in rendering.pods),
+            *rendering.podgroups,
+        ]
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     else:
         print(table(rendering.pods))

@@ -86,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: none)",
     )
     parser.add_argument(
+        "--cluster-domain",
+        default="",
+        help="the webhook's --cluster-domain: host names in large jobs' peer lists end in "
+        ".svc.<domain>",
+    )
+    parser.add_argument(
         "--log-level",
         type=log_level,
         default=log_level(os.environ.get("TRAINHOOK_LOG_LEVEL", "info")),
@@ -104,6 +110,7 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
         lease_duration_seconds=duration,
         renew_deadline=duration * 2 / 3,
         retry_period=max(0.2, duration / 7.5),
+        cluster_domain=args.cluster_domain,
     )
 
 

@@ -39,7 +39,6 @@ SUSPEND: Final = "trainhook.io/suspend"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
-ENV_FILE_PREFIX: Final = "trainhook.io/env."  # + VAR: a value too large for an env var
 
 # Annotations the sweeper writes on workloads.
 PHASE: Final = "trainhook.io/phase"
@@ -95,10 +94,12 @@ KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (pree
 DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
 
 # Kubernetes limits that the webhook must stay under.
-ENV_VALUE_FILE_THRESHOLD: Final = 64 * 1024
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024
-# Every pod lists its peers; past this many pods the lists cannot fit a pod's annotations anyway,
-# so larger stamps are refused before any work is spent on them.
+# A large job's peer lists are one ConfigMap, stored in etcd as one object of at most 1 MiB; its
+# metadata (owner references to every workload of the job) gets what the data leaves.
+CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024 - 16 * 1024
+# A large job's peer lists live in one ConfigMap (at most 1 MiB); past this many pods they cannot
+# fit it anyway, so larger stamps are refused before any work is spent on them.
 MAX_PODS_PER_JOB: Final = 10_000
 
 WORKDIR_FILES: Final = "/etc/trainhook"

@@ -13,6 +13,7 @@ from webhook.core.errors import Refused
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
     PodIdentity,
     add_volume,
@@ -34,7 +35,7 @@ from webhook.core.workload import (
 from webhook.core.workload_mutation import sibling_workloads
 
 SHM_VOLUME = "dshm"
-ENV_FILES_VOLUME = "trainhook-env"
+PEERS_VOLUME = "trainhook-peers"
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
@@ -44,6 +45,7 @@ class PodMutation:
     warnings: list[str]
     placement: Placement
     env: dict[str, str]
+    peers: PeerFiles | None = None  # the job's peers ConfigMap, for a job past the inline bound
 
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -84,6 +86,7 @@ def mutate_pod(
     training = training_container(pod, framework.container, settings.container)
     gpus = gpu_count(pod, training, settings)
     nproc = processes_per_pod(pod, training, settings)
+    files = None if inline(topology) else peer_files(topology, port, framework.lists)
     placement = Placement(
         topology,
         role,
@@ -94,6 +97,7 @@ def mutate_pod(
         settings.elastic,
         gpus=gpus,
         service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
+        peers=files.name if files else None,
         max_restarts=settings.max_restarts,
     )
     env = common_env(placement) | framework.env(placement)
@@ -102,15 +106,16 @@ def mutate_pod(
     draft = Draft(pod)
     warnings: list[str] = []
     _set_identity(draft, pod, placement, identity, warnings)
-    file_env = _project_large_values(draft, env)
-    _set_env(draft, pod, env, file_env, field_env, warnings)
+    _set_env(draft, pod, env, field_env, warnings)
+    if files is not None:
+        _mount_peers(draft, pod, files)
     _set_gpus(draft, pod, training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)
-    return PodMutation(draft.root, warnings, placement, env | file_env)
+    return PodMutation(draft.root, warnings, placement, env, files)
 
 
 def _topology(
@@ -221,33 +226,23 @@ def _set_identity(
         )
 
 
-def _project_large_values(draft: Draft, env: dict[str, str]) -> dict[str, str]:
-    """Values too large for an env var go to a file; returns the <VAR>_FILE variables."""
-    large = [name for name, value in env.items() if len(value) > contract.ENV_VALUE_FILE_THRESHOLD]
-    if not large:
-        return {}
-    annotations = draft.dict_at("metadata", "annotations")
-    items = []
-    files = {}
-    for name in large:
-        key = contract.ENV_FILE_PREFIX + name
-        annotations[key] = env.pop(name)
-        items.append({"path": name, "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}})
-        files[f"{name}_FILE"] = f"{contract.WORKDIR_FILES}/{name}"
-    add_volume(draft, {"name": ENV_FILES_VOLUME, "downwardAPI": {"items": items}})
-    return files
+def _mount_peers(draft: Draft, pod: Mapping[str, Any], files: PeerFiles) -> None:
+    """The job's peers ConfigMap at /etc/trainhook in every container. Not optional: the kubelet
+    holds the pod until the sweeper has created it, so no pod runs with a partial list."""
+    add_volume(draft, {"name": PEERS_VOLUME, "configMap": {"name": files.name}})
+    for field, position, container in containers(pod):
+        mount(draft, field, position, container, PEERS_VOLUME, contract.WORKDIR_FILES)
 
 
 def _set_env(
     draft: Draft,
     pod: Mapping[str, Any],
     env: dict[str, str],
-    file_env: dict[str, str],
     field_env: dict[str, str],
     warnings: list[str],
 ) -> None:
     """Every container gets the literal env and the fieldRef env (name -> fieldPath)."""
-    wanted = env | file_env
+    wanted = env
     kept: list[str] = []
     for field, position, container in containers(pod):
         existing = {item.get("name"): item for item in container.get("env") or []}
@@ -272,8 +267,6 @@ def _set_env(
             draft.dict_at("spec", field, position)["env"] = missing + list(
                 container.get("env") or []
             )
-        if file_env:
-            mount(draft, field, position, container, ENV_FILES_VOLUME, contract.WORKDIR_FILES)
     warnings.extend(f"env {item} was set by the user and is kept" for item in kept)
 
 

@@ -20,6 +20,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang, podgroup_of_pods
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.peers import PeerFiles, configmap
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.pods import training_container
 from webhook.core.settings import Settings, read_settings
@@ -49,6 +50,7 @@ class RenderedPod:
     rank: int
     env: dict[str, str]  # the training container's literal env
     warnings: list[str]
+    peers: PeerFiles | None = None  # the job's peers ConfigMap, past the inline bound
 
     @property
     def name(self) -> str:
@@ -61,6 +63,20 @@ class Rendering:
     pods: list[RenderedPod]
     # The PodGroup of each gang-scheduled job (Volcano, coscheduling), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def configmaps(self) -> list[dict[str, Any]]:
+        """The peers ConfigMap of every job past the inline bound, as the sweeper creates it
+        (less the managed-by label and owner references it adds)."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for pod in self.pods:
+            if pod.peers is not None:
+                namespace = pod.pod["metadata"]["namespace"]
+                if (namespace, pod.peers.name) not in found:
+                    obj = configmap(pod.peers, namespace)
+                    obj["metadata"]["labels"] = {contract.JOB: pod.job}
+                    found[(namespace, pod.peers.name)] = obj
+        return list(found.values())
 
 
 def render(
@@ -177,6 +193,7 @@ def _mutated(
         rank=placement.rank,
         env=training_env(result.pod),
         warnings=result.warnings,
+        peers=result.peers,
     )
 
 
@@ -270,6 +287,12 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         count = f"{len(members)} pod" + ("s" if len(members) != 1 else "")
         lines = [f"job {job} ({framework.name}, namespace {namespace}, {count})"]
+        files = next((p.peers for p in members if p.peers is not None), None)
+        if files is not None:
+            lines.append(
+                f"lists in ConfigMap {files.name} at {contract.WORKDIR_FILES}: "
+                + ", ".join(files.data)
+            )
         for row in [header, *rows]:
             lines.append(
                 "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()

@@ -63,13 +63,13 @@ class Topology:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
         object.__setattr__(self, "_hosts", {})
-        # What every pod's lists will cost is known from the counts and names alone: refuse a
-        # job too large before any list is built.
+        # What the job's lists will cost is known from the counts and names alone: refuse a
+        # job whose host names alone cannot fit its peers ConfigMap before any list is built.
         total = sum(role.replicas for role in self.roles)
         if total > contract.MAX_PODS_PER_JOB:
             raise Refused(
                 f"job {self.job} has {total} pods; Trainhook supports up to "
-                f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+                f"{contract.MAX_PODS_PER_JOB} per job (one ConfigMap lists its peers)"
             )
         listed = 0
         for role in self.roles:
@@ -89,11 +89,11 @@ class Topology:
             suffix = len(self._fqdn("", role.service))
             listed += role.replicas * (len(role.pod) + 2 + len(str(role.start + role.replicas)))
             listed += role.replicas * suffix
-        if listed > contract.ANNOTATIONS_TOTAL_LIMIT:
+        if listed > contract.CONFIGMAP_DATA_LIMIT:
             raise Refused(
                 f"job {self.job}: the host names of its {total} pods take {listed} bytes, more "
-                f"than one pod's annotations hold ({contract.ANNOTATIONS_TOTAL_LIMIT}); use "
-                "fewer replicas or shorter names"
+                f"than one ConfigMap holds ({contract.CONFIGMAP_DATA_LIMIT}); use fewer "
+                "replicas or shorter names"
             )
 
     @cached_property
@@ -217,7 +217,7 @@ def _read_stamp(
     if sum(replicas.values()) > contract.MAX_PODS_PER_JOB:
         raise Refused(
             f"job {job} has {sum(replicas.values())} pods; Trainhook supports up to "
-            f"{contract.MAX_PODS_PER_JOB} per job (every pod lists its peers)"
+            f"{contract.MAX_PODS_PER_JOB} per job (one ConfigMap lists its peers)"
         )
     hosts = (
         _json_object(contract.HOSTS, raw_hosts, 'a JSON object such as {"worker":{"pod":...}}')

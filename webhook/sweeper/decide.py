@@ -17,10 +17,12 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.requests import sum_requests
-from webhook.core.topology import stamp
+from webhook.core.topology import stamp, topology_from_stamp
 from webhook.core.workload import build_topology
 from webhook.kube.resources import (
+    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MANAGED_BY,
@@ -415,6 +417,9 @@ def _running(
             if not resume:  # the replicas it resumes with decide its PodGroup and topology
                 actions += _podgroup(state)
             actions += _ssh_secret(state)
+            # A large job's lists before any stamp that needs them: a pod restarted for a new
+            # topology mounts a ConfigMap that already holds it.
+            actions += _peers(state)
             if now >= settled and not restarting and not resume:
                 actions += _topology(state)
     except TrainhookError as error:
@@ -759,6 +764,60 @@ def _ssh_secret(state: JobState) -> Iterable[Action]:
     )
 
 
+def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
+    """By name, the peers ConfigMap of every topology the job's pods are created with: each
+    workload's stamp, and the one the sweeper is about to stamp; none for a small job."""
+    framework = state.framework
+
+    def port(workload: WorkloadView) -> int | None:
+        return workload.settings.port if workload.settings.port is not None else framework.port
+
+    # Distinct (stamp, port) pairs first: a job of bare pods has one workload per pod.
+    pairs = dict.fromkeys(
+        (tuple(sorted(w.stamp.items())), port(w))
+        for w in state.workloads
+        if w.stamp.get(contract.TOPOLOGY)
+    )
+    cores = [w.workload for w in state.workloads if w.kind != "Pod"]
+    if cores:
+        wanted = tuple(sorted(stamp(build_topology(cores, state.cluster_domain)).items()))
+        for workload_port in dict.fromkeys(port(w) for w in state.workloads):
+            pairs[(wanted, workload_port)] = None
+    found: dict[str, PeerFiles] = {}
+    for stamp_items, stamp_port in pairs:
+        topology = topology_from_stamp(
+            dict(stamp_items),
+            job=state.job,
+            namespace=state.namespace,
+            framework=framework.name,
+            role_order=framework.roles,
+            cluster_domain=state.cluster_domain,
+        )
+        if topology is None or inline(topology):
+            continue
+        files = peer_files(topology, stamp_port, framework.lists)
+        found[files.name] = files
+    return found
+
+
+def _peers(state: JobState) -> Iterable[Action]:
+    """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
+    wanted = peer_files_of(state)
+    existing = {owned.name for owned in state.peers}
+    for name, files in wanted.items():
+        if name not in existing:
+            body = configmap(files, state.namespace)
+            body["metadata"]["labels"] = labels(state)
+            owners = owner_references(state)
+            if owners:
+                body["metadata"]["ownerReferences"] = owners
+            yield Create(CONFIGMAPS, state.namespace, body)
+    mounted = {pod.peers for pod in state.pods if not pod.terminating}
+    for owned in state.peers:
+        if owned.name not in wanted and owned.name not in mounted:
+            yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
+
+
 def _body(state: JobState, api_version: str, kind: str, name: str, spec: Any) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "namespace": state.namespace, "labels": labels(state)}
     owners = owner_references(state)
@@ -967,6 +1026,8 @@ def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
     ):
         if owned is not None and owned.managed:
             yield Delete(resource, state.namespace, owned.name, owned.uid)
+    for owned in state.peers:
+        yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
 
 
 # --- events -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from webhook.core.objects import labels_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
+    CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
     MANAGED_BY,
@@ -46,6 +47,7 @@ SELECTORS: dict[Resource, str] = {
     SERVICES: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
     COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
+    CONFIGMAPS: OWNED_SELECTOR,
 }
 # Served only where Volcano or scheduler-plugins is installed.
 OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
@@ -70,9 +72,10 @@ class SweeperConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     backoff_base: float = 1.0  # first delay after an API error; doubles up to a minute
+    cluster_domain: str = ""  # the webhook's --cluster-domain, for large jobs' peer lists
 
 
-def fetch_state(kube: Kube, key: JobKey) -> JobState:
+def fetch_state(kube: Kube, key: JobKey, cluster_domain: str = "") -> JobState:
     """A job's state read straight from the API, for deciding again after a conflict."""
     namespace, job = key
     found: dict[Resource, list[dict[str, Any]]] = {}
@@ -99,6 +102,8 @@ def fetch_state(kube: Kube, key: JobKey) -> JobState:
         podgroups=found[PODGROUPS],
         coscheduling_podgroups=found[COSCHEDULING_PODGROUPS],
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
+        configmaps=found[CONFIGMAPS],
+        cluster_domain=cluster_domain,
     )
 
 
@@ -253,6 +258,8 @@ class Sweeper:
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
             secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
+            configmaps=objects[CONFIGMAPS],
+            cluster_domain=self.config.cluster_domain,
         )
 
     def reconcile(self, key: JobKey) -> None:
@@ -267,7 +274,7 @@ class Sweeper:
                     self.executor.apply(decision.actions)
                 except StaleState as stale:
                     log.info("job %s/%s: %s; deciding again on fresh state", *key, stale)
-                    state = fetch_state(self.kube, key)
+                    state = fetch_state(self.kube, key, self.config.cluster_domain)
                     continue
                 self._failures.pop(key, None)
                 self._decided(key, decision.phase, decision.actions)

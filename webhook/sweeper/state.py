@@ -14,6 +14,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import Settings, read_settings
@@ -115,6 +116,7 @@ class PodView:
     # status reason Evicted), or stopped by Kueue (TerminationTarget) when it preempts or evicts
     # the job's pod group.
     disrupted: bool = False
+    peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
 
@@ -271,6 +273,8 @@ class JobState:
     intruders: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
+    peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
+    cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
     @property
@@ -335,6 +339,8 @@ def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
 
 # What the sweeper keeps of a pod's status conditions, and how much of a termination message.
 KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
+# Where pods made before peers ConfigMaps held their large env values, one annotation each.
+LARGE_VALUES = "trainhook.io/env."
 MESSAGE_KEPT = 512
 
 
@@ -365,7 +371,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         or (
             key.startswith(contract.PREFIX)
             and key != contract.HOSTFILE
-            and not key.startswith(contract.ENV_FILE_PREFIX)
+            and not key.startswith(LARGE_VALUES)
         )
     }
     owners = [
@@ -385,6 +391,13 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("subdomain", "priorityClassName"):
         if key in spec:
             kept_spec[key] = spec[key]
+    mounted = [  # the job's peers ConfigMap, by name
+        {"name": v.get("name"), "configMap": {"name": v["configMap"].get("name")}}
+        for v in spec.get("volumes") or []
+        if isinstance(v.get("configMap"), dict)
+    ]
+    if mounted:
+        kept_spec["volumes"] = mounted
     kept_status: dict[str, Any] = {key: status[key] for key in ("phase", "reason") if key in status}
     kept_status["conditions"] = [
         {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
@@ -434,6 +447,8 @@ def read_job_state(
     podgroups: Iterable[Mapping[str, Any]] = (),
     coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
     secrets: Iterable[Mapping[str, Any]] = (),
+    configmaps: Iterable[Mapping[str, Any]] = (),
+    cluster_domain: str = "",
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
@@ -505,6 +520,8 @@ def read_job_state(
             if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
+        peers=_peers(configmaps, job),
+        cluster_domain=cluster_domain,
         deleting=deleting,
     )
 
@@ -698,6 +715,7 @@ def _read_pod(
             ),
             "",
         ),
+        peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
     )
 
 
@@ -786,17 +804,42 @@ def _one_line(text: str, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
+    """The job's peers ConfigMap a pod mounts, if it mounts one."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        name = (volume.get("configMap") or {}).get("name")
+        if isinstance(name, str) and name.startswith(configmap_prefix(job)):
+            return name
+    return None
+
+
 def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:
     for obj in objects:
         metadata = metadata_of(obj)
         if metadata.get("name") != name or metadata.get("deletionTimestamp"):
             continue
-        return Owned(
-            name=name,
-            uid=metadata.get("uid") or "",
-            resource_version=metadata.get("resourceVersion") or "",
-            managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
-            owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
-            spec=obj.get("spec") or {},
-        )
+        return _as_owned(obj)
     return None
+
+
+def _as_owned(obj: Mapping[str, Any]) -> Owned:
+    metadata = metadata_of(obj)
+    return Owned(
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        resource_version=metadata.get("resourceVersion") or "",
+        managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
+        owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
+        spec=obj.get("spec") or {},
+    )
+
+
+def _peers(objects: Iterable[Mapping[str, Any]], job: str) -> tuple[Owned, ...]:
+    """The job's managed peers ConfigMaps (their names only: the data stays in the cache)."""
+    found = [
+        _as_owned(obj)
+        for obj in objects
+        if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
+        and not metadata_of(obj).get("deletionTimestamp")
+    ]
+    return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))

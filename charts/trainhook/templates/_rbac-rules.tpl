@@ -82,6 +82,10 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch, delete]
+# Peer lists of large jobs, one immutable ConfigMap per topology: created, followed, deleted.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [list, watch, create, delete]
 # Gang scheduling: the PodGroup of each job, for Volcano and for scheduler-plugins'
 # coscheduling (Kueue's pod groups are labels on the pods and need nothing more).
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]

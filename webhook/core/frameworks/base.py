@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.draft import Draft
+from webhook.core.peers import Lists, file_path
 from webhook.core.topology import Topology
 
 
@@ -23,6 +24,8 @@ class Placement:
     elastic: tuple[int, int] | None = None
     gpus: int = 0  # GPUs of the training container
     service_links: bool = True  # the kubelet gives the pod <SERVICE>_SERVICE_HOST variables
+    # The job's peers ConfigMap when its lists are files from it rather than env.
+    peers: str | None = None
     max_restarts: int | None = None  # torchrun restarts its worker group this often
 
     @property
@@ -38,6 +41,12 @@ class Placement:
 
     def endpoints(self, role: str) -> str:
         return ",".join(self.endpoint(host) for host in self.topology.hosts(role))
+
+    def listed(self, name: str, lists: Lists) -> dict[str, str]:
+        """A job-wide list: `name` itself while the job is small, else `<name>_FILE`."""
+        if self.peers:
+            return {f"{name}_FILE": file_path(name)}
+        return {name: lists(self.topology, self.port)[name]}
 
 
 EnvFunction = Callable[[Placement], dict[str, str]]
@@ -88,6 +97,9 @@ class Framework:
     ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
     field_env: FieldEnvFunction | None = None
     services: ServicesFunction | None = None
+    # The framework's job-wide lists (the same for every pod), beyond TRAINHOOK_<ROLE>_HOSTS:
+    # in env while the job is small, else files of the job's peers ConfigMap.
+    lists: Lists | None = None
 
     def allows(self, role: str) -> bool:
         return not self.roles or role in self.roles

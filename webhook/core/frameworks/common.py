@@ -1,10 +1,7 @@
 """The variables every framework's pods receive."""
 
 from webhook.core.frameworks.base import Placement
-
-
-def env_key(role: str) -> str:
-    return role.upper().replace("-", "_")
+from webhook.core.peers import env_key, file_path, host_list
 
 
 def common_env(placement: Placement) -> dict[str, str]:
@@ -17,8 +14,11 @@ def common_env(placement: Placement) -> dict[str, str]:
         "TRAINHOOK_WORLD_SIZE": str(topology.total),
     }
     for role in topology.roles:
-        key = env_key(role.name)
-        env[f"TRAINHOOK_{key}_HOSTS"] = ",".join(topology.hosts(role.name))
-        env[f"TRAINHOOK_{key}_NUM"] = str(role.replicas)
+        key = f"TRAINHOOK_{env_key(role.name)}_HOSTS"
+        if placement.peers:
+            env[f"{key}_FILE"] = file_path(key)
+        else:
+            env[key] = host_list(topology, role.name)
+        env[f"TRAINHOOK_{env_key(role.name)}_NUM"] = str(role.replicas)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -1,6 +1,7 @@
 """MPI (Open MPI, Intel MPI, MPICH; Horovod on top): a launcher reaching workers over ssh."""
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from webhook.core import contract
@@ -8,8 +9,10 @@ from webhook.core.draft import Draft
 from webhook.core.frameworks.base import Framework, Placement, Success
 from webhook.core.objects import annotations_of
 from webhook.core.pods import add_volume, containers, mount
+from webhook.core.topology import Topology
 
 HOSTFILE_VOLUME = "mpi-hostfile"
+HOSTFILE = "hostfile"  # the file name, and its key in a large job's peers ConfigMap
 SSH_VOLUME = "mpi-ssh"
 SSH_PORT = 22
 
@@ -20,10 +23,15 @@ def slots(placement: Placement) -> int:
     return topology.role("worker").nproc if topology.has("worker") else placement.nproc
 
 
-def hostfile(placement: Placement) -> str:
+def hostfile(topology: Topology) -> str:
     """One line per worker, as mpirun reads it."""
-    per_worker = slots(placement)
-    return "".join(f"{host} slots={per_worker}\n" for host in placement.topology.hosts("worker"))
+    per_worker = topology.role("worker").nproc if topology.has("worker") else 1
+    return "".join(f"{host} slots={per_worker}\n" for host in topology.hosts("worker"))
+
+
+@lru_cache(maxsize=8)
+def lists(topology: Topology, port: int | None) -> dict[str, str]:
+    return {HOSTFILE: hostfile(topology)}
 
 
 SSH_ARGS = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
@@ -71,17 +79,24 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
         mount(draft, field, position, container, SSH_VOLUME, contract.MPI_SSH_PATH)
     if placement.role != "launcher":
         return
-    content = hostfile(placement)
-    if annotations_of(pod).get(contract.HOSTFILE) != content:
-        draft.dict_at("metadata", "annotations")[contract.HOSTFILE] = content
-    path = f"metadata.annotations['{contract.HOSTFILE}']"
-    add_volume(
-        draft,
-        {
-            "name": HOSTFILE_VOLUME,
-            "downwardAPI": {"items": [{"path": "hostfile", "fieldRef": {"fieldPath": path}}]},
-        },
-    )
+    if placement.peers:
+        items = [{"key": HOSTFILE, "path": HOSTFILE}]
+        add_volume(
+            draft,
+            {"name": HOSTFILE_VOLUME, "configMap": {"name": placement.peers, "items": items}},
+        )
+    else:
+        content = hostfile(placement.topology)
+        if annotations_of(pod).get(contract.HOSTFILE) != content:
+            draft.dict_at("metadata", "annotations")[contract.HOSTFILE] = content
+        path = f"metadata.annotations['{contract.HOSTFILE}']"
+        add_volume(
+            draft,
+            {
+                "name": HOSTFILE_VOLUME,
+                "downwardAPI": {"items": [{"path": HOSTFILE, "fieldRef": {"fieldPath": path}}]},
+            },
+        )
     directory = contract.MPI_HOSTFILE_PATH.rpartition("/")[0]
     for field, position, container in main:
         mount(draft, field, position, container, HOSTFILE_VOLUME, directory)
@@ -97,5 +112,6 @@ FRAMEWORK = Framework(
     success=Success(first_of=("launcher",)),
     pod_extras=pod_extras,
     ssh_keys=True,
+    lists=lists,
     key_vars=("K_MPI_JOB_ROLE", "PRTE_MCA_prte_set_default_slots"),
 )

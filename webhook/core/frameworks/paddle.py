@@ -1,12 +1,33 @@
 """PaddlePaddle: the launch variables paddle.distributed reads, collective and parameter-server."""
 
+from functools import lru_cache
+
 from webhook.core.frameworks.base import Framework, Placement, Success
+from webhook.core.topology import Topology
 
 LOOPBACK = "127.0.0.1"
 # A `master` is a parameter server, as in the training-operator's PaddleJob (which runs PS mode
 # whenever a Master replica exists); `ps` is the paddle-operator's name for the same.
 SERVER_ROLES = ("master", "ps")
 TRAINING_ROLES = {"master": "PSERVER", "ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
+
+
+@lru_cache(maxsize=8)
+def lists(topology: Topology, port: int | None) -> dict[str, str]:
+    """The endpoint lists, the same for every pod of the job."""
+    suffix = "" if port is None else f":{port}"  # as Placement.endpoint
+
+    def endpoints(role: str) -> str:
+        return ",".join(host + suffix for host in topology.hosts(role))
+
+    result = {"PADDLE_TRAINER_ENDPOINTS": endpoints("worker")}
+    if any(topology.has(role) for role in (*SERVER_ROLES, "heter")):
+        result["PADDLE_PSERVERS_IP_PORT_LIST"] = ",".join(
+            endpoints(role) for role in SERVER_ROLES if topology.has(role)
+        )
+        if topology.has("heter"):
+            result["PADDLE_HETER_ENDPOINTS"] = endpoints("heter")
+    return result
 
 
 def env(placement: Placement) -> dict[str, str]:
@@ -28,9 +49,9 @@ def env(placement: Placement) -> dict[str, str]:
     }
     if placement.role == "worker":
         result["PADDLE_TRAINER_ID"] = str(placement.index)
+    result["PADDLE_TRAINERS_NUM"] = str(topology.replicas("worker"))
+    result |= placement.listed("PADDLE_TRAINER_ENDPOINTS", lists)
     result |= {
-        "PADDLE_TRAINERS_NUM": str(topology.replicas("worker")),
-        "PADDLE_TRAINER_ENDPOINTS": placement.endpoints("worker"),
         "PADDLE_CURRENT_ENDPOINT": placement.endpoint(placement.host),
         "PADDLE_PORT": str(placement.port),
         "POD_IP": placement.host,
@@ -48,11 +69,9 @@ def env(placement: Placement) -> dict[str, str]:
         result["PADDLE_SERVER_NUM"] = "1"
     elif training_role == "TRAINER":
         result["PADDLE_TRAINER_NUM"] = "1"
-    result["PADDLE_PSERVERS_IP_PORT_LIST"] = ",".join(
-        placement.endpoints(role) for role in SERVER_ROLES if topology.has(role)
-    )
+    result |= placement.listed("PADDLE_PSERVERS_IP_PORT_LIST", lists)
     if topology.has("heter"):
-        result["PADDLE_HETER_ENDPOINTS"] = placement.endpoints("heter")
+        result |= placement.listed("PADDLE_HETER_ENDPOINTS", lists)
     return result
 
 
@@ -64,5 +83,6 @@ FRAMEWORK = Framework(
     container="paddle",
     env=env,
     success=Success(every="worker"),
+    lists=lists,
     key_vars=("PADDLE_TRAINER_ID", "PADDLE_CURRENT_ENDPOINT", "TRAINING_ROLE"),
 )

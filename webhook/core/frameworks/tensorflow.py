@@ -1,24 +1,41 @@
 """TensorFlow: TF_CONFIG as tf.distribute's cluster resolvers read it."""
 
+from functools import lru_cache
+
 from webhook.core import jsoncodec
 from webhook.core.frameworks.base import Framework, Placement, Success
+from webhook.core.peers import file_path
+from webhook.core.topology import Topology
+
+
+def cluster(topology: Topology, port: int | None) -> dict[str, list[str]]:
+    suffix = "" if port is None else f":{port}"  # as Placement.endpoint
+    return {
+        role.name: [host + suffix for host in topology.hosts(role.name)] for role in topology.roles
+    }
+
+
+@lru_cache(maxsize=8)
+def lists(topology: Topology, port: int | None) -> dict[str, str]:
+    """The file of a large job: TF_CONFIG without its task, which each pod adds from
+    TRAINHOOK_ROLE and TRAINHOOK_ROLE_INDEX before TensorFlow starts."""
+    config = {"cluster": cluster(topology, port), "environment": "cloud"}
+    return {"TF_CONFIG": jsoncodec.dumps(config).decode()}
 
 
 def env(placement: Placement) -> dict[str, str]:
     topology = placement.topology
     if topology.total <= 1:
         return {}
-    port = "" if placement.port is None else f":{placement.port}"  # as Placement.endpoint
-    cluster = {
-        role.name: [host + port for host in topology.hosts(role.name)] for role in topology.roles
-    }
+    if placement.peers:
+        return {"TF_CONFIG_FILE": file_path("TF_CONFIG")}
     tf_config = {
-        "cluster": cluster,
+        "cluster": cluster(topology, placement.port),
         "task": {"type": placement.role, "index": placement.index},
         "environment": "cloud",
     }
     # Compact JSON, as json.dumps(..., separators=(",", ":")) writes it for the ASCII host names
-    # Kubernetes allows, made in a tenth of the time for a large cluster.
+    # Kubernetes allows.
     return {"TF_CONFIG": jsoncodec.dumps(tf_config).decode()}
 
 
@@ -31,4 +48,5 @@ FRAMEWORK = Framework(
     env=env,
     success=Success(first_of=("chief", "master", "worker")),
     key_vars=("TF_CONFIG",),
+    lists=lists,
 )

@@ -1,6 +1,14 @@
 """XGBoost (Rabit / collective tracker): the variables Kubeflow's XGBoostJob sets."""
 
+from functools import lru_cache
+
 from webhook.core.frameworks.base import Framework, Placement, Success
+from webhook.core.topology import Topology
+
+
+@lru_cache(maxsize=8)
+def lists(topology: Topology, port: int | None) -> dict[str, str]:
+    return {"WORKER_ADDRS": ",".join(topology.hosts("worker"))}
 
 
 def env(placement: Placement) -> dict[str, str]:
@@ -12,8 +20,7 @@ def env(placement: Placement) -> dict[str, str]:
         "WORLD_SIZE": str(topology.total),
         "RANK": str(placement.rank),
         "WORKER_PORT": str(placement.port),
-        "WORKER_ADDRS": ",".join(topology.hosts("worker")),
-    }
+    } | placement.listed("WORKER_ADDRS", lists)
 
 
 FRAMEWORK = Framework(
@@ -24,5 +31,6 @@ FRAMEWORK = Framework(
     container="xgboost",
     env=env,
     success=Success(first_of=("master",)),
+    lists=lists,
     key_vars=("MASTER_ADDR", "WORLD_SIZE", "RANK"),
 )

@@ -1,0 +1,165 @@
+"""Large jobs' peer lists: the sweeper creates the ConfigMap the webhook's pods mount."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.stored import NAMESPACE, bare_pod, owned, pod, stamped, statefulset
+from webhook.core import contract
+from webhook.core.pod_mutation import mutate_pod
+from webhook.core.render import expand
+from webhook.kube.resources import CONFIGMAPS, MANAGED_BY, MANAGER, STATEFULSETS
+from webhook.sweeper.actions import Create, Delete, Patch
+
+from .helpers import decision, of_type
+
+
+def service() -> dict[str, Any]:
+    return owned("Service", "pt", job="pt", managed=False, spec={"clusterIP": "None"})
+
+
+def large_job(workers: int = 100) -> list[dict[str, Any]]:
+    return stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset("pt-worker", role="worker", job="pt", replicas=workers),
+    )
+
+
+def mounted(workload: dict[str, Any], index: int, cluster_domain: str = "") -> str:
+    """The ConfigMap the webhook mounts in pod `index` of a workload."""
+    raw = expand(workload, NAMESPACE)[index]
+    result = mutate_pod(raw, NAMESPACE, cluster_domain=cluster_domain)
+    assert result.peers is not None
+    return result.peers.name
+
+
+def hosts(prefix: str, count: int, domain: str = "") -> str:
+    return ",".join(f"{prefix}-{i}.pt.ml.svc{domain}" for i in range(count))
+
+
+def peers_configmap(name: str) -> dict[str, Any]:
+    found = owned("ConfigMap", name, job="pt")
+    del found["spec"]
+    return found
+
+
+def with_peers(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    obj["spec"]["volumes"] = [{"name": "trainhook-peers", "configMap": {"name": name}}]
+    return obj
+
+
+def test_the_sweeper_creates_exactly_the_configmap_a_large_jobs_pods_mount() -> None:
+    master, workers = large_job()
+    name = mounted(workers, 7)
+    assert mounted(master, 0) == name
+    actions = decision("pt", [master, workers], services=[service()]).actions
+    [create] = of_type(actions, Create)
+    owners = [
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w["metadata"]["name"], "uid": uid}
+        for w in (master, workers)
+        for uid in [w["metadata"]["uid"]]
+    ]
+    assert create == Create(
+        CONFIGMAPS,
+        NAMESPACE,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "labels": {contract.JOB: "pt", MANAGED_BY: MANAGER},
+                "ownerReferences": owners,
+            },
+            "immutable": True,
+            "data": {
+                "TRAINHOOK_MASTER_HOSTS": "pt-master-0.pt.ml.svc",
+                "TRAINHOOK_WORKER_HOSTS": hosts("pt-worker", 100),
+            },
+        },
+    )
+
+
+def test_the_sweepers_cluster_domain_names_the_same_configmap_as_the_webhooks() -> None:
+    master, workers = large_job()
+    name = mounted(workers, 0, cluster_domain="cluster.local")
+    actions = decision(
+        "pt", [master, workers], services=[service()], cluster_domain="cluster.local"
+    ).actions
+    [create] = of_type(actions, Create)
+    assert create.body["metadata"]["name"] == name
+    assert create.body["data"]["TRAINHOOK_WORKER_HOSTS"] == hosts(
+        "pt-worker", 100, ".cluster.local"
+    )
+
+
+def test_a_job_of_100_bare_pods_gets_the_one_configmap_its_pods_mount() -> None:
+    pods = [bare_pod(f"bare-worker-{i}", index=i, topology='{"worker":100}') for i in range(100)]
+    name = mutate_pod(pods[42], NAMESPACE).peers
+    assert name is not None
+    creates = of_type(decision("bare", [], pods).actions, Create)
+    [create] = [c for c in creates if c.resource == CONFIGMAPS]
+    assert create.body["metadata"]["name"] == name.name
+    assert create.body["data"] == {
+        "TRAINHOOK_WORKER_HOSTS": ",".join(f"bare-worker-{i}.bare.ml.svc" for i in range(100))
+    }
+
+
+def test_a_small_job_gets_no_configmap() -> None:
+    actions = decision("pt", large_job(workers=63), services=[service()]).actions
+    assert of_type(actions, Create) == []
+
+
+def test_an_existing_configmap_is_not_created_again() -> None:
+    master, workers = large_job()
+    existing = peers_configmap(mounted(workers, 0))
+    actions = decision("pt", [master, workers], services=[service()], configmaps=[existing])
+    assert actions.actions == ()
+
+
+def test_a_scale_creates_the_new_lists_before_it_restamps_any_workload() -> None:
+    master, workers = large_job()
+    old = mounted(workers, 0)
+    workers["spec"]["replicas"] = 101
+    running = [with_peers(pod(workers, i), old) for i in range(3)]
+    actions = decision(
+        "pt",
+        [master, workers],
+        running,
+        services=[service()],
+        configmaps=[peers_configmap(old)],
+    ).actions
+    creates = of_type(actions, Create)
+    patches = of_type(actions, Patch)
+    assert [p.resource for p in patches] == [STATEFULSETS, STATEFULSETS]
+    [create] = creates
+    assert create.body["data"]["TRAINHOOK_WORKER_HOSTS"] == hosts("pt-worker", 101)
+    assert actions.index(create) < actions.index(patches[0])
+    # The old lists stay while pods still mount them.
+    assert of_type(actions, Delete) == []
+    restamped = stamped(master, workers)
+    assert mounted(restamped[1], 100) == create.body["metadata"]["name"]
+
+
+def test_lists_no_pod_mounts_and_no_stamp_names_are_deleted() -> None:
+    master, workers = large_job()
+    current = mounted(workers, 0)
+    gone = peers_configmap("pt-peers-0123456789")
+    actions = decision(
+        "pt",
+        [master, workers],
+        [with_peers(pod(workers, 0), current)],
+        services=[service()],
+        configmaps=[peers_configmap(current), gone],
+    ).actions
+    assert actions == (
+        Delete(CONFIGMAPS, NAMESPACE, "pt-peers-0123456789", gone["metadata"]["uid"]),
+    )
+
+
+def test_the_lists_of_a_deleted_job_go_with_its_other_objects() -> None:
+    lists = peers_configmap("pt-peers-0123456789")
+    actions = decision("pt", [], [], configmaps=[lists]).actions
+    assert actions == (
+        Delete(CONFIGMAPS, NAMESPACE, "pt-peers-0123456789", lists["metadata"]["uid"]),
+    )
