@@ -321,7 +321,12 @@ def test_a_large_job_gets_its_peers_configmap_and_a_scale_replaces_it(emulator, 
 def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     emulator.emulator.fail(500, method="GET", path="/api/v1/pods", times=2)
     emulator.emulator.fail(500, method="POST", path="/namespaces/ml/services", times=3)
-    create_pytorch_job(kube, {})
+    # A running job whose state is recorded already: the Service is all the sweeper writes, so
+    # no event of its own writes cuts a backoff short.
+    known = '{"state":"Running","reason":"Running","message":"","restarts":0,' + (
+        '"startTime":"2025-01-01T00:00:00Z"}'
+    )
+    create_pytorch_job(kube, {contract.STATUS: known})
     with sweeping(kube, backoff_base=0.1) as sweeper:
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
         assert sweeper.sweeper.watches[(PODS, None)].lists >= 1
