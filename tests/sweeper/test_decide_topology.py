@@ -6,7 +6,7 @@ from datetime import timedelta
 from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
-from webhook.sweeper.actions import Delete, Emit, Patch
+from webhook.sweeper.actions import Create, Delete, Emit, Patch
 
 from .helpers import NOW, decision, of_type
 
@@ -185,3 +185,31 @@ def test_a_job_still_being_created_is_left_to_settle_before_its_topology_is_enfo
     assert early.recheck_at == NOW + timedelta(seconds=3)
     settled = decision("pt", [master, workers], pods, services=[service()], now=early.recheck_at)
     assert [a.name for a in of_type(settled.actions, Patch)] == ["pt-master", "pt-worker"]
+
+
+def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both_and_the_job_goes_on():
+    """Admitted while the webhook could not read the siblings: only the sweeper sees both."""
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset(
+            "pt-worker",
+            role="worker",
+            job="pt",
+            replicas=2,
+            annotations={contract.SCHEDULER: "volcano"},
+        ),
+    )
+    actions = decision("pt", [master, workers], services=[service()]).actions
+
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason, event.involved.name) == (
+        "Warning",
+        "SettingsDisagree",
+        "pt-master",
+    )
+    assert event.message == (
+        "trainhook.io/scheduler differs between the roles of job pt: master (StatefulSet "
+        "pt-master) unset, worker (StatefulSet pt-worker) 'volcano'; set one value on every "
+        "workload of the job (the job is one gang)"
+    )
+    assert [a.resource.kind for a in of_type(actions, Create)] == ["PodGroup"]

@@ -11,6 +11,7 @@ from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
+from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
@@ -30,6 +31,8 @@ from webhook.core.workload import (
     read_job,
     read_role,
     read_workload,
+    replica_controller,
+    template_only,
 )
 from webhook.core.workload_mutation import sibling_workloads
 
@@ -70,7 +73,12 @@ def mutate_pod(
     namespace = metadata.get("namespace") or namespace
     labels = labels_of(pod)
     annotations = annotations_of(pod)
+    owners = metadata.get("ownerReferences") or []
+    controller: Mapping[str, Any] = next((r for r in owners if r.get("controller")), {})
+    if controller.get("kind") in contract.REPLICA_CONTROLLERS:
+        raise replica_controller(str(controller["kind"]), str(controller.get("name") or ""))
     framework = read_framework(labels)
+    check_keys(labels, annotations)
     identity = identify(pod)
     job = read_job(labels, identity.owner_name or metadata.get("name") or "")
     role = read_role(labels, framework)
@@ -80,7 +88,9 @@ def mutate_pod(
     )
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
-    port = settings.port if settings.port is not None else framework.port
+    port = topology.role(role).port  # the stamp's, when the job's roles differ in port
+    if port is None:
+        port = settings.port if settings.port is not None else framework.port
     training = training_container(pod, framework.container, settings.container)
     gpus = gpu_count(pod, training, settings)
     nproc = processes_per_pod(pod, training, settings)
@@ -137,6 +147,9 @@ def _topology(
     if stamped is not None:
         return stamped
     if owner is not None:
+        if job_of(owner) is None:
+            owner_kind = str(owner.get("kind") or identity.owner_kind)
+            raise template_only(owner_kind, identity.owner_name)
         workload = read_workload(owner, namespace)
         return build_topology([workload, *sibling_workloads(workload, siblings)], cluster_domain)
     if identity.owner_kind == "Pod" and identity.index is None:
@@ -144,7 +157,9 @@ def _topology(
         alone = Role(role, 1, pod=f"{job}-{role}", start=0, service=job)
         return Topology(job, namespace, framework.name, (alone,), cluster_domain)
     source = (
-        f"its {identity.owner_kind} {identity.owner_name} could not be read"
+        f"its {identity.owner_kind} {identity.owner_name} could not be read (is the "
+        f"{contract.FRAMEWORK} label on the {identity.owner_kind} itself, not only on its "
+        "pod template?)"
         if identity.owner_kind != "Pod"
         else f"a bare pod with {contract.INDEX} must carry it"
     )

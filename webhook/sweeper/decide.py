@@ -20,7 +20,7 @@ from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.requests import sum_requests
 from webhook.core.topology import stamp, topology_from_stamp
-from webhook.core.workload import build_topology
+from webhook.core.workload import Member, build_topology, disagreement
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
@@ -119,6 +119,7 @@ def _running(state: JobState, now: datetime) -> Decision:
         # topology mounts a ConfigMap that already holds it.
         actions += _peers(state)
         if now >= settled:
+            actions += _agreement(state)
             actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
@@ -467,6 +468,17 @@ def _topology(state: JobState) -> Iterable[Action]:
     )
     for pod in stale:
         yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _agreement(state: JobState) -> Iterable[Action]:
+    """A job-wide setting its roles disagree on (admitted while its siblings could not be read,
+    or changed since): one Warning on the first workload, for as long as it lasts."""
+    members = [
+        Member(w.role, f"{w.kind} {w.name}", w.settings, w.priority_class) for w in state.workloads
+    ]
+    problem = disagreement(state.job, state.framework, members)
+    if problem is not None:
+        yield _event(state, state.workloads[0], "Warning", "SettingsDisagree", problem)
 
 
 # --- a finished job -----------------------------------------------------------------------
