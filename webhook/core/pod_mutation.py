@@ -39,6 +39,7 @@ from webhook.core.workload_mutation import sibling_workloads
 SHM_VOLUME = "dshm"
 PEERS_VOLUME = "trainhook-peers"
 DEFAULT_SCHEDULER = "default-scheduler"
+POD_TEMPLATE_HASH = "pod-template-hash"  # the label a Deployment's ReplicaSets put on pods
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class PodMutation:
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """The StatefulSet or Job to read when a labelled pod carries no topology stamp."""
-    if job_of(pod) is None or contract.TOPOLOGY in annotations_of(pod):
+    if contract.FRAMEWORK not in labels_of(pod) or contract.TOPOLOGY in annotations_of(pod):
         return None
     identity = identify(pod)
     if identity.owner_kind == "Pod" or not identity.owner_name:
@@ -76,7 +77,7 @@ def mutate_pod(
     owners = metadata.get("ownerReferences") or []
     controller: Mapping[str, Any] = next((r for r in owners if r.get("controller")), {})
     if controller.get("kind") in contract.REPLICA_CONTROLLERS:
-        raise replica_controller(str(controller["kind"]), str(controller.get("name") or ""))
+        raise replica_controller(*_replica_owner(controller, labels))
     framework = read_framework(labels)
     check_keys(labels, annotations)
     identity = identify(pod)
@@ -123,6 +124,17 @@ def mutate_pod(
         framework.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)
     return PodMutation(draft.root, warnings, placement, env, files)
+
+
+def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
+    """The kind and name a user wrote: a ReplicaSet `<name>-<pod-template-hash>` is a
+    Deployment's."""
+    kind, name = str(controller.get("kind")), str(controller.get("name") or "")
+    template_hash = labels.get(POD_TEMPLATE_HASH)
+    suffix = f"-{template_hash}"
+    if kind == "ReplicaSet" and template_hash and name.endswith(suffix) and name != suffix:
+        return "Deployment", name.removesuffix(suffix)
+    return kind, name
 
 
 def _topology(
