@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.core.builders import env, pods, statefulset
+from tests.support.builders import env, pods, statefulset
 from webhook.core.admit import admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import RenderError, render_all

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.reviews import StoredWorkloads, encoded, pods_of, review
+from tests.support.reviews import StoredWorkloads, encoded, pods_of, review
 from webhook.cli import main
 from webhook.core import contract
 from webhook.core.render import RenderError, render_all

@@ -7,7 +7,7 @@ import copy
 import json
 from typing import Any
 
-from tests.server.reviews import encoded, patched, review, validate
+from tests.support.reviews import encoded, patched, review, validate
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
@@ -134,3 +134,15 @@ def test_a_label_the_selector_uses_stays_on_the_template_when_the_framework_labe
         f"{TEMPLATE_ANNOTATIONS}/trainhook.io~1topology",
         f"{TEMPLATE_ANNOTATIONS}/trainhook.io~1hosts",
     }
+
+
+def test_an_old_object_that_cannot_be_read_is_ignored_rather_than_a_500() -> None:
+    old = stored({contract.GPUS: "2"})
+    unreadable = copy.deepcopy(old)
+    unreadable["metadata"]["annotations"] = ["not", "a", "map"]
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"].pop(contract.FRAMEWORK)
+
+    body = answer(new, operation="UPDATE", old=unreadable)
+
+    assert "patch" not in body["response"]
