@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import env, pods, statefulset
+from tests.support.builders import bare_pod, env, pods, statefulset
 from webhook.core.admit import admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import RenderError, render_all
@@ -221,3 +221,36 @@ def test_per_role_settings_may_differ_between_roles() -> None:
     limits = rendered["pt-worker-0"].pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"amd.com/gpu": "2"}
     assert "resources" not in rendered["pt-master-0"].pod["spec"]["containers"][0]
+
+
+def bare_worker(index: int, annotations: dict[str, str]) -> dict[str, Any]:
+    return bare_pod(
+        f"tf-worker-{index}",
+        "tensorflow",
+        labels={"trainhook.io/job": "tf", "trainhook.io/index": str(index)},
+        annotations={
+            "trainhook.io/topology": '{"ps":1,"worker":2}',
+            "trainhook.io/hosts": '{"ps":{"pod":"tf-ps","port":5000},"worker":{"pod":"tf-worker",'
+            '"port":2222}}',
+            **annotations,
+        },
+    )
+
+
+def test_bare_pods_reach_each_role_on_the_port_their_hosts_annotation_records() -> None:
+    rendered = env(bare_worker(1, {}))
+
+    assert json.loads(rendered["tf-worker-1"]["TF_CONFIG"])["cluster"] == {
+        "ps": ["tf-ps-0.tf.default.svc:5000"],
+        "worker": ["tf-worker-0.tf.default.svc:2222", "tf-worker-1.tf.default.svc:2222"],
+    }
+
+
+def test_a_bare_pod_whose_port_is_not_the_one_its_peers_use_is_refused() -> None:
+    with pytest.raises(RenderError) as caught:
+        render_all([bare_worker(0, {"trainhook.io/port": "3333"})])
+
+    assert str(caught.value) == (
+        "trainhook.io/port: invalid value '3333': trainhook.io/hosts gives role worker port "
+        "2222, where its peers reach it: set the same"
+    )

@@ -3,7 +3,7 @@
 import copy
 from datetime import timedelta
 
-from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
+from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
@@ -213,3 +213,25 @@ def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both_and_the_
         "workload of the job (the job is one gang)"
     )
     assert [a.resource.kind for a in of_type(actions, Create)] == ["PodGroup"]
+
+
+def test_bare_pods_of_one_job_on_different_ports_get_a_warning_naming_each():
+    pods = [
+        bare_pod(
+            f"pt-{i}",
+            framework="pytorch",
+            job="pt",
+            index=i,
+            topology='{"worker":2}',
+            annotations={contract.PORT: port},
+        )
+        for i, port in enumerate(("29500", "29501"))
+    ]
+    actions = decision("pt", [], pods, services=[service()]).actions
+
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason) == ("Warning", "SettingsDisagree")
+    assert event.message == (
+        "trainhook.io/port differs between the bare pods of job pt: worker (Pod pt-0) 29500, "
+        "worker (Pod pt-1) 29501; set one, or record each role's port in trainhook.io/hosts"
+    )

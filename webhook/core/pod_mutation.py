@@ -8,7 +8,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import Refused
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
 from webhook.core.keys import check_keys
@@ -92,6 +92,13 @@ def mutate_pod(
     port = topology.role(role).port  # the stamp's, when the job's roles differ in port
     if port is None:
         port = settings.port if settings.port is not None else framework.port
+    elif settings.port is not None and settings.port != port:
+        raise InvalidSetting(
+            contract.PORT,
+            annotations.get(contract.PORT),
+            f"{contract.HOSTS} gives role {role} port {port}, where its peers reach it: "
+            "set the same",
+        )
     training = training_container(pod, framework.container, settings.container)
     gpus = gpu_count(pod, training, settings)
     nproc = processes_per_pod(pod, training, settings)
