@@ -190,6 +190,17 @@ def job_settings(draw: Draw[Any], framework: str) -> dict[str, str]:
     return chosen
 
 
+def role_settings(draw: Draw[Any], settings: dict[str, str]) -> dict[str, str]:
+    """A role's settings: the job's, with sometimes a port and processes of its own (per-role
+    settings; the job-wide ones stay shared)."""
+    own = dict(settings)
+    if draw(booleans):
+        own[contract.PORT] = str(draw(integers(1, 65535)))
+    if draw(booleans):
+        own[contract.NPROC_PER_NODE] = str(draw(integers(1, 8)))
+    return own
+
+
 def place_settings(
     draw: Draw[Any], settings: dict[str, str], container_names: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -437,7 +448,7 @@ def _training_jobs(draw: Draw[Any], with_statefulset: bool) -> TrainingJob:
             job if labelled else None,
             role,
             namespace,
-            settings,
+            role_settings(draw, settings),
             ("StatefulSet",) if with_statefulset and position == 0 else KINDS,
         )
         for position, role in enumerate(chosen)
