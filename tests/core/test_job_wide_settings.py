@@ -128,9 +128,8 @@ def test_a_master_running_fewer_processes_than_its_workers_counts_every_process_
 
 
 SCHEDULER_ON_WORKERS = (
-    "trainhook.io/scheduler differs between the roles of job pt: master (StatefulSet pt-master) "
-    "unset, worker (StatefulSet pt-worker) 'volcano'; set one value on every workload of the "
-    "job (the job is one gang)"
+    "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: not set on "
+    "StatefulSet pt-master but 'volcano' on StatefulSet pt-worker"
 )
 
 
@@ -163,9 +162,8 @@ def test_an_update_that_leaves_roles_disagreeing_is_admitted_with_the_line_as_a_
 
     assert outcome is not None
     assert outcome.warnings == [
-        "trainhook.io/scheduler differs between the roles of job pt: master (StatefulSet "
-        "pt-master) 'volcano', worker (StatefulSet pt-worker) unset; set one value on every "
-        "workload of the job (the job is one gang)"
+        "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: "
+        "'volcano' on StatefulSet pt-master but not set on StatefulSet pt-worker"
     ]
 
 
@@ -175,9 +173,8 @@ def test_an_update_that_leaves_roles_disagreeing_is_admitted_with_the_line_as_a_
         (
             {**VOLCANO, "trainhook.io/queue": "research"},
             VOLCANO,
-            "trainhook.io/queue differs between the roles of job pt: master (StatefulSet "
-            "pt-master) 'research', worker (StatefulSet pt-worker) 'default'; set one value on "
-            "every workload of the job (the job is one gang)",
+            "trainhook.io/queue: job 'pt' is one gang, so every role must say the same: "
+            "'research' on StatefulSet pt-master but 'default' on StatefulSet pt-worker",
         ),
         (
             {"trainhook.io/elastic": "1:3"},

@@ -187,8 +187,29 @@ def test_a_job_still_being_created_is_left_to_settle_before_its_topology_is_enfo
     assert [a.name for a in of_type(settled.actions, Patch)] == ["pt-master", "pt-worker"]
 
 
-def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both_and_the_job_goes_on():
+def test_roles_that_disagree_on_elastic_get_a_warning_naming_both_and_the_job_goes_on():
     """Admitted while the webhook could not read the siblings: only the sweeper sees both."""
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt", annotations={contract.ELASTIC: "1:3"}),
+        statefulset("pt-worker", role="worker", job="pt", replicas=2),
+    )
+    actions = decision("pt", [master, workers]).actions
+
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason, event.involved.name) == (
+        "Warning",
+        "SettingsDisagree",
+        "pt-master",
+    )
+    assert event.message == (
+        "trainhook.io/elastic differs between the roles of job pt: master (StatefulSet "
+        "pt-master) 1:3, worker (StatefulSet pt-worker) unset; set one value on every "
+        "workload of the job (every pod joins one rendezvous)"
+    )
+    assert [a.resource.kind for a in of_type(actions, Create)] == ["Service"]
+
+
+def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both():
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt"),
         statefulset(
@@ -199,20 +220,13 @@ def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both_and_the_
             annotations={contract.SCHEDULER: "volcano"},
         ),
     )
-    actions = decision("pt", [master, workers], services=[service()]).actions
+    (event,) = decision("pt", [master, workers], services=[service()]).actions
 
-    (event,) = of_type(actions, Emit)
-    assert (event.type, event.reason, event.involved.name) == (
-        "Warning",
-        "SettingsDisagree",
-        "pt-master",
-    )
+    assert (event.type, event.reason) == ("Warning", "InvalidJob")
     assert event.message == (
-        "trainhook.io/scheduler differs between the roles of job pt: master (StatefulSet "
-        "pt-master) unset, worker (StatefulSet pt-worker) 'volcano'; set one value on every "
-        "workload of the job (the job is one gang)"
+        "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: not set "
+        "on StatefulSet pt-master but 'volcano' on StatefulSet pt-worker"
     )
-    assert [a.resource.kind for a in of_type(actions, Create)] == ["PodGroup"]
 
 
 def test_bare_pods_of_one_job_on_different_ports_get_a_warning_naming_each():

@@ -295,12 +295,13 @@ def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> s
     """One line naming a job-wide setting whose roles disagree and their values; None if none."""
     if len(members) < 2 or len({_job_wide(m) for m in members}) == 1:
         return None  # most jobs: every role reads the same (settings are shared by value)
+    # In role order, so the line is the same whichever workload is admitted (or rendered) last.
+    position = {role: i for i, role in enumerate(framework.order(m.role for m in members))}
+    members = sorted(members, key=lambda m: (position.get(m.role, len(position)), m.what))
     try:
         job_gang(job, [(m.what, m.settings) for m in members])
     except Refused as refused:
         return str(refused)
-    position = {role: i for i, role in enumerate(framework.order(m.role for m in members))}
-    members = sorted(members, key=lambda m: (position.get(m.role, len(position)), m.what))
     checks: list[tuple[str, Callable[[Member], object], str, bool]] = [
         (key, _attribute(name), why, True) for name, key, why in JOB_WIDE
     ]
