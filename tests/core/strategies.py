@@ -616,7 +616,10 @@ def bare_pod(
 @st.composite
 def _bare_pod_jobs(draw: Draw[Any]) -> BarePodJob:
     framework = draw(one_of(tuple(sorted(FRAMEWORKS))))
-    counts = {role: draw(integers(0, 4)) for role in roles(draw, framework)}
+    single = FRAMEWORKS[framework].single  # a PyTorch master, an MPI launcher: one at most
+    counts = {
+        role: draw(integers(0, 1 if role in single else 4)) for role in roles(draw, framework)
+    }
     job, namespace, domain = draw(one_of(NAMES)), draw(one_of(NAMESPACES)), draw(one_of(DOMAINS))
     case = BarePodJob(framework, job, namespace, counts, domain)
     settings = job_settings(draw, framework)

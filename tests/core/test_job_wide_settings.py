@@ -251,3 +251,19 @@ def test_a_bare_pod_whose_port_is_not_the_one_its_peers_use_is_refused() -> None
         "trainhook.io/port: invalid value '3333': trainhook.io/hosts gives role worker port "
         "2222, where its peers reach it: set the same"
     )
+
+
+def test_bare_pods_stamped_with_two_pytorch_masters_are_refused() -> None:
+    pod = bare_pod(
+        "pt-master-1",
+        "pytorch",
+        labels={"trainhook.io/job": "pt", "trainhook.io/role": "master", "trainhook.io/index": "1"},
+        annotations={"trainhook.io/topology": '{"master":2,"worker":1}'},
+    )
+    with pytest.raises(RenderError) as caught:
+        render_all([pod])
+
+    assert str(caught.value) == (
+        "trainhook.io/topology: role master has 2 replicas; a pytorch job has one master, which "
+        "the other pods connect to: run the others as workers"
+    )

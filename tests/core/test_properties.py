@@ -528,6 +528,10 @@ def test_every_pod_of_a_job_sees_the_same_peers_on_the_same_ports(
             seen.setdefault("TF_CONFIG cluster", set()).add(cluster)
     if "scheduler" not in roles:
         seen.pop("MS_SCHED_PORT", None)  # no scheduler (scaled to 0) to agree on yet
+    if isinstance(case, BarePodJob):
+        # Bare pods without a hosts annotation know only their own processes per pod.
+        for name in ("WORLD_SIZE", "MS_WORKER_NUM"):
+            seen.pop(name, None)
     assert {name: values for name, values in seen.items() if len(values) > 1} == {}
 
 

@@ -87,6 +87,13 @@ def mutate_pod(
     topology = _topology(
         pod, identity, framework, job, role, namespace, owner, siblings, cluster_domain
     )
+    for single in framework.single:
+        if topology.replicas(single) > 1:
+            raise Refused(
+                f"{contract.TOPOLOGY}: role {single} has {topology.replicas(single)} replicas; a "
+                f"{framework.name} job has one {single}, which the other pods connect to: run "
+                f"the others as {framework.default_role}s"
+            )
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = topology.role(role).port  # the stamp's, when the job's roles differ in port
