@@ -25,8 +25,23 @@ class UnknownKey(TrainhookError):
         super().__init__(f"{key}: unknown {where} (value {shown!r}); {hint}")
 
 
+_CHECKED_AT_MOST = 256
+# Every pod of a job carries the same keys: a set of keys found good is not looked at again.
+_checked: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()
+
+
 def check_keys(labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
     """Raise UnknownKey for the first trainhook.io/ label or annotation Trainhook does not read."""
+    keys = (tuple(labels), tuple(annotations))
+    if keys in _checked:
+        return
+    _check(labels, annotations)
+    if len(_checked) >= _CHECKED_AT_MOST:
+        _checked.clear()
+    _checked.add(keys)
+
+
+def _check(labels: Mapping[str, str], annotations: Mapping[str, str]) -> None:
     for key, value in labels.items():
         if key.startswith(contract.PREFIX) and key not in contract.LABELS:
             raise UnknownKey(key, value, "label", _hint(key, contract.LABELS, "label"))
