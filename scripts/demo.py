@@ -34,7 +34,13 @@ from tests.support.reviews import (  # noqa: E402
 from tests.support.serving import serving  # noqa: E402
 from webhook.core import contract  # noqa: E402
 from webhook.core.frameworks import FRAMEWORKS  # noqa: E402
-from webhook.core.render import RenderedPod, render, table, training_env  # noqa: E402
+from webhook.core.render import (  # noqa: E402
+    DEFAULT_NAMESPACE,
+    RenderedPod,
+    render,
+    table,
+    training_env,
+)
 
 CERTS = ROOT / "certs"
 SERVICE, NAMESPACE = "trainhook", "trainhook-system"
@@ -104,6 +110,7 @@ def _rendered(pod: dict[str, Any], warnings: list[str]) -> RenderedPod:
     return RenderedPod(
         pod=pod,
         framework=FRAMEWORKS[labels[contract.FRAMEWORK]],
+        namespace=pod["metadata"].get("namespace") or DEFAULT_NAMESPACE,
         job=labels[contract.JOB],
         role=labels[contract.ROLE],
         index=int(labels[contract.ROLE_INDEX]),

@@ -38,7 +38,8 @@ SHM_SIZES = ("64Mi", "512Mi", "1Gi", "1.5Gi", "2G", "100M", "16Gi")
 NAMES = ("a", "ddp", "bert-large", "llm7b", "x-1", "resnet50", "t5-ft")
 LABEL_VALUES = ("", "a", "v1", "team.ml", "A-b_c.9", "x" * 63)
 # Keys with '/' and '~': the API server rejects '~' in keys only after mutating admission ran.
-USER_LABEL_KEYS = ("app", "team", "example.com/a~b", "example.com/owner", "trainhook.io/a~b")
+# (Trainhook refuses a trainhook.io/ key it does not know, so none of those.)
+USER_LABEL_KEYS = ("app", "team", "example.com/a~b", "example.com/owner", "example.org/x~1y")
 USER_ANNOTATION_KEYS = (
     "description",
     "example.com/a~b",
@@ -183,7 +184,21 @@ SETTINGS: dict[str, Callable[[Draw[Any]], str]] = {
 def job_settings(draw: Draw[Any], framework: str) -> dict[str, str]:
     """trainhook.io/ annotations with valid values, shared by a job's workloads."""
     keys = tuple(key for key in SETTINGS if key != contract.ELASTIC or framework == "pytorch")
-    return {key: SETTINGS[key](draw) for key in draw(subsets(keys, 0, len(keys)))}
+    chosen = {key: SETTINGS[key](draw) for key in draw(subsets(keys, 0, len(keys)))}
+    if contract.SCHEDULER not in chosen:
+        chosen.pop(contract.QUEUE, None)  # a queue without a scheduler is refused
+    return chosen
+
+
+def role_settings(draw: Draw[Any], settings: dict[str, str]) -> dict[str, str]:
+    """A role's settings: the job's, with sometimes a port and processes of its own (per-role
+    settings; the job-wide ones stay shared)."""
+    own = dict(settings)
+    if draw(booleans):
+        own[contract.PORT] = str(draw(integers(1, 65535)))
+    if draw(booleans):
+        own[contract.NPROC_PER_NODE] = str(draw(integers(1, 8)))
+    return own
 
 
 def place_settings(
@@ -372,7 +387,8 @@ def workload(
         for key, value in (("labels", template_labels), ("annotations", template_annotations))
         if value
     }
-    replicas = draw(integers(0, 6))
+    # The framework's coordinator roles (a PyTorch master, an MPI launcher) have at most one.
+    replicas = draw(integers(0, 1 if role in FRAMEWORKS[framework].single else 6))
     service = maybe(draw, (job or name, f"{name}-svc"))
     spec: Obj
     if kind == "StatefulSet":
@@ -432,7 +448,7 @@ def _training_jobs(draw: Draw[Any], with_statefulset: bool) -> TrainingJob:
             job if labelled else None,
             role,
             namespace,
-            settings,
+            role_settings(draw, settings),
             ("StatefulSet",) if with_statefulset and position == 0 else KINDS,
         )
         for position, role in enumerate(chosen)
@@ -454,9 +470,12 @@ jobs_with_a_statefulset = _training_jobs(with_statefulset=True)
 def _statefulset_updates(draw: Draw[Any]) -> tuple[TrainingJob, Update]:
     job = draw(jobs_with_a_statefulset)
     positions = tuple(i for i, w in enumerate(job.workloads) if w["kind"] == "StatefulSet")
+    position = draw(one_of(positions))
+    framework = FRAMEWORKS[job.framework]
+    role = job.workloads[position]["metadata"]["labels"].get(contract.ROLE, framework.default_role)
     update = Update(
-        position=draw(one_of(positions)),
-        replicas=maybe(draw, tuple(range(7))),
+        position=position,
+        replicas=maybe(draw, tuple(range(2 if role in framework.single else 7))),
         drop_stamp=draw(booleans),
         gpus=maybe(draw, tuple(map(str, range(9)))),
     )
@@ -597,7 +616,10 @@ def bare_pod(
 @st.composite
 def _bare_pod_jobs(draw: Draw[Any]) -> BarePodJob:
     framework = draw(one_of(tuple(sorted(FRAMEWORKS))))
-    counts = {role: draw(integers(0, 4)) for role in roles(draw, framework)}
+    single = FRAMEWORKS[framework].single  # a PyTorch master, an MPI launcher: one at most
+    counts = {
+        role: draw(integers(0, 1 if role in single else 4)) for role in roles(draw, framework)
+    }
     job, namespace, domain = draw(one_of(NAMES)), draw(one_of(NAMESPACES)), draw(one_of(DOMAINS))
     case = BarePodJob(framework, job, namespace, counts, domain)
     settings = job_settings(draw, framework)

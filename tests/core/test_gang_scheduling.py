@@ -252,12 +252,11 @@ def test_roles_with_different_schedule_timeouts_are_refused() -> None:
     )
 
 
-def test_a_queue_on_one_role_of_a_job_without_a_scheduler_is_no_gang_to_split() -> None:
+def test_a_queue_on_one_role_of_a_job_without_a_scheduler_is_refused_in_one_line() -> None:
+    """A queue means nothing without a scheduler: it is refused, not silently ignored."""
     documents = job({}, worker_annotations={"trainhook.io/queue": "team-b"})
-    assert admit(
-        documents[0],
-        kind="StatefulSet",
-        operation="CREATE",
-        namespace="default",
-        siblings=documents,
+    assert refusal(documents) == (
+        "trainhook.io/queue: invalid value 'team-b': a queue is read only with "
+        "trainhook.io/scheduler set (one of volcano, coscheduling, kueue): set the scheduler "
+        "too, or remove the queue"
     )

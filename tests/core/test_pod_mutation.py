@@ -206,7 +206,8 @@ def test_a_pod_without_a_stamp_is_refused_when_its_owner_cannot_be_read() -> Non
         admit_pod(pod)
     assert (str(caught.value), caught.value.status_code) == (
         "pod of job ddp has no trainhook.io/topology annotation and its StatefulSet ddp could "
-        "not be read; a wrong world size is worse than a retry",
+        "not be read (is the trainhook.io/framework label on the StatefulSet itself, not only "
+        "on its pod template?); a wrong world size is worse than a retry",
         403,
     )
 

@@ -490,6 +490,65 @@ def test_every_pod_of_a_job_gets_a_distinct_rank_from_0_and_the_same_world_size(
     assert sorted(ranks) == list(range(total))
 
 
+# What every pod of a job must see alike: where its peers are, on which ports, and how many.
+PEER_VIEW = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PET_RDZV_ENDPOINT",
+    "NNODES",
+    "WORLD_SIZE",
+    "WORKER_PORT",
+    "WORKER_ADDRS",
+    "COORDINATOR_ADDRESS",
+    "COORDINATOR_PORT",
+    "NUM_PROCESSES",
+    "MS_SCHED_PORT",
+    "MS_WORKER_NUM",
+    "PADDLE_NNODES",
+    "PADDLE_TRAINER_ENDPOINTS",
+    "PADDLE_PSERVERS_IP_PORT_LIST",
+    "PADDLE_HETER_ENDPOINTS",
+)
+
+
+@CHEAP_PROPERTY
+@given(pod_cases)
+def test_every_pod_of_a_job_sees_the_same_peers_on_the_same_ports(
+    case: TrainingJob | BarePodJob,
+) -> None:
+    seen: dict[str, set[str]] = {}
+    admissions = pod_admissions(case)
+    roles = {a.patched["metadata"]["labels"][contract.ROLE] for a in admissions}
+    for admission in admissions:
+        for name in PEER_VIEW:
+            for value in _env_values_if_set(admission, name):
+                seen.setdefault(name, set()).add(value)
+        for value in _env_values_if_set(admission, "TF_CONFIG"):
+            cluster = json.dumps(json.loads(value)["cluster"])
+            seen.setdefault("TF_CONFIG cluster", set()).add(cluster)
+    if "scheduler" not in roles:
+        seen.pop("MS_SCHED_PORT", None)  # no scheduler (scaled to 0) to agree on yet
+    if isinstance(case, BarePodJob):
+        # Bare pods without a hosts annotation know only their own processes per pod.
+        for name in ("WORLD_SIZE", "MS_WORKER_NUM"):
+            seen.pop(name, None)
+    assert {name: values for name, values in seen.items() if len(values) > 1} == {}
+
+
+def _env_values_if_set(admission: Admission, name: str) -> Iterator[str]:
+    """The variable's value in every container where the webhook set it (the user did not)."""
+    for (_, _, original), (_, _, result) in zip(
+        _containers(admission.before), _containers(admission.patched), strict=True
+    ):
+        if any(item["name"] == name for item in original.get("env") or []):
+            continue
+        yield from (
+            item["value"]
+            for item in result.get("env") or []
+            if item["name"] == name and "value" in item
+        )
+
+
 # --- 6: label and quantity syntax ------------------------------------------------------------
 
 

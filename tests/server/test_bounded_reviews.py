@@ -84,7 +84,7 @@ WORST: list[tuple[str, dict[str, Any], int, str]] = [
         'trainhook.io/hosts: invalid value \'{"worker": {"pod": "'
         + "a" * 39
         + "... (20023 characters): each role maps to pod (a DNS-1123 label), start (0 to "
-        "2147483647), service (a DNS-1035 label) and nproc (1 to 2147483647)",
+        "2147483647), service (a DNS-1035 label), nproc (1 to 2147483647) and port (1 to 65535)",
     ),
     (
         "a start of 4,000 digits",
@@ -92,7 +92,8 @@ WORST: list[tuple[str, dict[str, Any], int, str]] = [
         400,
         'trainhook.io/hosts: invalid value \'{"worker": {"pod": "a", "start": 999999999999'
         "99999999999999... (4035 characters): each role maps to pod (a DNS-1123 label), start "
-        "(0 to 2147483647), service (a DNS-1035 label) and nproc (1 to 2147483647)",
+        "(0 to 2147483647), service (a DNS-1035 label), nproc (1 to 2147483647) and port "
+        "(1 to 65535)",
     ),
     (
         "two billion replicas",
@@ -159,8 +160,8 @@ WORST: list[tuple[str, dict[str, Any], int, str]] = [
         stamped({"worker": {"pod": "a\nb"}}, '{"worker":2}'),
         400,
         'trainhook.io/hosts: invalid value \'{"worker": {"pod": "a\\\\nb"}}\': each role maps '
-        "to pod (a DNS-1123 label), start (0 to 2147483647), service (a DNS-1035 label) and "
-        "nproc (1 to 2147483647)",
+        "to pod (a DNS-1123 label), start (0 to 2147483647), service (a DNS-1035 label), "
+        "nproc (1 to 2147483647) and port (1 to 65535)",
     ),
     (
         "a role name that is no env name",

@@ -270,3 +270,24 @@ def test_every_example_served_with_lookup_gets_the_pods_trainhook_render_makes_o
             validate(pod)
         offline = sorted((rendered.pod for rendered in render(documents)), key=pod_name)
         assert sorted(served[name], key=pod_name) == offline, name
+
+
+def test_served_pod_of_a_statefulset_labelled_on_its_template_only_gets_one_line_not_a_500(
+    api: Emulator, certs: Path, tmp_path: Path
+) -> None:
+    workload = role("pt-worker", "worker", 2)
+    workload["metadata"]["labels"] = {}  # the Kubeflow habit: labels on the pod template only
+    api.create(STATEFULSETS.format(ns="ml"), workload)
+    config = kubeconfig(tmp_path / "kubeconfig", api.url)
+    with serving(
+        certs, tmp_path / "serve.log", "--lookup", env={"KUBECONFIG": str(config)}
+    ) as hook:
+        status, answer, _ = hook.post(encoded(review(pods_of(workload)[1], namespace="ml")))
+
+    assert status == 200
+    assert answer["response"]["allowed"] is False
+    assert answer["response"]["status"] == {
+        "code": 403,
+        "message": "StatefulSet pt-worker: the trainhook.io/ labels are on its pod template only; "
+        "put them on the StatefulSet itself (its metadata.labels), where Trainhook reads the job",
+    }

@@ -3,10 +3,10 @@
 import copy
 from datetime import timedelta
 
-from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
+from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
-from webhook.sweeper.actions import Delete, Emit, Patch
+from webhook.sweeper.actions import Create, Delete, Emit, Patch
 
 from .helpers import NOW, decision, of_type
 
@@ -185,3 +185,67 @@ def test_a_job_still_being_created_is_left_to_settle_before_its_topology_is_enfo
     assert early.recheck_at == NOW + timedelta(seconds=3)
     settled = decision("pt", [master, workers], pods, services=[service()], now=early.recheck_at)
     assert [a.name for a in of_type(settled.actions, Patch)] == ["pt-master", "pt-worker"]
+
+
+def test_roles_that_disagree_on_elastic_get_a_warning_naming_both_and_the_job_goes_on():
+    """Admitted while the webhook could not read the siblings: only the sweeper sees both."""
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt", annotations={contract.ELASTIC: "1:3"}),
+        statefulset("pt-worker", role="worker", job="pt", replicas=2),
+    )
+    actions = decision("pt", [master, workers]).actions
+
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason, event.involved.name) == (
+        "Warning",
+        "SettingsDisagree",
+        "pt-master",
+    )
+    assert event.message == (
+        "trainhook.io/elastic differs between the roles of job pt: master (StatefulSet "
+        "pt-master) 1:3, worker (StatefulSet pt-worker) unset; set one value on every "
+        "workload of the job (every pod joins one rendezvous)"
+    )
+    assert [a.resource.kind for a in of_type(actions, Create)] == ["Service"]
+
+
+def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both():
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset(
+            "pt-worker",
+            role="worker",
+            job="pt",
+            replicas=2,
+            annotations={contract.SCHEDULER: "volcano"},
+        ),
+    )
+    (event,) = decision("pt", [master, workers], services=[service()]).actions
+
+    assert (event.type, event.reason) == ("Warning", "InvalidJob")
+    assert event.message == (
+        "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: not set "
+        "on StatefulSet pt-master but 'volcano' on StatefulSet pt-worker"
+    )
+
+
+def test_bare_pods_of_one_job_on_different_ports_get_a_warning_naming_each():
+    pods = [
+        bare_pod(
+            f"pt-{i}",
+            framework="pytorch",
+            job="pt",
+            index=i,
+            topology='{"worker":2}',
+            annotations={contract.PORT: port},
+        )
+        for i, port in enumerate(("29500", "29501"))
+    ]
+    actions = decision("pt", [], pods, services=[service()]).actions
+
+    (event,) = of_type(actions, Emit)
+    assert (event.type, event.reason) == ("Warning", "SettingsDisagree")
+    assert event.message == (
+        "trainhook.io/port differs between the bare pods of job pt: worker (Pod pt-0) 29500, "
+        "worker (Pod pt-1) 29501; set one, or record each role's port in trainhook.io/hosts"
+    )

@@ -8,11 +8,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
-from webhook.core.objects import annotations_of
+from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
 from webhook.core.workload import job_of
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.workload_mutation import mutate_workload, opt_out
 
 __all__ = ["Outcome", "admit", "changed_outcome", "job_of", "owner_to_resolve"]
 
@@ -40,14 +40,17 @@ def admit(
     owner: Mapping[str, Any] | None = None,
     cluster_domain: str = "",
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
+    old: Mapping[str, Any] | None = None,
 ) -> Outcome | None:
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
+    `old` is the object before an UPDATE (the AdmissionReview's oldObject), when known.
     Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
-    if (kind, operation) not in HANDLED or job_of(obj) is None:
+    if (kind, operation) not in HANDLED:
         return None
-    if kind == "Pod":
+    if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
+        # A pod named by generateName has no name yet: the job it belongs to is checked there.
         pod = mutate_pod(
             obj,
             namespace,
@@ -57,7 +60,14 @@ def admit(
             coscheduling_scheduler=coscheduling_scheduler,
         )
         return Outcome(diff(obj, pod.pod), pod.warnings)
-    workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain)
+    if kind == "Pod":
+        return None
+    if job_of(obj) is None:
+        if kind == "StatefulSet" and old is not None and job_of(old) is not None:
+            # The framework label was removed: the webhook's additions go with it.
+            return Outcome(diff(obj, opt_out(obj, old)), [])
+        return None
+    workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain, old)
     return Outcome(diff(obj, workload.workload), workload.warnings)
 
 

@@ -68,6 +68,12 @@ POD_SETTINGS: Final = (
     QUEUE,
 )
 
+# The labels among the keys above; every other key is an annotation.
+LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX)
+
+# Controllers whose pods are interchangeable (no stable name or index): never a training job.
+REPLICA_CONTROLLERS: Final = ("Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")
+
 # Labels Kubernetes controllers put on the pods they create.
 STATEFULSET_POD_INDEX: Final = "apps.kubernetes.io/pod-index"
 STATEFULSET_POD_NAME: Final = "statefulset.kubernetes.io/pod-name"
@@ -105,3 +111,16 @@ MAX_PODS_PER_JOB: Final = 10_000
 WORKDIR_FILES: Final = "/etc/trainhook"
 MPI_HOSTFILE_PATH: Final = "/etc/mpi/hostfile"
 MPI_SSH_PATH: Final = "/root/.ssh"
+
+
+def known_keys() -> frozenset[str]:
+    """Every trainhook.io/ key of the contract: the keys defined in this module."""
+    return frozenset(
+        value
+        for name, value in globals().items()
+        if name.isupper()
+        and isinstance(value, str)
+        and value.startswith(PREFIX)
+        and value != PREFIX
+        and not value.endswith(".")
+    )

@@ -9,9 +9,10 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import Refused
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
+from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
@@ -31,12 +32,15 @@ from webhook.core.workload import (
     read_job,
     read_role,
     read_workload,
+    replica_controller,
+    template_only,
 )
 from webhook.core.workload_mutation import sibling_workloads
 
 SHM_VOLUME = "dshm"
 PEERS_VOLUME = "trainhook-peers"
 DEFAULT_SCHEDULER = "default-scheduler"
+POD_TEMPLATE_HASH = "pod-template-hash"  # the label a Deployment's ReplicaSets put on pods
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class PodMutation:
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """The StatefulSet or Job to read when a labelled pod carries no topology stamp."""
-    if job_of(pod) is None or contract.TOPOLOGY in annotations_of(pod):
+    if contract.FRAMEWORK not in labels_of(pod) or contract.TOPOLOGY in annotations_of(pod):
         return None
     identity = identify(pod)
     if identity.owner_kind == "Pod" or not identity.owner_name:
@@ -71,7 +75,12 @@ def mutate_pod(
     namespace = metadata.get("namespace") or namespace
     labels = labels_of(pod)
     annotations = annotations_of(pod)
+    owners = metadata.get("ownerReferences") or []
+    controller: Mapping[str, Any] = next((r for r in owners if r.get("controller")), {})
+    if controller.get("kind") in contract.REPLICA_CONTROLLERS:
+        raise replica_controller(*_replica_owner(controller, labels))
     framework = read_framework(labels)
+    check_keys(labels, annotations)
     identity = identify(pod)
     job = read_job(labels, identity.owner_name or metadata.get("name") or "")
     role = read_role(labels, framework)
@@ -79,10 +88,26 @@ def mutate_pod(
     topology = _topology(
         pod, identity, framework, job, role, namespace, owner, siblings, cluster_domain
     )
+    for single in framework.single:
+        if topology.replicas(single) > 1:
+            raise Refused(
+                f"{contract.TOPOLOGY}: role {single} has {topology.replicas(single)} replicas; a "
+                f"{framework.name} job has one {single}, which the other pods connect to: run "
+                f"the others as {framework.default_role}s"
+            )
     topology = _elastic_reach(topology, identity, role, settings.elastic)
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
-    port = settings.port if settings.port is not None else framework.port
+    port = topology.role(role).port  # the stamp's, when the job's roles differ in port
+    if port is None:
+        port = settings.port if settings.port is not None else framework.port
+    elif settings.port is not None and settings.port != port:
+        raise InvalidSetting(
+            contract.PORT,
+            annotations.get(contract.PORT),
+            f"{contract.HOSTS} gives role {role} port {port}, where its peers reach it: "
+            "set the same",
+        )
     training = training_container(pod, framework.container, settings.container)
     gpus = gpu_count(pod, training, settings)
     nproc = processes_per_pod(pod, training, settings)
@@ -118,6 +143,17 @@ def mutate_pod(
     return PodMutation(draft.root, warnings, placement, env, files)
 
 
+def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
+    """The kind and name a user wrote: a ReplicaSet `<name>-<pod-template-hash>` is a
+    Deployment's."""
+    kind, name = str(controller.get("kind")), str(controller.get("name") or "")
+    template_hash = labels.get(POD_TEMPLATE_HASH)
+    suffix = f"-{template_hash}"
+    if kind == "ReplicaSet" and template_hash and name.endswith(suffix) and name != suffix:
+        return "Deployment", name.removesuffix(suffix)
+    return kind, name
+
+
 def _topology(
     pod: Mapping[str, Any],
     identity: PodIdentity,
@@ -140,6 +176,9 @@ def _topology(
     if stamped is not None:
         return stamped
     if owner is not None:
+        if job_of(owner) is None:
+            owner_kind = str(owner.get("kind") or identity.owner_kind)
+            raise template_only(owner_kind, identity.owner_name)
         workload = read_workload(owner, namespace)
         return build_topology([workload, *sibling_workloads(workload, siblings)], cluster_domain)
     if identity.owner_kind == "Pod" and identity.index is None:
@@ -147,7 +186,9 @@ def _topology(
         alone = Role(role, 1, pod=f"{job}-{role}", start=0, service=job)
         return Topology(job, namespace, framework.name, (alone,), cluster_domain)
     source = (
-        f"its {identity.owner_kind} {identity.owner_name} could not be read"
+        f"its {identity.owner_kind} {identity.owner_name} could not be read (is the "
+        f"{contract.FRAMEWORK} label on the {identity.owner_kind} itself, not only on its "
+        "pod template?)"
         if identity.owner_kind != "Pod"
         else f"a bare pod with {contract.INDEX} must carry it"
     )

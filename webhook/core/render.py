@@ -19,12 +19,12 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang, podgroup_of_pods
-from webhook.core.objects import annotations_of, labels_of
+from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.peers import PeerFiles, configmap
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.pods import training_container
 from webhook.core.settings import Settings, read_settings
-from webhook.core.workload import job_of, read_workload
+from webhook.core.workload import job_of, read_workload, replica_controller, template_only
 from webhook.core.workload_mutation import mutate_workload
 
 DEFAULT_NAMESPACE = "default"
@@ -44,6 +44,7 @@ class RenderError(Exception):
 class RenderedPod:
     pod: dict[str, Any]
     framework: Framework
+    namespace: str
     job: str
     role: str
     index: int
@@ -93,6 +94,10 @@ def render_all(
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
 ) -> Rendering:
+    for position, doc in enumerate(documents):
+        if isinstance(doc, Mapping):
+            with _blame(position, doc):
+                _check_kind(doc)
     labelled = [
         (position, doc)
         for position, doc in enumerate(documents)
@@ -148,6 +153,20 @@ def render_all(
     return Rendering(workloads, pods, podgroups)
 
 
+def _check_kind(doc: Mapping[str, Any]) -> None:
+    """Refuse what the webhook refuses whatever the labels of the workload itself: a workload
+    labelled on its pod template only, and a labelled Deployment, ReplicaSet or the like."""
+    kind = doc.get("kind")
+    name = str((doc.get("metadata") or {}).get("name") or "")
+    template = labels_of(template_of(doc))
+    if kind in contract.REPLICA_CONTROLLERS and (
+        contract.FRAMEWORK in labels_of(doc) or contract.FRAMEWORK in template
+    ):
+        raise replica_controller(str(kind), name)
+    if kind in ("StatefulSet", "Job") and job_of(doc) is None and contract.FRAMEWORK in template:
+        raise template_only(str(kind), name)
+
+
 @contextmanager
 def _blame(position: int, doc: Mapping[str, Any]) -> Iterator[None]:
     try:
@@ -187,6 +206,7 @@ def _mutated(
     return RenderedPod(
         pod=result.pod,
         framework=FRAMEWORKS[placement.topology.framework],
+        namespace=placement.topology.namespace,
         job=placement.topology.job,
         role=placement.role,
         index=placement.index,
@@ -270,7 +290,7 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
     blocks = []
     by_job: dict[tuple[str, str], list[RenderedPod]] = defaultdict(list)
     for pod in pods:
-        by_job[(pod.pod["metadata"]["namespace"], pod.job)].append(pod)
+        by_job[(pod.namespace, pod.job)].append(pod)
     for (namespace, job), members in by_job.items():
         framework = members[0].framework
         # POD_RANK is the pod's place in the job (the trainhook.io/rank label); the framework's

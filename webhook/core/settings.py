@@ -104,7 +104,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             get(contract.ELASTIC),
             f"elastic training is not available for {framework.name} jobs",
         )
-    return Settings(
+    settings = Settings(
         port=_integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
         gpus=_integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
         gpu_resource=_resource_name(get(contract.GPU_RESOURCE)),
@@ -152,6 +152,14 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
     )
+    if get(contract.QUEUE) is not None and settings.scheduler is None:
+        raise InvalidSetting(
+            contract.QUEUE,
+            get(contract.QUEUE),
+            f"a queue is read only with {contract.SCHEDULER} set "
+            f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
+        )
+    return settings
 
 
 def _nproc(value: str | None) -> int | None:

@@ -23,12 +23,15 @@ class HostsEntry(TypedDict, total=False):
     """How one role's pods are named: pod i is `<pod>-<i + start>` under the Service `service`.
 
     `nproc` (processes per pod, written only when not 1) lets other roles count its slots.
+    `port` (the port its pods listen on) is written for every role when the roles' ports
+    differ, so each pod reaches each peer on that peer's port; without it a pod uses its own.
     """
 
     pod: str
     start: int
     service: str
     nproc: int
+    port: int
 
 
 # A job's roles: the frameworks have at most 5; a generic job names its own.
@@ -42,7 +45,8 @@ class Role:
     pod: str
     start: int
     service: str
-    nproc: int = 1
+    nproc: int | None = 1  # None (no hosts entry for the role): as the pod reading the topology
+    port: int | None = None  # None: the port of the pod reading the topology
 
     def hostname(self, index: int) -> str:
         return f"{self.pod}-{index + self.start}"
@@ -148,17 +152,20 @@ class Topology:
 def stamp(topology: Topology) -> dict[str, str]:
     """The annotations that carry a topology on a pod template (compact JSON, role order)."""
     counts = {role.name: role.replicas for role in topology.roles}
-    hosts = {role.name: _hosts_entry(role) for role in topology.roles}
+    ports = len({role.port for role in topology.roles}) > 1
+    hosts = {role.name: _hosts_entry(role, ports) for role in topology.roles}
     return {
         contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
         contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
     }
 
 
-def _hosts_entry(role: Role) -> HostsEntry:
+def _hosts_entry(role: Role, ports: bool) -> HostsEntry:
     entry = HostsEntry(pod=role.pod, start=role.start, service=role.service)
-    if role.nproc != 1:
+    if role.nproc is not None and role.nproc != 1:
         entry["nproc"] = role.nproc
+    if ports and role.port is not None:
+        entry["port"] = role.port
     return entry
 
 
@@ -238,25 +245,26 @@ def _read_stamp(
         if not isinstance(entry, dict):
             raise InvalidSetting(contract.HOSTS, raw_hosts, f"{name!r} must map to an object")
         pod = entry.get("pod", f"{job}-{name}")
-        start, service, nproc = (
+        start, service, nproc, port = (
             entry.get("start", 0),
             entry.get("service", job),
-            entry.get("nproc", 1),
+            entry.get("nproc", 1) if name in hosts else None,
+            entry.get("port"),
         )
         if not (
             is_dns_1123_label(pod)
             and is_dns_1035_label(service)
             and _whole(start, MAX_INT32)
-            and _whole(nproc, MAX_INT32)
-            and nproc >= 1
+            and (nproc is None or (_whole(nproc, MAX_INT32) and nproc >= 1))
+            and (port is None or (_whole(port, 65535) and port >= 1))
         ):
             raise InvalidSetting(
                 contract.HOSTS,
                 raw_hosts,
                 "each role maps to pod (a DNS-1123 label), start (0 to 2147483647), service "
-                "(a DNS-1035 label) and nproc (1 to 2147483647)",
+                "(a DNS-1035 label), nproc (1 to 2147483647) and port (1 to 65535)",
             )
-        roles.append(Role(name, replicas[name], pod, start, service, nproc))
+        roles.append(Role(name, replicas[name], pod, start, service, nproc, port))
     return Topology(job, namespace, framework, tuple(roles), cluster_domain)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +10,7 @@ from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
+from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.pods import training_container
 from webhook.core.settings import (
@@ -40,6 +41,7 @@ class Workload:
     ordinal_start: int
     service: str  # the headless Service its pods live under
     nproc: int = 1  # processes per pod (trainhook.io/nproc-per-node, else one per GPU)
+    priority_class: str | None = None  # its pod template's priorityClassName
 
     def describe(self) -> str:
         return f"{self.kind} {self.name}"
@@ -58,7 +60,9 @@ def job_of(obj: Mapping[str, Any]) -> str | None:
 
 
 def read_framework(labels: Mapping[str, str]) -> Framework:
-    name = labels[contract.FRAMEWORK]
+    name = labels.get(contract.FRAMEWORK)
+    if name is None:
+        raise InvalidSetting(contract.FRAMEWORK, None, allowed_list(tuple(FRAMEWORKS)))
     framework = FRAMEWORKS.get(name)
     if framework is None:
         raise InvalidSetting(contract.FRAMEWORK, name, allowed_list(tuple(FRAMEWORKS)))
@@ -111,6 +115,29 @@ def effective_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return merged
 
 
+def template_only(kind: str, name: str) -> Refused:
+    """The refusal for a workload whose pod template carries the labels but not itself."""
+    return Refused(
+        f"{kind} {name}: the {contract.PREFIX} labels are on its pod template only; put them "
+        f"on the {kind} itself (its metadata.labels), where Trainhook reads the job"
+    )
+
+
+def replica_controller(kind: str, name: str) -> Refused:
+    """The refusal for a labelled Deployment, ReplicaSet and the like, or a pod of one."""
+    return Refused(
+        f"{kind} {name}: Trainhook runs labelled StatefulSets, Indexed Jobs and bare Pods; a "
+        f"{kind}'s pods have no stable names or indexes to find their peers by: use a StatefulSet"
+    )
+
+
+def check_workload_keys(obj: Mapping[str, Any]) -> None:
+    """Refuse a trainhook.io/ key that Trainhook does not read, on the workload or its template."""
+    template = template_of(obj)
+    check_keys(labels_of(obj), annotations_of(obj))
+    check_keys(labels_of(template), annotations_of(template))
+
+
 def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     """Read a labelled StatefulSet or Job; raise a one-line error for anything invalid."""
     kind = obj.get("kind")
@@ -118,7 +145,10 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     name = metadata.get("name") or ""
     namespace = metadata.get("namespace") or namespace
     labels = labels_of(obj)
+    if contract.FRAMEWORK not in labels and contract.FRAMEWORK in labels_of(template_of(obj)):
+        raise template_only(str(kind), name)
     framework = read_framework(labels)
+    check_workload_keys(obj)
     job = read_job(labels, name)
     role = read_role(labels, framework)
     settings = read_settings(effective_annotations(obj), framework)
@@ -127,10 +157,12 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
         template, training_container(template, framework.container, settings.container), settings
     )
     spec = obj.get("spec") or {}
+    priority = (template_of(obj).get("spec") or {}).get("priorityClassName")
     if kind == "StatefulSet":
         replicas = _count(spec.get("replicas", 1), "spec.replicas", name)
         start = _count((spec.get("ordinals") or {}).get("start", 0), "spec.ordinals.start", name)
         service = spec.get("serviceName") or job
+        _check_single(framework, role, replicas, kind, name)
         return Workload(
             kind,
             name,
@@ -144,6 +176,7 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
             start,
             service,
             nproc,
+            priority,
         )
     if kind == "Job":
         if spec.get("completionMode") != "Indexed":
@@ -160,6 +193,7 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
                 f"({completions}) so that every rank runs at once"
             )
         service = (template_of(obj).get("spec") or {}).get("subdomain") or job
+        _check_single(framework, role, completions, kind, name)
         return Workload(
             kind,
             name,
@@ -173,8 +207,18 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
             0,
             service,
             nproc,
+            priority,
         )
     raise ValueError(f"not a workload kind: {kind!r}")
+
+
+def _check_single(framework: Framework, role: str, replicas: int, kind: str, name: str) -> None:
+    if role in framework.single and replicas > 1:
+        raise Refused(
+            f"{kind} {name}: {contract.ROLE} {role} has {replicas} replicas; a {framework.name} "
+            f"job has one {role}, which the other pods connect to: run the others as "
+            f"{framework.default_role}s"
+        )
 
 
 def _count(value: object, field: str, name: str) -> int:
@@ -201,11 +245,113 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
                 f"{other.describe()} and {workload.describe()}; give each its own role"
             )
         by_role[workload.role] = workload
-    job_gang(first.job, [(w.describe(), w.settings) for w in workloads])
     order = first.framework.order(by_role)
     roles = tuple(
-        Role(name, w.replicas, w.pod_prefix, w.ordinal_start, w.service, w.nproc)
+        Role(
+            name,
+            w.replicas,
+            w.pod_prefix,
+            w.ordinal_start,
+            w.service,
+            w.nproc,
+            w.settings.port if w.settings.port is not None else w.framework.port,
+        )
         for name in order
         if (w := by_role[name]).replicas > 0
     )
     return Topology(first.job, first.namespace, first.framework.name, roles, cluster_domain)
+
+
+# Settings every pod of a job must share, with why; compared even where a role leaves them unset.
+# (The gang's scheduler, queue and timeout are checked by `webhook.core.gang.job_gang`.)
+JOB_WIDE: tuple[tuple[str, str, str], ...] = (
+    ("elastic", contract.ELASTIC, "every pod joins one rendezvous"),
+)
+# Read by the sweeper for the whole job: roles that set them must set the same.
+LIFECYCLE: tuple[tuple[str, str], ...] = (
+    ("success_policy", contract.SUCCESS_POLICY),
+    ("clean_pod_policy", contract.CLEAN_POD_POLICY),
+    ("backoff_limit", contract.BACKOFF_LIMIT),
+    ("restart_policy", contract.RESTART_POLICY),
+    ("ttl_seconds_after_finished", contract.TTL_SECONDS_AFTER_FINISHED),
+)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One workload (or bare pod) of a job, as far as the job-wide settings go."""
+
+    role: str
+    what: str  # e.g. "StatefulSet pt-master"
+    settings: Settings
+    priority_class: str | None = None
+
+
+def member(workload: Workload) -> Member:
+    return Member(workload.role, workload.describe(), workload.settings, workload.priority_class)
+
+
+def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> str | None:
+    """One line naming a job-wide setting whose roles disagree and their values; None if none."""
+    if len(members) < 2 or len({_job_wide(m) for m in members}) == 1:
+        return None  # most jobs: every role reads the same (settings are shared by value)
+    # In role order, so the line is the same whichever workload is admitted (or rendered) last.
+    position = {role: i for i, role in enumerate(framework.order(m.role for m in members))}
+    members = sorted(members, key=lambda m: (position.get(m.role, len(position)), m.what))
+    try:
+        job_gang(job, [(m.what, m.settings) for m in members])
+    except Refused as refused:
+        return str(refused)
+    checks: list[tuple[str, Callable[[Member], object], str, bool]] = [
+        (key, _attribute(name), why, True) for name, key, why in JOB_WIDE
+    ]
+    if any(m.settings.scheduler is not None for m in members):
+        checks.append(
+            (
+                "spec.template.spec.priorityClassName",
+                lambda m: m.priority_class,
+                "its PodGroup takes one",
+                False,
+            )
+        )
+    checks += [
+        (key, _attribute(name), "the sweeper applies one to the whole job", False)
+        for name, key in LIFECYCLE
+    ]
+    for key, value_of, why, unset_counts in checks:
+        values = [(m, value_of(m)) for m in members]
+        if not unset_counts:
+            values = [(m, v) for m, v in values if v is not None]
+        if len({_shown(v) for _, v in values}) > 1:
+            listed = ", ".join(f"{m.role} ({m.what}) {_shown(v)}" for m, v in values[:6])
+            more = f" and {len(values) - 6} more" if len(values) > 6 else ""
+            return (
+                f"{key} differs between the roles of job {job}: {listed}{more}; set one value "
+                f"on every workload of the job ({why})"
+            )
+    return None
+
+
+_JOB_WIDE_NAMES = (
+    *(name for name, _, _ in JOB_WIDE),
+    "scheduler",
+    "queue",
+    "schedule_timeout_seconds",
+    *(name for name, _ in LIFECYCLE),
+)
+
+
+def _job_wide(m: Member) -> tuple[object, ...]:
+    return (*(getattr(m.settings, name) for name in _JOB_WIDE_NAMES), m.priority_class)
+
+
+def _attribute(name: str) -> Callable[[Member], object]:
+    return lambda m: getattr(m.settings, name)
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, tuple):
+        return ":".join(map(str, value))
+    return repr(value) if isinstance(value, str) else str(value)

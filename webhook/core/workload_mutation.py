@@ -8,9 +8,17 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
+from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.topology import Topology, stamp
-from webhook.core.workload import Workload, build_topology, job_of, read_workload
+from webhook.core.workload import (
+    Workload,
+    build_topology,
+    disagreement,
+    job_of,
+    member,
+    read_workload,
+)
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -28,20 +36,34 @@ def mutate_workload(
     namespace: str,
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
+    old: Mapping[str, Any] | None = None,
 ) -> WorkloadMutation:
-    workload = read_workload(obj, namespace)
-    peers = [workload, *sibling_workloads(workload, siblings)]
-    topology = build_topology(peers, cluster_domain)
+    """Stamp a labelled workload; `old` (on UPDATE) is the workload before the change, so what
+    the webhook copied from an annotation since removed is removed from the template too."""
     draft = Draft(obj)
     own = annotations_of(obj)
-    if operation == "UPDATE" and (
+    finished = operation == "UPDATE" and (
         own.get(contract.PHASE) in FINISHED or contract.SUSPENDED_REPLICAS in own
-    ):
+    )
+    if operation == "UPDATE" and old is not None and not finished:
+        _drop_stale_copies(draft, obj, old)
+    current = draft.root  # the object without those copies: what its settings are read from
+    workload = read_workload(current, namespace)
+    peers = [workload, *sibling_workloads(workload, siblings)]
+    topology = build_topology(peers, cluster_domain)
+    if finished:
         # The sweeper scales a finished or suspended job to zero; its template keeps the stamp
         # it ran with (and will run with again once resumed).
         return WorkloadMutation(draft.root, [], topology)
-    _label_template(draft, obj, workload)
-    _annotate_template(draft, obj, topology)
+    warnings: list[str] = []
+    problem = disagreement(workload.job, workload.framework, [member(w) for w in peers])
+    if problem is not None:
+        if operation == "CREATE":
+            raise Refused(problem)
+        # An update is how a user brings the roles back in line, one workload at a time.
+        warnings.append(problem)
+    _label_template(draft, current, workload)
+    _annotate_template(draft, current, topology)
     spec = obj.get("spec") or {}
     if workload.kind == "StatefulSet" and operation == "CREATE":
         if not spec.get("serviceName"):
@@ -51,7 +73,57 @@ def mutate_workload(
             draft.dict_at("spec")["podManagementPolicy"] = "Parallel"
     if workload.kind == "Job" and not (template_spec(obj).get("subdomain")):
         draft.dict_at("spec", "template", "spec")["subdomain"] = workload.service
-    return WorkloadMutation(draft.root, [], topology)
+    return WorkloadMutation(draft.root, warnings, topology)
+
+
+def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
+    """A StatefulSet whose framework label was removed: take off its template what the webhook
+    put there (the trainhook.io/ labels its selector does not use, the stamps, the copied
+    settings), so its pods roll out as plain pods that never reach the webhook."""
+    draft = Draft(obj)
+    template = _template(obj)
+    selected = _selector_keys(obj)
+    drop = [k for k in labels_of(template) if k.startswith(contract.PREFIX) and k not in selected]
+    if drop:
+        labels = draft.dict_at("spec", "template", "metadata", "labels")
+        for key in drop:
+            del labels[key]
+    copied = annotations_of(old)
+    current = annotations_of(template)
+    stale = [
+        key
+        for key in current
+        if key in (contract.TOPOLOGY, contract.HOSTS)
+        or (key in contract.POD_SETTINGS and copied.get(key) == current[key])
+    ]
+    if stale:
+        annotations = draft.dict_at("spec", "template", "metadata", "annotations")
+        for key in stale:
+            del annotations[key]
+    return draft.root
+
+
+def _selector_keys(obj: Mapping[str, Any]) -> set[str]:
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    keys = set(selector.get("matchLabels") or {})
+    keys.update(e.get("key") for e in selector.get("matchExpressions") or [] if e.get("key"))
+    return keys
+
+
+def _drop_stale_copies(draft: Draft, obj: Mapping[str, Any], old: Mapping[str, Any]) -> None:
+    """Remove from the template each pod setting copied from a workload annotation that the
+    update removes (the template still holds the value the old workload had)."""
+    before, now = annotations_of(old), annotations_of(obj)
+    template = annotations_of(_template(obj))
+    stale = [
+        key
+        for key in contract.POD_SETTINGS
+        if key in before and key not in now and template.get(key) == before[key]
+    ]
+    if stale:
+        annotations = draft.dict_at("spec", "template", "metadata", "annotations")
+        for key in stale:
+            del annotations[key]
 
 
 def sibling_workloads(workload: Workload, siblings: Sequence[Mapping[str, Any]]) -> list[Workload]:

@@ -252,6 +252,23 @@ def _read_review(document: object) -> _Request:
     )
 
 
+def _old_object(request: _Request) -> dict[str, Any] | None:
+    """The object before an UPDATE, when its labels and annotations read as the API server
+    sends them; the core only uses it to undo what the webhook copied, so without it nothing
+    is undone."""
+    old = request.old
+    if request.operation != "UPDATE" or old is None or old.get("kind") != request.kind:
+        return None
+    metadata = old.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        return None
+    readable = all(
+        isinstance(pairs, dict) and all(isinstance(v, str) for v in pairs.values())
+        for pairs in (metadata.get("labels") or {}, metadata.get("annotations") or {})
+    )
+    return old if readable else None
+
+
 def _admit(request: _Request, context: Context) -> Answer:
     obj = request.obj
     record = Record(
@@ -286,6 +303,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             owner=owner,
             cluster_domain=context.cluster_domain,
             coscheduling_scheduler=context.coscheduling_scheduler,
+            old=_old_object(request),
         )
     except TrainhookError as error:
         message = one_line(str(error))

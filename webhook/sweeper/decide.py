@@ -20,7 +20,7 @@ from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.requests import sum_requests
 from webhook.core.topology import stamp, topology_from_stamp
-from webhook.core.workload import build_topology
+from webhook.core.workload import Member, build_topology, disagreement
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
@@ -421,6 +421,7 @@ def _running(
             # topology mounts a ConfigMap that already holds it.
             actions += _peers(state)
             if now >= settled and not restarting and not resume:
+                actions += _agreement(state)
                 actions += _topology(state)
     except TrainhookError as error:
         first = state.workloads[0]
@@ -934,6 +935,38 @@ def _topology(state: JobState) -> Iterable[Action]:
     )
     for pod in stale:
         yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _agreement(state: JobState) -> Iterable[Action]:
+    """A job-wide setting its roles disagree on (admitted while its siblings could not be read,
+    or changed since): one Warning on the first workload, for as long as it lasts."""
+    members = [
+        Member(w.role, f"{w.kind} {w.name}", w.settings, w.priority_class) for w in state.workloads
+    ]
+    problem = disagreement(state.job, state.framework, members)
+    if problem is None:
+        problem = _bare_pod_ports(state)
+    if problem is not None:
+        yield _event(state, state.workloads[0], "Warning", "SettingsDisagree", problem)
+
+
+def _bare_pod_ports(state: JobState) -> str | None:
+    """Bare pods whose hosts annotation records no ports reach every peer on their own port:
+    those of one job must listen on one."""
+    bare = [
+        w
+        for w in state.workloads
+        if w.kind == "Pod" and '"port":' not in w.stamp.get(contract.HOSTS, "")
+    ]
+    ports = [(w, w.settings.port or w.framework.port) for w in bare]
+    if len({port for _, port in ports}) < 2:
+        return None
+    listed = ", ".join(f"{w.role} (Pod {w.name}) {port}" for w, port in ports[:6])
+    more = f" and {len(ports) - 6} more" if len(ports) > 6 else ""
+    return (
+        f"{contract.PORT} differs between the bare pods of job {state.job}: {listed}{more}; "
+        f"set one, or record each role's port in {contract.HOSTS}"
+    )
 
 
 # --- a finished job -----------------------------------------------------------------------

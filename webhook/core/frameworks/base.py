@@ -36,11 +36,39 @@ class Placement:
     def host(self) -> str:
         return self.topology.host(self.role, self.index)
 
-    def endpoint(self, host: str) -> str:
-        return f"{host}:{self.port}" if self.port is not None else host
+    def nproc_of(self, role: str) -> int:
+        """Processes per pod of `role`, as the topology records them, else this pod's own."""
+        nproc = self.topology.role(role).nproc if self.topology.has(role) else None
+        return nproc if nproc is not None else self.nproc
+
+    @property
+    def processes(self) -> int:
+        """Processes of the whole job: every pod's, as its role runs them."""
+        return sum(r.replicas * self.nproc_of(r.name) for r in self.topology.roles)
+
+    @property
+    def first_process(self) -> int:
+        """The global rank of this pod's first process: the processes of every pod before it."""
+        before = 0
+        for role in self.topology.roles:
+            if role.name == self.role:
+                return before + self.index * self.nproc_of(role.name)
+            before += role.replicas * self.nproc_of(role.name)
+        raise KeyError(self.role)
+
+    def port_of(self, role: str) -> int | None:
+        """The port the pods of `role` listen on: the one the topology records for the role,
+        else (all roles on one port) this pod's own."""
+        port = self.topology.role(role).port if self.topology.has(role) else None
+        return port if port is not None else self.port
+
+    def endpoint(self, host: str, role: str | None = None) -> str:
+        """`host:port` on the port of `role` (this pod's own when None)."""
+        port = self.port if role is None else self.port_of(role)
+        return f"{host}:{port}" if port is not None else host
 
     def endpoints(self, role: str) -> str:
-        return ",".join(self.endpoint(host) for host in self.topology.hosts(role))
+        return ",".join(self.endpoint(host, role) for host in self.topology.hosts(role))
 
     def listed(self, name: str, lists: Lists) -> dict[str, str]:
         """A job-wide list: `name` itself while the job is small, else `<name>_FILE`."""
@@ -100,6 +128,8 @@ class Framework:
     # The framework's job-wide lists (the same for every pod), beyond TRAINHOOK_<ROLE>_HOSTS:
     # in env while the job is small, else files of the job's peers ConfigMap.
     lists: Lists | None = None
+    # Roles that have at most one replica (rank 0, the coordinator its peers are pointed at).
+    single: tuple[str, ...] = ()
 
     def allows(self, role: str) -> bool:
         return not self.roles or role in self.roles

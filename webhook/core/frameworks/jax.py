@@ -7,7 +7,7 @@ def env(placement: Placement) -> dict[str, str]:
     topology = placement.topology
     return {
         "COORDINATOR_ADDRESS": topology.host(topology.roles[0].name, 0),
-        "COORDINATOR_PORT": str(placement.port),
+        "COORDINATOR_PORT": str(placement.port_of(topology.roles[0].name)),
         "NUM_PROCESSES": str(topology.total),
         "PROCESS_ID": str(placement.rank),
     }

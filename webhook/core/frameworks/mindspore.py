@@ -48,9 +48,9 @@ def env(placement: Placement) -> dict[str, str]:
             )
         result["MS_SCHED_HOST"] = link
     worker = topology.role("worker") if topology.has("worker") else None
-    workers = worker.replicas * worker.nproc if worker is not None else 0
+    workers = worker.replicas * placement.nproc_of("worker") if worker is not None else 0
     result |= {
-        "MS_SCHED_PORT": str(placement.port),
+        "MS_SCHED_PORT": str(placement.port_of("scheduler")),
         "MS_WORKER_NUM": str(workers),
         "MS_SERVER_NUM": str(topology.replicas("ps")),
     }
@@ -87,4 +87,5 @@ FRAMEWORK = Framework(
     services=services,
     success=Success(first_of=("worker",)),
     key_vars=("MS_ROLE", "MS_SCHED_HOST", "MS_WORKER_NUM", "MS_NODE_ID"),
+    single=("scheduler",),
 )

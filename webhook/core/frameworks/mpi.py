@@ -19,8 +19,7 @@ SSH_PORT = 22
 
 def slots(placement: Placement) -> int:
     """Processes per worker: the workers' own nproc, which the launcher learns from the stamp."""
-    topology = placement.topology
-    return topology.role("worker").nproc if topology.has("worker") else placement.nproc
+    return placement.nproc_of("worker")
 
 
 def hostfile(topology: Topology) -> str:
@@ -114,4 +113,5 @@ FRAMEWORK = Framework(
     ssh_keys=True,
     lists=lists,
     key_vars=("K_MPI_JOB_ROLE", "PRTE_MCA_prte_set_default_slots"),
+    single=("launcher",),
 )

@@ -15,9 +15,11 @@ TRAINING_ROLES = {"master": "PSERVER", "ps": "PSERVER", "worker": "TRAINER", "he
 @lru_cache(maxsize=8)
 def lists(topology: Topology, port: int | None) -> dict[str, str]:
     """The endpoint lists, the same for every pod of the job."""
-    suffix = "" if port is None else f":{port}"  # as Placement.endpoint
 
     def endpoints(role: str) -> str:
+        own = topology.role(role).port if topology.has(role) else None
+        own = own if own is not None else port  # the role's port, as Placement.endpoint
+        suffix = "" if own is None else f":{own}"
         return ",".join(host + suffix for host in topology.hosts(role))
 
     result = {"PADDLE_TRAINER_ENDPOINTS": endpoints("worker")}
@@ -45,15 +47,15 @@ def env(placement: Placement) -> dict[str, str]:
     result = {
         "PADDLE_JOB_ID": topology.job,
         "PADDLE_NNODES": str(topology.total),
-        "PADDLE_MASTER": placement.endpoint(master),
+        "PADDLE_MASTER": placement.endpoint(master, master_role),
     }
     if placement.role == "worker":
         result["PADDLE_TRAINER_ID"] = str(placement.index)
     result["PADDLE_TRAINERS_NUM"] = str(topology.replicas("worker"))
     result |= placement.listed("PADDLE_TRAINER_ENDPOINTS", lists)
     result |= {
-        "PADDLE_CURRENT_ENDPOINT": placement.endpoint(placement.host),
-        "PADDLE_PORT": str(placement.port),
+        "PADDLE_CURRENT_ENDPOINT": placement.endpoint(placement.host, placement.role),
+        "PADDLE_PORT": str(placement.port_of(placement.role)),
         "POD_IP": placement.host,
     }
     parameter_server = any(topology.has(role) for role in (*SERVER_ROLES, "heter"))

@@ -9,10 +9,13 @@ from webhook.core.topology import Topology
 
 
 def cluster(topology: Topology, port: int | None) -> dict[str, list[str]]:
-    suffix = "" if port is None else f":{port}"  # as Placement.endpoint
-    return {
-        role.name: [host + suffix for host in topology.hosts(role.name)] for role in topology.roles
-    }
+    """Every role's hosts, each on its role's port (`port` when the roles share one)."""
+    result = {}
+    for role in topology.roles:
+        own = role.port if role.port is not None else port  # as Placement.endpoint
+        suffix = "" if own is None else f":{own}"
+        result[role.name] = [host + suffix for host in topology.hosts(role.name)]
+    return result
 
 
 @lru_cache(maxsize=8)
@@ -49,4 +52,5 @@ FRAMEWORK = Framework(
     success=Success(first_of=("chief", "master", "worker")),
     key_vars=("TF_CONFIG",),
     lists=lists,
+    single=("chief", "master"),
 )

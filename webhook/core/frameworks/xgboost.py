@@ -13,13 +13,13 @@ def lists(topology: Topology, port: int | None) -> dict[str, str]:
 
 def env(placement: Placement) -> dict[str, str]:
     topology = placement.topology
-    master = topology.host("master" if topology.has("master") else "worker", 0)
+    master_role = "master" if topology.has("master") else "worker"
     return {
-        "MASTER_ADDR": master,
-        "MASTER_PORT": str(placement.port),
+        "MASTER_ADDR": topology.host(master_role, 0),
+        "MASTER_PORT": str(placement.port_of(master_role)),
         "WORLD_SIZE": str(topology.total),
         "RANK": str(placement.rank),
-        "WORKER_PORT": str(placement.port),
+        "WORKER_PORT": str(placement.port_of("worker")),
     } | placement.listed("WORKER_ADDRS", lists)
 
 
@@ -33,4 +33,5 @@ FRAMEWORK = Framework(
     success=Success(first_of=("master",)),
     lists=lists,
     key_vars=("MASTER_ADDR", "WORLD_SIZE", "RANK"),
+    single=("master",),
 )
