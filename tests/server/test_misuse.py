@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import builders
 from tests.support.reviews import StoredWorkloads, encoded, pods_of, review
 from webhook.cli import main
 from webhook.core import contract
@@ -26,27 +27,14 @@ def statefulset(
     annotations: dict[str, str] | None = None,
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    own = {contract.FRAMEWORK: "pytorch", contract.JOB: "pt", contract.ROLE: role}
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": "ml",
-        "labels": own if labels is None else labels,
-    }
-    if annotations:
-        metadata["annotations"] = annotations
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata,
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
-    }
+    """A role of PyTorch job `pt` in namespace ml; `labels` replaces the workload's own."""
+    workload = builders.statefulset(
+        name, "pytorch", role=role, job="pt", replicas=replicas, annotations=annotations,
+        namespace="ml",
+    )  # fmt: skip
+    if labels is not None:
+        workload["metadata"]["labels"] = labels
+    return workload
 
 
 def template_only() -> dict[str, Any]:
