@@ -7,14 +7,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.claims import claim_refusal, forged_creator
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
+from webhook.core.draft import Draft
+from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
 from webhook.core.workload import job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
-__all__ = ["Outcome", "admit", "changed_outcome", "job_of", "owner_to_resolve"]
+__all__ = [
+    "Outcome",
+    "admit",
+    "changed_outcome",
+    "forged_creator",
+    "job_of",
+    "owner_to_resolve",
+]
 
 HANDLED = {
     ("Pod", "CREATE"),
@@ -41,10 +51,13 @@ def admit(
     cluster_domain: str = "",
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
     old: Mapping[str, Any] | None = None,
+    username: str = "",
 ) -> Outcome | None:
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
-    `old` is the object before an UPDATE (the AdmissionReview's oldObject), when known.
+    `old` is the object before an UPDATE (the AdmissionReview's oldObject), when known;
+    `username` the requester (the AdmissionReview's userInfo.username): a workload created in a
+    job that belongs to someone else is refused, and every workload created records its creator.
     Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
     if (kind, operation) not in HANDLED:
@@ -67,8 +80,17 @@ def admit(
             # The framework label was removed: the webhook's additions go with it.
             return Outcome(diff(obj, opt_out(obj, old)), [])
         return None
+    if operation == "CREATE":
+        refusal = claim_refusal(obj, kind, namespace, siblings, username)
+        if refusal is not None:
+            raise Refused(refusal)
     workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain, old)
-    return Outcome(diff(obj, workload.workload), workload.warnings)
+    mutated = workload.workload
+    if operation == "CREATE" and username:
+        draft = Draft(mutated)
+        draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = username
+        mutated = draft.root
+    return Outcome(diff(obj, mutated), workload.warnings)
 
 
 # What the sweeper records and decides on: a forged success, failure count or start time would

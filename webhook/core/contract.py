@@ -39,6 +39,9 @@ SUSPEND: Final = "trainhook.io/suspend"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
+# On a StatefulSet or Job when it is created: the requester's userInfo.username. A job belongs to
+# the creator of its first workload; nobody else writes or changes it.
+CREATED_BY: Final = "trainhook.io/created-by"
 
 # Annotations the sweeper writes on workloads.
 PHASE: Final = "trainhook.io/phase"

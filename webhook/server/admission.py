@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
-from webhook.core.admit import HANDLED, admit, changed_outcome, owner_to_resolve
+from webhook.core.admit import HANDLED, admit, changed_outcome, forged_creator, owner_to_resolve
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import Refused, TrainhookError
 from webhook.core.limits import one_line
@@ -290,7 +290,13 @@ def _admit(request: _Request, context: Context) -> Answer:
         return Answer(200, answer_body, record)
     warnings: list[str] = []
     try:
-        forged = _outcome_forged(request, obj, context)
+        forged = _outcome_forged(request, obj, context) or forged_creator(
+            obj,
+            request.old if request.operation == "UPDATE" else None,
+            request.kind,
+            request.operation,
+            request.username,
+        )
         if forged is not None:
             raise Refused(forged)
         siblings, owner = _related(request, obj, context.lookup, warnings, record)
@@ -304,6 +310,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             cluster_domain=context.cluster_domain,
             coscheduling_scheduler=context.coscheduling_scheduler,
             old=_old_object(request),
+            username=request.username,
         )
     except TrainhookError as error:
         message = one_line(str(error))

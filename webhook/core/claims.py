@@ -1,0 +1,142 @@
+"""Who a job belongs to: the user who created its first workload.
+
+Anyone allowed to create a StatefulSet or Job in a namespace can label it with any job. So the
+webhook records on every workload it admits at creation who created it
+(`trainhook.io/created-by`, the request's `userInfo.username`), and a job belongs to the creator
+of its first workload that carries the record (the oldest `creationTimestamp`, then the name).
+Workloads created before the record existed carry none and claim nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.limits import shown
+from webhook.core.workload import job_of
+
+WORKLOAD_KINDS = ("StatefulSet", "Job")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The user a job belongs to, and the workload that makes it theirs."""
+
+    creator: str
+    kind: str
+    name: str
+
+
+def creator_of(obj: Mapping[str, Any] | None) -> str | None:
+    """Who created a workload, as the webhook recorded it; None for a workload without record
+    (or whose annotations cannot be read)."""
+    metadata = (obj or {}).get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    creator = annotations.get(contract.CREATED_BY) if isinstance(annotations, Mapping) else None
+    return creator if isinstance(creator, str) else None
+
+
+def claim_of(workloads: Iterable[Mapping[str, Any]]) -> Claim | None:
+    """The job's first creator among `workloads`: the oldest with a record, then by name."""
+    first: tuple[tuple[bool, datetime, str, str], Claim] | None = None
+    for obj in workloads:
+        creator = creator_of(obj)
+        if creator is None:
+            continue
+        metadata = obj.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        kind = str(obj.get("kind") or "")
+        created = _time(metadata.get("creationTimestamp"))
+        key = (created is None, created or datetime.min.replace(tzinfo=UTC), name, kind)
+        if first is None or key < first[0]:
+            first = (key, Claim(creator, kind, name))
+    return None if first is None else first[1]
+
+
+def claim_refusal(
+    obj: Mapping[str, Any],
+    kind: str,
+    namespace: str,
+    siblings: Iterable[Mapping[str, Any]],
+    username: str,
+) -> str | None:
+    """Why `username` may not create the workload `obj` in its job; None when it may.
+
+    A job whose workloads were created by someone else is theirs: joining it would change its
+    topology (its pods restart) and lend it lifecycle settings (a TTL, a clean-pod policy)."""
+    job = job_of(obj)
+    if job is None or not username:
+        return None
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    others = [
+        s for s in siblings if job_of(s) == job and not (s.get("kind") == kind and _name(s) == name)
+    ]
+    claim = claim_of(others)
+    if claim is None or claim.creator == username:
+        return None
+    return (
+        f"{contract.JOB}: job {job!r} in namespace {namespace} belongs to {claim.creator} "
+        f"({claim.kind} {claim.name}); {kind} {name} was created by {username}: "
+        f"give it its own {contract.JOB}"
+    )
+
+
+def forged_creator(
+    obj: Mapping[str, Any],
+    old: Mapping[str, Any] | None,
+    kind: str,
+    operation: str,
+    username: str,
+) -> str | None:
+    """Why a request may not carry the `trainhook.io/created-by` it does; None when it may.
+
+    Only the webhook writes it, as the workload is created: a CREATE may carry only the
+    requester's own name (the webhook's earlier answer, when it is called again), and an UPDATE
+    may not set, change or remove it."""
+    if kind not in WORKLOAD_KINDS:
+        return None
+    labelled = job_of(obj) is not None or (old is not None and job_of(old) is not None)
+    if not labelled:
+        return None
+    now = creator_of(obj)
+    key = contract.CREATED_BY
+    if operation == "CREATE":
+        if now is None or now == username:
+            return None
+        return (
+            f"{key}: {shown(now)} is not the user creating this {kind} "
+            f"({username or 'unknown'}); the Trainhook webhook records it, so leave it out"
+        )
+    if operation != "UPDATE" or old is None or not _readable(old):
+        return None  # only a client other than the API server sends no readable oldObject
+    before = creator_of(old)
+    if now == before:
+        return None
+    recorded = shown(before) if before is not None else "none recorded"
+    change = f"sets {shown(now)}" if now is not None else "removes it"
+    return (
+        f"{key}: recorded by the Trainhook webhook when the {kind} was created ({recorded}) "
+        f"and never changed; this update {change}"
+    )
+
+
+def _readable(obj: Mapping[str, Any]) -> bool:
+    metadata = obj.get("metadata")
+    return isinstance(metadata, Mapping) and isinstance(metadata.get("annotations") or {}, Mapping)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
