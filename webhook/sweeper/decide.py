@@ -1074,7 +1074,8 @@ def _problem_events(state: JobState) -> Iterable[Action]:
 
 def _intruder_events(state: JobState) -> Iterable[Action]:
     for intruder in state.intruders:
-        target = ObjectRef(PODS.api_version, "Pod", intruder.name, intruder.uid)
+        kind = intruder.kind
+        target = ObjectRef(_api_version(kind), kind, intruder.name, intruder.uid)
         yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 

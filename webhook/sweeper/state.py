@@ -10,6 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.claims import Claim, claim_of, creator_of
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
@@ -269,7 +270,8 @@ class JobState:
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
-    # Pods labelled with the job that its workloads did not make: never acted on, never read.
+    # Pods labelled with the job that its workloads did not make, and workloads labelled with it
+    # that another user created than the job's first creator: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
@@ -452,14 +454,15 @@ def read_job_state(
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
-    workloads = list(workloads)
+    workloads, strangers = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
     # carries the job's label (anyone allowed to create pods can write one) joins nothing. Only
     # a job made of bare pods alone takes its bare pods as its workloads.
     members = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj in workloads}
-    intruders: list[Problem] = []
+    intruders = [problem for _, problem in strangers]
+    ignored = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj, _ in strangers}
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
     if members:
         owned = []
@@ -468,6 +471,8 @@ def read_job_state(
             if controller in members:
                 owned.append(candidate)
                 continue
+            if controller in ignored:
+                continue  # a pod of another user's workload: that workload has the Warning
             intruders.append(_intruder(candidate, job, members))
             if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
@@ -523,6 +528,36 @@ def read_job_state(
         peers=_peers(configmaps, job),
         cluster_domain=cluster_domain,
         deleting=deleting,
+    )
+
+
+def _claimed(
+    workloads: list[Mapping[str, Any]], job: str
+) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]]]:
+    """The job's workloads: those its first creator created (and those created before the webhook
+    recorded creators); the others, each with why it is ignored."""
+    claim = claim_of(workloads)
+    if claim is None:
+        return workloads, []
+    kept, strangers = [], []
+    for obj in workloads:
+        creator = creator_of(obj)
+        if creator is None or creator == claim.creator:
+            kept.append(obj)
+        else:
+            strangers.append((obj, _stranger(obj, creator, job, claim)))
+    return kept, strangers
+
+
+def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
+    metadata = metadata_of(obj)
+    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
+    return Problem(
+        kind,
+        name,
+        metadata.get("uid") or "",
+        f"{kind} {name} is labelled {contract.JOB}={job} but was created by {creator}, and the "
+        f"job belongs to {claim.creator} ({claim.kind} {claim.name}); the sweeper ignores it",
     )
 
 
