@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 
 from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
+from webhook.sweeper import decide
 
 from .live import eventually, sweeping
 
@@ -156,3 +158,87 @@ def test_a_failing_podgroup_create_neither_holds_back_the_service_nor_deafens_th
             timeout=3,
             what="a fresh attempt after the watch event",
         )
+
+
+def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_deletes_it(
+    emulator, kube, monkeypatch
+):
+    monkeypatch.setattr(decide, "SETTLE", timedelta(0))  # a changed topology is acted on at once
+    alice = {contract.CREATED_BY: "alice"}
+    chief, workers = stamped(
+        statefulset("victim-chief", framework="tensorflow", role="chief", job="victim"),
+        statefulset(
+            "victim-worker", framework="tensorflow", role="worker", job="victim", replicas=2
+        ),
+    )
+    with sweeping(kube):
+        for workload in (chief, workers):
+            workload["metadata"]["annotations"].update(alice)
+            created = kube.create(STATEFULSETS, "ml", workload)
+            for index in range(workload["spec"]["replicas"]):
+                kube.create(PODS, "ml", pod(created, index))
+        eventually(lambda: names(emulator, SERVICES) == ["victim"], what="the victim's Service")
+        stamp = the(emulator, STATEFULSETS, "victim-chief")["spec"]["template"]["metadata"]
+        # Bob's parameter server, created a second later (creationTimestamp counts seconds),
+        # labelled with the victim's job and stamped with the topology that includes it.
+        newest = the(emulator, STATEFULSETS, "victim-worker")["metadata"]["creationTimestamp"]
+        eventually(
+            lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") > newest, what="a second"
+        )
+        hostile = {
+            contract.CREATED_BY: "bob",
+            contract.TTL_SECONDS_AFTER_FINISHED: "0",
+            contract.CLEAN_POD_POLICY: "All",
+        }
+        *_, evil = stamped(
+            chief,
+            workers,
+            statefulset(
+                "evil", framework="tensorflow", role="ps", job="victim", annotations=hostile
+            ),
+        )
+        evil = kube.create(STATEFULSETS, "ml", evil)
+        kube.create(PODS, "ml", pod(evil, 0))
+        warnings = eventually(
+            lambda: [
+                e
+                for e in emulator.objects(EVENTS, "ml")
+                if e["reason"] == "NotInJob" and e["involvedObject"]["name"] == "evil"
+            ],
+            what="a Warning Event on Bob's StatefulSet",
+        )
+        time.sleep(1.0)  # long enough for a sweeper that took it in to restamp the victim
+        restamped = the(emulator, STATEFULSETS, "victim-chief")["spec"]["template"]["metadata"]
+        # The victim's chief succeeds: the job is finished, with no TTL of its own.
+        done = pod(the(emulator, STATEFULSETS, "victim-chief"), 0, phase="Succeeded", exit_code=0)
+        emulator.merge("/api/v1/namespaces/ml/pods/victim-chief-0", {"status": done["status"]})
+        eventually(
+            lambda: all(
+                (w["metadata"].get("annotations") or {}).get(contract.PHASE) == "Succeeded"
+                for w in emulator.objects(STATEFULSETS, "ml")
+                if w["metadata"]["name"] != "evil"
+            ),
+            what="the victim recorded as Succeeded",
+        )
+        time.sleep(1.0)  # long enough for a TTL of 0 to delete it
+
+    assert (warnings[0]["type"], warnings[0]["involvedObject"]["kind"]) == (
+        "Warning",
+        "StatefulSet",
+    )
+    assert warnings[0]["message"] == (
+        "StatefulSet evil is labelled trainhook.io/job=victim but was created by bob, and the job "
+        "belongs to alice (StatefulSet victim-chief); the sweeper ignores it"
+    )
+    assert restamped["annotations"][contract.TOPOLOGY] == stamp["annotations"][contract.TOPOLOGY]
+    assert restamped["annotations"][contract.TOPOLOGY] == '{"chief":1,"worker":2}'
+    assert names(emulator, STATEFULSETS) == ["evil", "victim-chief", "victim-worker"]
+    service = the(emulator, SERVICES, "victim")
+    assert sorted(o["name"] for o in service["metadata"]["ownerReferences"]) == [
+        "victim-chief",
+        "victim-worker",
+    ]
+    left = the(emulator, STATEFULSETS, "evil")
+    assert contract.PHASE not in left["metadata"]["annotations"]
+    assert left["spec"]["replicas"] == 1
+    assert "evil-0" in names(emulator, PODS)
