@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import yaml
 
@@ -21,6 +22,7 @@ from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
+from webhook.core.admit import admit
 from webhook.sweeper.actions import Delete, Patch
 
 DOC = (REPO / "docs" / "gitops.md").read_text()
@@ -152,11 +154,27 @@ def examples(tmp_path: Path) -> list[Path]:
     return [*files, REPO / "examples" / "argocd" / "jobs" / "pytorch-ddp.yaml", every]
 
 
+def admission_changes() -> set[tuple[str, str]]:
+    """(kind, field) for every field the webhook's answer to a user's CREATE changes: render's,
+    and what only a request says (who sent it)."""
+    found = set()
+    for doc in yaml.safe_load_all(EVERY_SETTING):
+        kind = doc["kind"]
+        outcome = admit(doc, kind=kind, operation="CREATE", namespace="ml", username="alice")
+        assert outcome is not None
+        found |= {(kind, f) for f in changed_fields(doc, jsonpatch.apply_patch(doc, outcome.patch))}
+    return found
+
+
 def test_the_guide_lists_every_field_render_changes_on_workloads_and_no_other(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     changed = set().union(*(webhook_changes(path, capsys) for path in examples(tmp_path)))
-    assert changed == documented("webhook")
+    assert changed | admission_changes() == documented("webhook")
+    assert admission_changes() - changed == {
+        ("StatefulSet", 'metadata.annotations["trainhook.io/created-by"]'),
+        ("Job", 'metadata.annotations["trainhook.io/created-by"]'),
+    }
 
 
 def sweeper_changes(
