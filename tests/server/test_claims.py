@@ -175,3 +175,36 @@ def test_the_oldest_recorded_creator_owns_the_job_whatever_joined_after_it() -> 
         f"trainhook.io/job: job 'victim' in namespace ml belongs to {ARGOCD} (StatefulSet "
         "victim-master); StatefulSet evil was created by bob: give it its own trainhook.io/job"
     )
+
+
+def test_a_workload_relabelled_into_another_users_job_is_refused_as_a_create_would_be() -> None:
+    old = statefulset("evil", "worker", job="mine", annotations={contract.CREATED_BY: ALICE})
+    new = statefulset("evil", "worker", annotations={contract.CREATED_BY: ALICE})
+
+    response = answer(new, ALICE, store=victim_store(), operation="UPDATE", old=old)
+
+    assert response["status"]["message"] == (
+        f"trainhook.io/job: job 'victim' in namespace ml belongs to {ARGOCD} (StatefulSet "
+        "victim-master); StatefulSet evil was created by alice: give it its own trainhook.io/job"
+    )
+
+
+def test_an_update_of_the_job_leaves_a_workload_another_user_slipped_in_out_of_its_topology() -> (
+    None
+):
+    store = victim_store()
+    stray = {contract.CREATED_BY: ALICE}
+    store.store(statefulset("evil", "worker", annotations=stray, created="2026-01-01T00:02:00Z"))
+    old = statefulset(
+        "victim-master",
+        "master",
+        annotations={contract.CREATED_BY: ARGOCD},
+        created="2026-01-01T00:00:00Z",
+    )
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "trainer:2"
+
+    response = answer(new, ARGOCD, store=store, operation="UPDATE", old=old)
+
+    template = patched(new, {"response": response})["spec"]["template"]["metadata"]
+    assert template["annotations"][contract.TOPOLOGY] == '{"master":1}'

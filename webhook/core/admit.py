@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import claim_refusal, forged_creator
+from webhook.core.claims import claim_refusal, claimed, creator_of, forged_creator
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
@@ -56,8 +56,9 @@ def admit(
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
     `old` is the object before an UPDATE (the AdmissionReview's oldObject), when known;
-    `username` the requester (the AdmissionReview's userInfo.username): a workload created in a
-    job that belongs to someone else is refused, and every workload created records its creator.
+    `username` the requester (the AdmissionReview's userInfo.username): a workload created in (or
+    relabelled into) a job that belongs to someone else is refused, every workload created
+    records its creator, and a sibling another user created is left out of the topology.
     Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
     if (kind, operation) not in HANDLED:
@@ -80,10 +81,13 @@ def admit(
             # The framework label was removed: the webhook's additions go with it.
             return Outcome(diff(obj, opt_out(obj, old)), [])
         return None
-    if operation == "CREATE":
-        refusal = claim_refusal(obj, kind, namespace, siblings, username)
+    joining = operation == "CREATE" or (old is not None and job_of(old) != job_of(obj))
+    if joining:  # created, or relabelled into a job
+        creator = username if operation == "CREATE" else creator_of(obj) or username
+        refusal = claim_refusal(obj, kind, namespace, siblings, creator)
         if refusal is not None:
             raise Refused(refusal)
+    siblings = claimed(obj, siblings)
     workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain, old)
     mutated = workload.workload
     if operation == "CREATE" and username:

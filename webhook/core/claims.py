@@ -9,7 +9,7 @@ Workloads created before the record existed carry none and claim nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -82,6 +82,17 @@ def claim_refusal(
         f"({claim.kind} {claim.name}); {kind} {name} was created by {username}: "
         f"give it its own {contract.JOB}"
     )
+
+
+def claimed(
+    obj: Mapping[str, Any], siblings: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The siblings that are `obj`'s job: those its first recorded creator created, and those
+    without a record; another user's workload that got into the job anyway is no part of it."""
+    claim = claim_of([obj, *siblings])
+    if claim is None:
+        return list(siblings)
+    return [s for s in siblings if creator_of(s) in (None, claim.creator)]
 
 
 def forged_creator(
