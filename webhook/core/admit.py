@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import claim_refusal, claimed, creator_of, forged_creator
+from webhook.core.claims import claim_refusal, claimed, forged_creator
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
@@ -82,9 +82,8 @@ def admit(
             return Outcome(diff(obj, opt_out(obj, old)), [])
         return None
     joining = operation == "CREATE" or (old is not None and job_of(old) != job_of(obj))
-    if joining:  # created, or relabelled into a job
-        creator = username if operation == "CREATE" else creator_of(obj) or username
-        refusal = claim_refusal(obj, kind, namespace, siblings, creator)
+    if joining:  # created, or relabelled into a job: by the job's owner only
+        refusal = claim_refusal(obj, kind, namespace, siblings, username)
         if refusal is not None:
             raise Refused(refusal)
     siblings = claimed(obj, siblings)
