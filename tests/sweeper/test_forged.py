@@ -147,8 +147,8 @@ def test_a_failing_podgroup_create_neither_holds_back_the_service_nor_deafens_th
         kube.create(STATEFULSETS, "ml", workers)
         eventually(lambda: names(emulator, SERVICES) == ["gang"], timeout=3, what="Service")
         time.sleep(0.5)  # the job now backs off after its PodGroup failed
+        before = len(emulator.emulator.log)  # taken first: the sweeper may answer at once
         kube.create(PODS, "ml", pod(the(emulator, STATEFULSETS, "gang"), 0, phase="Failed"))
-        before = len(emulator.emulator.log)
         # The new pod is news: the job is decided on again at once, not after its backoff.
         eventually(
             lambda: any(
