@@ -13,15 +13,15 @@ from cryptography.x509 import DNSName
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store
 
-from tests.chart.rendering import CA_BUNDLE, render, render_error
+from tests.chart.rendering import CA_BUNDLE, Document, Rendered, render, render_error
 
 CERT_DIR = "/var/run/trainhook/certs"
 
 
-def volume(rendered, name: str) -> dict:
-    volumes = rendered.named("Deployment", "trainhook-webhook")["spec"]["template"]["spec"][
-        "volumes"
-    ]
+def volume(rendered: Rendered, name: str) -> Document:
+    volumes: list[Document] = rendered.named("Deployment", "trainhook-webhook")["spec"]["template"][
+        "spec"
+    ]["volumes"]
     return next(v for v in volumes if v["name"] == name)
 
 

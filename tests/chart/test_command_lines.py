@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.rendering import COMBINATIONS, render
+from tests.chart.rendering import COMBINATIONS, Rendered, render
 from webhook.cli import COMMANDS
 
 
@@ -66,7 +66,7 @@ def test_trainhook_serve_accepts_the_webhook_command_line(combination: str) -> N
     assert args.cert_mode == ("self" if mode == "self" else "files")
 
 
-def _webhook(rendered: Any) -> str:
+def _webhook(rendered: Rendered) -> str:
     (name,) = [n for n in rendered.names("Deployment") if n.endswith("-webhook")]
     return name
 

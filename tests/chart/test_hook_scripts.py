@@ -21,7 +21,7 @@ from kubernetes import client
 
 from tests.chart.apiserver import AdmittingApiServer, admitting_api_server
 from tests.chart.rendering import render
-from tests.server.conftest import serving
+from tests.support.serving import serving
 from webhook.certs.material import generate
 
 NAMESPACE = "trainhook"
@@ -82,24 +82,28 @@ def api() -> Iterator[ApiEmulator]:
         yield emulator
 
 
-def webhook_configuration(url: str, ca_bundle: bytes | None) -> dict[str, Any]:
+def webhook_configuration(
+    url: str, ca_bundle: bytes | None
+) -> client.V1MutatingWebhookConfiguration:
     client_config: dict[str, Any] = {"url": url}
     if ca_bundle is not None:
         client_config["caBundle"] = base64.b64encode(ca_bundle).decode()
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "trainhook"},
-        "webhooks": [
-            {
-                "name": "mutate.trainhook.io",
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "timeoutSeconds": 5,
-                "clientConfig": client_config,
-            }
-        ],
-    }
+    return client.V1MutatingWebhookConfiguration.model_validate(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "trainhook"},
+            "webhooks": [
+                {
+                    "name": "mutate.trainhook.io",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "timeoutSeconds": 5,
+                    "clientConfig": client_config,
+                }
+            ],
+        }
+    )
 
 
 def run_like_the_pod(
@@ -124,7 +128,8 @@ def run_like_the_pod(
 
 
 def uninstall_pod() -> dict[str, Any]:
-    return render().named("Job", "trainhook-uninstall")["spec"]["template"]["spec"]
+    spec: dict[str, Any] = render().named("Job", "trainhook-uninstall")["spec"]["template"]["spec"]
+    return spec
 
 
 def test_uninstall_hook_deletes_the_configuration_and_the_self_managed_secret_once(
@@ -137,7 +142,9 @@ def test_uninstall_hook_deletes_the_configuration_and_the_self_managed_secret_on
     )
     core.create_namespaced_secret(
         NAMESPACE,
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trainhook-webhook-tls"}},
+        client.V1Secret.model_validate(
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "trainhook-webhook-tls"}}
+        ),
     )
     kubeconfig = api.kubeconfig(tmp_path)
     first = run_like_the_pod(uninstall_pod(), kubeconfig)
@@ -172,7 +179,8 @@ def running_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 
 
 def helm_test_pod(values: dict[str, Any] | None = None) -> dict[str, Any]:
-    return render(values).named("Pod", "trainhook-test")["spec"]
+    spec: dict[str, Any] = render(values).named("Pod", "trainhook-test")["spec"]
+    return spec
 
 
 def kubeconfig_for(server: str, directory: Path) -> Path:

@@ -108,6 +108,7 @@ def is_option(dotted: str) -> bool:
 def test_install_guide_names_every_option_of_the_chart() -> None:
     values_file = CHART / "values.yaml"
     root = yaml.compose(values_file.read_text())
+    assert isinstance(root, yaml.MappingNode), "values.yaml is one mapping of keys"
     keys = [key for key, _ in chart_defined_keys(root, SCHEMA) if is_option(key)]
     missing = [key for key in keys if f"`{key}`" not in INSTALL_DOC]
     assert len(keys) > 100

@@ -6,6 +6,8 @@ from tests.chart.pod_security import restricted_violations
 from tests.chart.rendering import (
     COMBINATIONS,
     NEWEST_KUBERNETES,
+    Document,
+    Rendered,
     render,
     render_error,
     validate_strictly,
@@ -14,8 +16,8 @@ from tests.chart.rendering import (
 SCOPED = COMBINATIONS["scoped-and-observed"]
 
 
-def pod(rendered, name: str) -> dict:
-    spec: dict = rendered.named("Deployment", name)["spec"]["template"]["spec"]
+def pod(rendered: Rendered, name: str) -> Document:
+    spec: Document = rendered.named("Deployment", name)["spec"]["template"]["spec"]
     return spec
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.chart.pod_security import read_only_root_violations, restricted_violations
-from tests.chart.rendering import CHART, COMBINATIONS, render, render_error
+from tests.chart.rendering import CHART, COMBINATIONS, Document, Rendered, render, render_error
 
 METRICS_DIR = "/var/run/trainhook/metrics"
 
 
-def pod(rendered, kind: str, name: str) -> dict:
-    return rendered.named(kind, name)["spec"]["template"]["spec"]
+def pod(rendered: Rendered, kind: str, name: str) -> Document:
+    spec: Document = rendered.named(kind, name)["spec"]["template"]["spec"]
+    return spec
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))

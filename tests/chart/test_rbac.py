@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tests.chart.rendering import CA_BUNDLE, COMBINATIONS, Rendered, render
+from tests.chart.rendering import CA_BUNDLE, COMBINATIONS, Document, Rendered, render
 
 Grant = tuple[str, str, str, str]  # (API group, resource, verb, resource name or "*")
 
 
-def grants(role: dict) -> set[Grant]:
+def grants(role: Document) -> set[Grant]:
     return {
         (group, resource, verb, name)
         for rule in role["rules"]
@@ -22,7 +22,9 @@ def expand(group: str, resource: str, verbs: str, name: str = "*") -> set[Grant]
     return {(group, resource, verb, name) for verb in verbs.split()}
 
 
-def bound_subjects(rendered: Rendered, binding_kind: str, role_kind: str, role: str) -> list[dict]:
+def bound_subjects(
+    rendered: Rendered, binding_kind: str, role_kind: str, role: str
+) -> list[Document]:
     bindings = [
         b
         for b in rendered.of_kind(binding_kind)
@@ -30,7 +32,8 @@ def bound_subjects(rendered: Rendered, binding_kind: str, role_kind: str, role: 
         == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
     ]
     assert len(bindings) == 1, f"{role_kind} {role} is bound {len(bindings)} times"
-    return bindings[0]["subjects"]
+    subjects: list[Document] = bindings[0]["subjects"]
+    return subjects
 
 
 LOOKUP = expand("apps", "statefulsets", "get list watch") | expand(

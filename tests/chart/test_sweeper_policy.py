@@ -8,6 +8,7 @@ from typing import Any
 
 import celpy
 import pytest
+from celpy.adapter import json_to_cel
 
 from tests.chart.rendering import render
 
@@ -40,9 +41,9 @@ def admit(
         "namespace": "ml",
     }
     activation: dict[str, Any] = {
-        "request": celpy.json_to_cel(request),
-        "object": celpy.json_to_cel(obj),
-        "oldObject": celpy.json_to_cel(old),
+        "request": json_to_cel(request),
+        "object": json_to_cel(obj),
+        "oldObject": json_to_cel(old),
     }
     for condition in spec["matchConditions"]:
         if not evaluate(condition["expression"], activation):
@@ -87,7 +88,7 @@ FRAMEWORK = {"trainhook.io/framework": "pytorch"}
     ],
 )  # fmt: skip
 def test_the_sweeper_may_write_training_jobs_and_what_it_made(
-    operation: str, resource: str, before: dict | None, after: dict | None
+    operation: str, resource: str, before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> None:
     assert admit(SWEEPER, operation, resource, after or before, before) is None
 
@@ -110,7 +111,7 @@ def test_the_sweeper_may_write_training_jobs_and_what_it_made(
     ],
 )  # fmt: skip
 def test_the_sweeper_may_not_write_anything_else(
-    operation: str, resource: str, before: dict | None, after: dict | None
+    operation: str, resource: str, before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> None:
     target = after if operation == "CREATE" else before
     assert target is not None

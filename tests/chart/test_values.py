@@ -43,6 +43,7 @@ def chart_defined_keys(
 def test_every_key_in_values_yaml_has_a_comment_that_names_it() -> None:
     lines = VALUES_FILE.read_text().splitlines()
     root = yaml.compose(VALUES_FILE.read_text())
+    assert isinstance(root, yaml.MappingNode), "values.yaml is one mapping of keys"
     missing = []
     for dotted, line in chart_defined_keys(root, SCHEMA):
         above = line - 1

@@ -27,7 +27,6 @@ from webhook.core.render import expand
 
 Obj = dict[str, Any]
 T = TypeVar("T")
-Draw = Callable[[st.SearchStrategy[T]], T]
 
 KINDS = ("StatefulSet", "Job")
 NAMESPACES = ("default", "ml-team")
@@ -106,12 +105,13 @@ def subsets(options: tuple[T, ...], low: int, high: int) -> st.SearchStrategy[li
     return st.lists(st.sampled_from(options), min_size=low, max_size=high, unique=True)
 
 
-def maybe(draw: Draw[Any], options: tuple[T, ...]) -> T | None:
+def maybe(draw: st.DrawFn, options: tuple[T, ...]) -> T | None:
     """None or one of the options."""
-    return draw(one_of((None, *options)))
+    chosen: T | None = draw(one_of((None, *options)))
+    return chosen
 
 
-def mapping(draw: Draw[Any], keys: tuple[str, ...], values: tuple[str, ...]) -> dict[str, str]:
+def mapping(draw: st.DrawFn, keys: tuple[str, ...], values: tuple[str, ...]) -> dict[str, str]:
     return {key: draw(one_of(values)) for key in draw(subsets(keys, 0, 3))}
 
 
@@ -161,12 +161,12 @@ class Update:
 # --- settings --------------------------------------------------------------------------------
 
 
-def _elastic(draw: Draw[Any]) -> str:
+def _elastic(draw: st.DrawFn) -> str:
     low = draw(integers(1, 3))
     return f"{low}:{low + draw(integers(0, 3))}"
 
 
-SETTINGS: dict[str, Callable[[Draw[Any]], str]] = {
+SETTINGS: dict[str, Callable[[st.DrawFn], str]] = {
     contract.PORT: lambda draw: str(draw(integers(1, 65535))),
     contract.GPUS: lambda draw: str(draw(integers(0, 8))),
     contract.GPU_RESOURCE: lambda draw: draw(one_of(GPU_RESOURCES)),
@@ -181,7 +181,7 @@ SETTINGS: dict[str, Callable[[Draw[Any]], str]] = {
 }
 
 
-def job_settings(draw: Draw[Any], framework: str) -> dict[str, str]:
+def job_settings(draw: st.DrawFn, framework: str) -> dict[str, str]:
     """trainhook.io/ annotations with valid values, shared by a job's workloads."""
     keys = tuple(key for key in SETTINGS if key != contract.ELASTIC or framework == "pytorch")
     chosen = {key: SETTINGS[key](draw) for key in draw(subsets(keys, 0, len(keys)))}
@@ -202,7 +202,7 @@ def role_settings(draw: Draw[Any], settings: dict[str, str]) -> dict[str, str]:
 
 
 def place_settings(
-    draw: Draw[Any], settings: dict[str, str], container_names: list[str]
+    draw: st.DrawFn, settings: dict[str, str], container_names: list[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Split settings between a workload's own annotations and its template's (or both)."""
     chosen = dict(settings)
@@ -225,13 +225,13 @@ def place_settings(
 # --- containers and pod specs ----------------------------------------------------------------
 
 
-def env_item(draw: Draw[Any], name: str) -> Obj:
+def env_item(draw: st.DrawFn, name: str) -> Obj:
     if draw(booleans):
         return {"name": name, "value": draw(one_of(ENV_VALUES))}
     return {"name": name, **copy.deepcopy(ENV_SOURCES[draw(integers(0, len(ENV_SOURCES) - 1))])}
 
 
-def resources(draw: Draw[Any], gpu_resource: str, gpus: str | None) -> Obj | None:
+def resources(draw: st.DrawFn, gpu_resource: str, gpus: str | None) -> Obj | None:
     """A container's resources; a limit of the job's GPU resource agrees with trainhook.io/gpus
     (`gpus`), as Trainhook refuses one that contradicts it."""
     shape = draw(one_of(RESOURCE_SHAPES))
@@ -255,7 +255,7 @@ def resources(draw: Draw[Any], gpu_resource: str, gpus: str | None) -> Obj | Non
 
 
 def container(
-    draw: Draw[Any],
+    draw: st.DrawFn,
     name: str,
     volumes: list[tuple[Obj, str]],
     gpu_resource: str,
@@ -288,7 +288,7 @@ def container(
 
 
 def pod_spec(
-    draw: Draw[Any],
+    draw: st.DrawFn,
     framework: str,
     restart_policies: tuple[str, ...],
     gpu_resource: str,
@@ -345,7 +345,7 @@ def managed_fields(api_version: str) -> list[Obj]:
 
 
 def workload(
-    draw: Draw[Any],
+    draw: st.DrawFn,
     framework: str,
     job: str | None,
     role: str,
@@ -424,17 +424,17 @@ def workload(
                 "podReplacementPolicy": "TerminatingOrFailed",
             }
     spec["template"] = {"spec": pod}
-    if template_metadata or draw(booleans):
+    if bool(template_metadata) or draw(booleans):
         spec["template"]["metadata"] = template_metadata
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
 
 
-def roles(draw: Draw[Any], framework: str) -> list[str]:
+def roles(draw: st.DrawFn, framework: str) -> list[str]:
     return draw(subsets(FRAMEWORKS[framework].roles or GENERIC_ROLES, 1, 3))
 
 
 @st.composite
-def _training_jobs(draw: Draw[Any], with_statefulset: bool) -> TrainingJob:
+def _training_jobs(draw: st.DrawFn, with_statefulset: bool) -> TrainingJob:
     framework = draw(one_of(tuple(sorted(FRAMEWORKS))))
     chosen = roles(draw, framework)
     job = draw(one_of(NAMES))
@@ -467,7 +467,7 @@ jobs_with_a_statefulset = _training_jobs(with_statefulset=True)
 
 
 @st.composite
-def _statefulset_updates(draw: Draw[Any]) -> tuple[TrainingJob, Update]:
+def _statefulset_updates(draw: st.DrawFn) -> tuple[TrainingJob, Update]:
     job = draw(jobs_with_a_statefulset)
     positions = tuple(i for i, w in enumerate(job.workloads) if w["kind"] == "StatefulSet")
     position = draw(one_of(positions))
@@ -501,7 +501,7 @@ def updated(stored: Obj, update: Update) -> Obj:
     if update.gpus is not None:
         result["metadata"].setdefault("annotations", {})[contract.GPUS] = update.gpus
         # The user changes the containers' own GPU limits with it, or Trainhook refuses them.
-        settings = annotations_of(result["spec"]["template"]) | annotations_of(result)
+        settings = {**annotations_of(result["spec"]["template"]), **annotations_of(result)}
         resource = settings.get(contract.GPU_RESOURCE, "nvidia.com/gpu")
         for each in result["spec"]["template"]["spec"]["containers"]:
             limits = (each.get("resources") or {}).get("limits") or {}
@@ -578,7 +578,7 @@ def with_api_server_defaults(pod: Obj) -> None:
 
 
 def bare_pod(
-    draw: Draw[Any],
+    draw: st.DrawFn,
     case: BarePodJob,
     role: str,
     index: int,
@@ -614,7 +614,7 @@ def bare_pod(
 
 
 @st.composite
-def _bare_pod_jobs(draw: Draw[Any]) -> BarePodJob:
+def _bare_pod_jobs(draw: st.DrawFn) -> BarePodJob:
     framework = draw(one_of(tuple(sorted(FRAMEWORKS))))
     single = FRAMEWORKS[framework].single  # a PyTorch master, an MPI launcher: one at most
     counts = {

@@ -52,7 +52,7 @@ def test_the_patch_applies_to_the_pod_as_received_and_a_second_pass_is_empty() -
 
 
 def test_env_goes_into_every_container_and_init_container_ahead_of_the_users_own() -> None:
-    containers = [
+    containers: list[dict[str, Any]] = [
         {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
         {"name": "sidecar", "image": "s"},
     ]
@@ -124,7 +124,7 @@ def test_the_container_annotation_picks_the_training_container() -> None:
 
 
 def test_shm_size_mounts_a_memory_volume_at_dev_shm_unless_a_container_mounts_one() -> None:
-    containers = [
+    containers: list[dict[str, Any]] = [
         {"name": "paddle", "image": "t"},
         {"name": "own", "image": "s", "volumeMounts": [{"name": "mine", "mountPath": "/dev/shm"}]},
     ]

@@ -12,7 +12,8 @@ from webhook.core.admit import admit
 def admitted(obj: dict[str, Any], operation: str = "CREATE", **kwargs: Any) -> dict[str, Any]:
     outcome = admit(obj, kind=obj["kind"], operation=operation, namespace="default", **kwargs)
     assert outcome is not None
-    return jsonpatch.apply_patch(obj, outcome.patch)
+    patched: dict[str, Any] = jsonpatch.apply_patch(obj, outcome.patch)
+    return patched
 
 
 def test_a_statefulset_gets_labels_stamp_service_and_parallel_start_and_nothing_else() -> None:

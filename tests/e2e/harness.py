@@ -369,8 +369,8 @@ class Cluster:
             failure += ", ".join(
                 name
                 for name in waiting
-                if self.pods[name].process is None or self.pods[name].process.poll() is None
-            )  # type: ignore[union-attr]
+                if (process := self.pods[name].process) is None or process.poll() is None
+            )
         exits = self.exits()
         if failure:
             raise PodsFailed(failure + "\n" + "\n".join(describe(e) for e in exits))

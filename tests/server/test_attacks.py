@@ -47,7 +47,7 @@ def tls_client(webhook: Webhook) -> ssl.SSLSocket:
 
 
 def answer_to(client: ssl.SSLSocket) -> tuple[int, dict[str, Any], http.client.HTTPResponse]:
-    response = http.client.HTTPResponse(client)  # type: ignore[arg-type]
+    response = http.client.HTTPResponse(client)
     response.begin()
     body = response.read()
     assert response.getheader("Content-Type") == "application/json", body

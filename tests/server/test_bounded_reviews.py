@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.reviews import encoded, review
+from tests.support.reviews import encoded, is_review, is_status, review
 from webhook.core import contract
 from webhook.server.admission import Answer, Context
 from webhook.server.admission import review as answer_to
@@ -70,9 +70,10 @@ def measured(document: dict[str, Any]) -> tuple[Answer, float, float]:
 
 def message_of(answer: Answer) -> tuple[int, str]:
     body = answer.body
-    if "response" in body:
+    if is_review(body):
         status = body["response"]["status"]
         return status["code"], status["message"]
+    assert is_status(body), body
     return body["code"], body["message"]
 
 
@@ -223,6 +224,7 @@ def test_null_where_an_object_belongs_gets_a_422_naming_the_field(
 ) -> None:
     answer = answer_to(encoded(review(document)), "application/json", Context())
 
+    assert is_status(answer.body), answer.body
     assert (answer.status, answer.body["message"]) == (422, message)
 
 

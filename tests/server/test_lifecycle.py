@@ -192,7 +192,7 @@ def test_sigterm_lets_an_in_flight_admission_finish_then_exits_cleanly(
         webhook.process.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         client.sendall(body[100:])
-        response = http.client.HTTPResponse(client)  # type: ignore[arg-type]
+        response = http.client.HTTPResponse(client)
         response.begin()
         answer = response.read()
         client.close()

@@ -65,8 +65,12 @@ def served_alone() -> Iterator[JsonLines]:
 def caught(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
     """The records a handler of its own on `logger` receives, while this lasts."""
     records: list[logging.LogRecord] = []
-    catcher = logging.Handler()
-    catcher.emit = records.append  # type: ignore[method-assign]
+
+    class Catcher(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    catcher = Catcher()
     logger.addHandler(catcher)
     try:
         yield records

@@ -5,10 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.support.reviews import encoded, review
+from tests.support.reviews import encoded, is_review, review
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
+from webhook.server.reviews import AdmissionResponse
 
 SWEEPER = "system:serviceaccount:trainhook:trainhook-sweeper"
 TENANT = "system:serviceaccount:ml:default"
@@ -46,12 +47,14 @@ def forged_pod() -> dict[str, Any]:
     }
 
 
-def answer(document: dict[str, Any], username: str, context: Context = CONTEXT) -> dict[str, Any]:
+def answer(
+    document: dict[str, Any], username: str, context: Context = CONTEXT
+) -> AdmissionResponse:
     document["request"]["userInfo"] = {"username": username}
     got = answer_to(encoded(document), "application/json", context)
     assert got.status == 200
-    response: dict[str, Any] = got.body["response"]
-    return response
+    assert is_review(got.body), got.body
+    return got.body["response"]
 
 
 def test_a_pod_created_with_a_phase_is_refused_naming_the_key() -> None:

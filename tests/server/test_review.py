@@ -381,7 +381,7 @@ def test_a_fault_of_the_webhook_is_a_500_with_one_line_and_its_traceback_only_in
 ) -> None:
     from webhook.server.app import create_app
 
-    app = create_app(Context(lookup=BrokenLookup()))  # type: ignore[arg-type]
+    app = create_app(Context(lookup=BrokenLookup()))
     workload = workloads_of(dict(example_documents())["pytorch.yaml"])[0]
 
     response = app.test_client().post("/mutate", data=encoded(review(workload)), content_type=JSON)

@@ -264,7 +264,7 @@ def test_body_over_the_limit_still_sent_when_refused_gets_its_413_not_a_reset(
     client.sendall(head + b" " * (size // 2))
     time.sleep(0.3)  # the server has seen the length and answered by now
     client.sendall(b" " * (size - size // 2))
-    response = http.client.HTTPResponse(client)  # type: ignore[arg-type]
+    response = http.client.HTTPResponse(client)
     response.begin()
     answer = json.loads(response.read())
     client.close()

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import jsonpatch
 import kubernetes_validate
@@ -17,6 +17,7 @@ import yaml
 from tests.support.emulator import EmulatorThread as Emulator
 from webhook.core.render import expand
 from webhook.core.workload import job_of
+from webhook.server.reviews import AdmissionReview, Status
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KUBERNETES_VERSION = "1.32"
@@ -67,6 +68,16 @@ def patched(obj: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]
     operations = json.loads(base64.b64decode(response["patch"]))
     result: dict[str, Any] = jsonpatch.apply_patch(obj, operations)
     return result
+
+
+def is_review(body: AdmissionReview | Status) -> TypeGuard[AdmissionReview]:
+    """Whether an answer's body is an AdmissionReview (what a 200 carries)."""
+    return body["kind"] == "AdmissionReview"
+
+
+def is_status(body: AdmissionReview | Status) -> TypeGuard[Status]:
+    """Whether an answer's body is a metav1.Status (what an HTTP error carries)."""
+    return body["kind"] == "Status"
 
 
 def validate(obj: Mapping[str, Any]) -> None:
