@@ -89,6 +89,7 @@ def test_a_workload_that_missed_the_record_gets_the_same_finish_time():
     master, workers = pytorch(finished=finished_record())
     del workers["metadata"]["annotations"][contract.PHASE]
     actions = decision("pt", [master, workers], []).actions
+    assert isinstance(actions[0], Emit)
     assert actions[0].reason == "Completed" and actions[0].involved.name == "pt-worker"
     assert actions[1] == Patch(
         STATEFULSETS, "ml", "pt-worker", {"metadata": {"annotations": finished_record()}}, "42"
@@ -208,6 +209,7 @@ def test_before_its_ttl_a_finished_job_asks_to_be_looked_at_when_it_expires():
     )
     result = decision("pt", [master, workers], [])
     assert result.actions == ()
+    assert result.recheck_at is not None
     assert result.recheck_at.isoformat() == "2025-01-01T01:30:00+00:00"
 
 

@@ -60,6 +60,7 @@ def test_the_port_annotation_is_the_service_port():
         statefulset("tf", framework="tensorflow", annotations={contract.PORT: "3000"})
     )
     (create,) = decision("tf", [workers]).actions
+    assert isinstance(create, Create)
     assert create.body["spec"]["ports"] == [
         {"name": "tensorflow", "port": 3000, "targetPort": 3000, "protocol": "TCP"}
     ]
@@ -68,6 +69,7 @@ def test_the_port_annotation_is_the_service_port():
 def test_a_generic_job_gets_a_headless_service_without_ports():
     (workers,) = stamped(statefulset("gen", framework="generic", replicas=2))
     (create,) = decision("gen", [workers]).actions
+    assert isinstance(create, Create)
     assert "ports" not in create.body["spec"]
     assert create.body["spec"]["clusterIP"] == "None"
 
@@ -75,6 +77,7 @@ def test_a_generic_job_gets_a_headless_service_without_ports():
 def test_a_job_made_of_bare_pods_gets_a_service_owned_by_the_pods():
     pods = [bare_pod(f"bare-{i}", index=i, topology='{"worker":2}') for i in range(2)]
     (create,) = decision("bare", [], pods).actions
+    assert isinstance(create, Create)
     assert create.body["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "bare-0", "uid": pods[0]["metadata"]["uid"]},
         {"apiVersion": "v1", "kind": "Pod", "name": "bare-1", "uid": pods[1]["metadata"]["uid"]},
@@ -292,6 +295,7 @@ def test_an_invalid_annotation_is_reported_on_its_workload_and_nothing_is_done()
     master, workers = pytorch_job()
     workers["metadata"]["annotations"][contract.BACKOFF_LIMIT] = "three"
     (event,) = decision("pt", [master, workers]).actions
+    assert isinstance(event, Emit)
     assert (event.type, event.reason, event.involved.kind, event.involved.name) == (
         "Warning",
         "InvalidJob",
@@ -307,6 +311,7 @@ def test_the_same_problem_is_recorded_under_the_same_event_name():
     first = decision("pt", [master, workers]).actions
     again = decision("pt", [master, workers]).actions
     assert first == again
+    assert isinstance(first[0], Emit)
     assert first[0].message == (
         "trainhook.io/success-policy: invalid value 'most': one of all, rank0, any-worker"
     )

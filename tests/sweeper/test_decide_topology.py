@@ -168,6 +168,7 @@ def test_two_workloads_claiming_one_role_are_reported():
     )
     second["metadata"]["labels"][contract.ROLE] = "worker"
     (event,) = decision("pt", [first, second], services=[service()]).actions
+    assert isinstance(event, Emit)
     assert (event.type, event.reason) == ("Warning", "InvalidJob")
     assert event.message == (
         "trainhook.io/role: role 'worker' of job 'pt' is played by both StatefulSet a and "

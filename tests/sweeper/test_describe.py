@@ -7,6 +7,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from tests.support.emulator import kubeconfig
 from tests.support.stored import pod, stamped, statefulset
@@ -21,7 +22,7 @@ NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
 
 
-def failing_pytorch() -> tuple[list[dict], list[dict]]:
+def failing_pytorch() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt"),
         statefulset("pt-worker", role="worker", job="pt", replicas=2),
@@ -40,7 +41,7 @@ def failing_pytorch() -> tuple[list[dict], list[dict]]:
     return [master, workers], pods
 
 
-def event(name: str, kind: str, reason: str, message: str, when: str) -> dict:
+def event(name: str, kind: str, reason: str, message: str, when: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Event",

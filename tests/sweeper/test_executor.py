@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
 
 from tests.support.stored import statefulset
+from webhook.kube.client import Kube
 from webhook.kube.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, ObjectRef, Patch
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
+Write = tuple[str, str, bool]  # (kind, name, whether the object is there after the write)
 
-def executor(kube, may_act=lambda: True, written=None):
-    seen = [] if written is None else written
+
+def executor(
+    kube: Kube, may_act: Callable[[], bool] = lambda: True, written: list[Write] | None = None
+) -> Executor:
+    seen: list[Write] = [] if written is None else written
     return Executor(
         kube,
         identity="sweeper-a",
@@ -31,7 +37,7 @@ SERVICE = {"metadata": {"name": "pt", "namespace": "ml"}, "spec": {"clusterIP": 
 
 
 def test_creating_an_object_that_already_exists_counts_as_done(emulator, kube):
-    written = []
+    written: list[Write] = []
     run = executor(kube, written=written)
     run.apply([Create(SERVICES, "ml", SERVICE)])
     run.apply([Create(SERVICES, "ml", SERVICE)])
@@ -62,7 +68,7 @@ def test_a_patch_on_the_current_version_applies(emulator, kube):
 
 
 def test_deleting_an_object_already_gone_counts_as_done(emulator, kube):
-    written = []
+    written: list[Write] = []
     executor(kube, written=written).apply([Delete(PODS, "ml", "pt-worker-0", "some-uid")])
     assert written == [("Pod", "pt-worker-0", False)]
 

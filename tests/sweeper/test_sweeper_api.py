@@ -1,7 +1,5 @@
 """The sweeper against a Kubernetes API emulator over HTTP: from created to cleaned up."""
 
-from __future__ import annotations
-
 import base64
 import itertools
 import logging
@@ -249,7 +247,9 @@ def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, k
     assert sorted(e["involvedObject"]["name"] for e in completed) == ["hvd-launcher", "hvd-worker"]
     assert {e["reportingInstance"] for e in completed} == {"sweeper-0"}
     deletes = [t for method, path, _, t in emulator.emulator.log if method == "DELETE"]
-    assert min(deletes) >= parse_time(finished).timestamp() + 3
+    finished_at = parse_time(finished)
+    assert finished_at is not None
+    assert min(deletes) >= finished_at.timestamp() + 3
     assert "sweeper-1 leads" in log.read_text()
 
 
