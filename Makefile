@@ -21,7 +21,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check webhook tests bench scripts
 	$(BIN)/ruff format --check webhook tests bench scripts
-	$(BIN)/mypy webhook bench scripts/demo.py tests/support tests/lookup tests/certs
+	$(BIN)/mypy webhook bench scripts/demo.py tests
 	$(BIN)/lint-imports
 
 test: lint chart-check
