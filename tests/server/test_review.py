@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from tests.support.reviews import (
     admit_job,
     encoded,
     example_documents,
+    is_review,
+    is_status,
     patched,
     pods_of,
     review,
@@ -192,7 +195,8 @@ def test_labelled_pod_gets_a_json_patch_that_makes_it_a_valid_training_pod() -> 
     answer = ask(document)
 
     assert answer.status == 200
-    response = answer.body["response"]  # type: ignore[typeddict-item]
+    assert is_review(answer.body), answer.body
+    response = answer.body["response"]
     assert response["uid"] == document["request"]["uid"]
     assert response["allowed"] is True
     assert response["patchType"] == "JSONPatch"
@@ -248,7 +252,8 @@ def test_objects_trainhook_does_not_handle_are_allowed_without_a_patch(
     answer = ask(document)
 
     assert answer.status == 200
-    assert answer.body["response"] == {  # type: ignore[typeddict-item]
+    assert is_review(answer.body), answer.body
+    assert answer.body["response"] == {
         "uid": document["request"]["uid"],
         "allowed": True,
     }
@@ -262,8 +267,9 @@ def test_invalid_trainhook_setting_refuses_the_object_with_400_and_the_cores_mes
     answer = ask(review(pod))
 
     assert answer.status == 200
-    assert answer.body["response"]["allowed"] is False  # type: ignore[typeddict-item]
-    assert answer.body["response"]["status"] == {  # type: ignore[typeddict-item]
+    assert is_review(answer.body), answer.body
+    assert answer.body["response"]["allowed"] is False
+    assert answer.body["response"]["status"] == {
         "code": 400,
         "message": "trainhook.io/gpus: invalid value 'two': a whole number, 0 or more",
     }
@@ -280,7 +286,8 @@ def test_job_that_is_not_indexed_is_refused_with_403() -> None:
 
     answer = ask(review(job))
 
-    status = answer.body["response"]["status"]  # type: ignore[typeddict-item]
+    assert is_review(answer.body), answer.body
+    status = answer.body["response"]["status"]
     assert status["code"] == 403
     assert status["message"].startswith("Job train: a training job needs spec.completionMode")
 
@@ -291,7 +298,8 @@ def test_user_env_wins_and_the_answer_warns_under_120_characters() -> None:
 
     answer = ask(review(pod))
 
-    warnings = answer.body["response"]["warnings"]  # type: ignore[typeddict-item]
+    assert is_review(answer.body), answer.body
+    warnings = answer.body["response"]["warnings"]
     assert warnings == ["env MASTER_PORT in container pytorch was set by the user and is kept"]
     assert all(len(warning) < 120 for warning in warnings)
     mutated = patched(pod, answer.body)
@@ -324,10 +332,11 @@ def test_every_example_workload_and_pod_gets_a_patch_that_validates() -> None:
         stored = StoredWorkloads()
         context = Context(lookup=stored)
 
-        def send(document: dict[str, Any], context: Context = context) -> dict[str, Any]:
+        def send(document: dict[str, Any], context: Context = context) -> Mapping[str, Any]:
             answer = answer_to(encoded(document), JSON, context)
             assert answer.status == 200
-            return answer.body  # type: ignore[return-value]
+            assert is_review(answer.body), answer.body
+            return answer.body
 
         for pod, answer in admit_job(documents, send, stored).pods:
             assert answer["response"]["allowed"] is True, answer["response"]
@@ -350,7 +359,8 @@ def test_object_that_breaks_its_schema_gets_422_naming_the_field() -> None:
     answer = ask(document)
 
     assert answer.status == 422
-    assert answer.body["message"] == (  # type: ignore[typeddict-item]
+    assert is_status(answer.body), answer.body
+    assert answer.body["message"] == (
         "request.object.spec.containers[0].env must be an array, got an object"
     )
     assert answer.record.error == "malformed_object"
@@ -363,7 +373,8 @@ def test_object_of_another_kind_than_the_request_says_gets_422() -> None:
     answer = ask(document)
 
     assert answer.status == 422
-    assert answer.body["message"] == (  # type: ignore[typeddict-item]
+    assert is_status(answer.body), answer.body
+    assert answer.body["message"] == (
         "request.object.kind 'Pod' does not match request.kind.kind 'StatefulSet'"
     )
 

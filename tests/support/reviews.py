@@ -166,12 +166,12 @@ class Admitted:
     """A job as it ends up in the cluster: its workloads and its pods, with the answers."""
 
     workloads: list[dict[str, Any]]
-    pods: list[tuple[dict[str, Any], dict[str, Any]]]  # each pod as created, and its answer
+    pods: list[tuple[dict[str, Any], Mapping[str, Any]]]  # each pod as created, and its answer
 
 
 def admit_job(
     documents: list[dict[str, Any]],
-    send: Callable[[dict[str, Any]], dict[str, Any]],
+    send: Callable[[dict[str, Any]], Mapping[str, Any]],
     stored: Store,
 ) -> Admitted:
     """Admit a job's workloads as `kubectl apply` creates them, then their pods.
