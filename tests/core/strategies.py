@@ -190,7 +190,7 @@ def job_settings(draw: st.DrawFn, framework: str) -> dict[str, str]:
     return chosen
 
 
-def role_settings(draw: Draw[Any], settings: dict[str, str]) -> dict[str, str]:
+def role_settings(draw: st.DrawFn, settings: dict[str, str]) -> dict[str, str]:
     """A role's settings: the job's, with sometimes a port and processes of its own (per-role
     settings; the job-wide ones stay shared)."""
     own = dict(settings)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import builders
-from tests.support.reviews import StoredWorkloads, encoded, pods_of, review
+from tests.support.reviews import StoredWorkloads, encoded, is_review, pods_of, review
 from webhook.cli import main
 from webhook.core import contract
 from webhook.core.render import RenderError, render_all
@@ -91,13 +92,14 @@ def deployment_pod() -> dict[str, Any]:
     }
 
 
-def denied(obj: dict[str, Any], stored: list[dict[str, Any]] = ()) -> tuple[int, str]:  # type: ignore[assignment]
+def denied(obj: dict[str, Any], stored: Sequence[dict[str, Any]] = ()) -> tuple[int, str]:
     """The webhook's answer (with lookup on, the API holding `stored`): its code and line."""
     lookup = StoredWorkloads()
     for workload in stored:
         lookup.store(workload)
     answer = answer_to(encoded(review(obj, namespace="ml")), JSON, Context(lookup=lookup))
     assert answer.status == 200
+    assert is_review(answer.body), answer.body
     response = answer.body["response"]
     assert response["allowed"] is False, response
     return response["status"]["code"], response["status"]["message"]

@@ -7,10 +7,11 @@ import copy
 import json
 from typing import Any
 
-from tests.support.reviews import encoded, patched, review, validate
+from tests.support.reviews import encoded, is_review, patched, review, validate
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
+from webhook.server.reviews import AdmissionReview
 
 JSON = "application/json"
 TEMPLATE_ANNOTATIONS = "/spec/template/metadata/annotations"
@@ -39,10 +40,11 @@ def workload(annotations: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def answer(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+def answer(obj: dict[str, Any], **kw: Any) -> AdmissionReview:
     result = answer_to(encoded(review(obj, namespace="ml", **kw)), JSON, Context())
     assert result.status == 200
-    body: dict[str, Any] = result.body
+    body = result.body
+    assert is_review(body), body
     assert body["response"]["allowed"] is True, body["response"]
     return body
 
