@@ -223,6 +223,7 @@ def test_roles_that_disagree_on_the_scheduler_get_a_warning_naming_both():
     )
     (event,) = decision("pt", [master, workers], services=[service()]).actions
 
+    assert isinstance(event, Emit)
     assert (event.type, event.reason) == ("Warning", "InvalidJob")
     assert event.message == (
         "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: not set "
