@@ -184,7 +184,9 @@ def sweeper_changes(
     job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
     return {
         (patch.resource.kind, whole_map(field))
-        for patch in of_type(decision(job, workloads, pods, records=True, **owned).actions, Patch)
+        for patch in of_type(
+            decision(job, workloads, pods, now=NOW, records=True, **owned).actions, Patch
+        )
         for field in changed_fields({}, patch.patch)
     }
 
