@@ -81,9 +81,12 @@ def test_a_pod_event_reads_only_the_pod_that_changed(monkeypatch):
     pods = [slim_pod(pod(workers, i)) for i in range(300)]
     reads = []
     real = state_module._read_pod
-    monkeypatch.setattr(
-        state_module, "_read_pod", lambda p, *rest: reads.append(p) or real(p, *rest)
-    )
+
+    def counted(p, *rest):
+        reads.append(p)
+        return real(p, *rest)
+
+    monkeypatch.setattr(state_module, "_read_pod", counted)
     decide(state_of("big", [workers], pods), NOW)
     assert len(reads) == 300
     pods[42] = slim_pod(terminated(pod(workers, 42, restarts=1), 1, last=True))  # a new version

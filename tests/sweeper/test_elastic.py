@@ -48,6 +48,7 @@ def running_pods(worker: dict[str, Any], replicas: int) -> list[dict[str, Any]]:
     pods = []
     for i, raw in enumerate(expand(scaled, NAMESPACE)):
         outcome = admit(raw, kind="Pod", operation="CREATE", namespace=NAMESPACE)
+        assert outcome is not None, "every pod of the job is Trainhook's to mutate"
         pod = jsonpatch.apply_patch(raw, outcome.patch)
         pod["metadata"] |= {
             "uid": f"0000000{i}-0000-0000-0000-000000000000",

@@ -1,5 +1,7 @@
 """The sweeper against a Kubernetes API emulator over HTTP: from created to cleaned up."""
 
+from __future__ import annotations
+
 import base64
 import itertools
 import logging
@@ -42,7 +44,7 @@ def names(emulator, resource):
     return [obj["metadata"]["name"] for obj in emulator.objects(resource, "ml")]
 
 
-def annotations(emulator, resource, name):
+def annotations_on(emulator, resource, name):
     found = [o for o in emulator.objects(resource, "ml") if o["metadata"]["name"] == name]
     return found[0]["metadata"].get("annotations") or {} if found else {}
 
@@ -128,7 +130,7 @@ def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emula
         succeed(kube, pods[0])
         eventually(
             lambda: all(
-                annotations(emulator, r, n).get(contract.PHASE) == "Succeeded"
+                annotations_on(emulator, r, n).get(contract.PHASE) == "Succeeded"
                 for r, n in ((JOBS, "hvd-launcher"), (STATEFULSETS, "hvd-worker"))
             ),
             what="phase recorded",
@@ -163,7 +165,9 @@ def test_a_coscheduling_job_gets_its_podgroup_and_loses_it_once_it_is_done(emula
 
         succeed(kube, pods[0])
         eventually(
-            lambda: annotations(emulator, JOBS, "hvd-launcher").get(contract.PHASE) == "Succeeded",
+            lambda: (
+                annotations_on(emulator, JOBS, "hvd-launcher").get(contract.PHASE) == "Succeeded"
+            ),
             what="phase recorded",
         )
         # The workers still run (until their StatefulSet, scaled to 0, removes them): the gang
@@ -222,12 +226,12 @@ def test_a_sweeper_killed_and_restarted_at_any_point_resumes_the_job(emulator, k
     )
     succeed(kube, pods[0])
     finished = eventually(
-        lambda: annotations(emulator, STATEFULSETS, "hvd-worker").get(contract.FINISHED_AT),
+        lambda: annotations_on(emulator, STATEFULSETS, "hvd-worker").get(contract.FINISHED_AT),
         what="phase recorded",
         timeout=20,
     )
     second.kill()  # before the TTL expires
-    assert annotations(emulator, JOBS, "hvd-launcher")[contract.FINISHED_AT] == finished
+    assert annotations_on(emulator, JOBS, "hvd-launcher")[contract.FINISHED_AT] == finished
     assert [o["spec"]["replicas"] for o in emulator.objects(STATEFULSETS, "ml")] == [0]
 
     third = SweeperProcess(config, "sweeper-1", log)  # another replica, once the lease expires
@@ -272,8 +276,8 @@ def test_a_large_job_gets_its_peers_configmap_and_a_scale_replaces_it(emulator, 
     running["spec"]["volumes"] = first["spec"]["volumes"]
     running = kube.create(PODS, "ml", running)
     stamped_at: list[float] = []  # when the sweeper patched a StatefulSet's topology stamp
-    with sweeping(kube, cluster_domain="cluster.local") as running:
-        apply_one = running.sweeper.executor._apply
+    with sweeping(kube, cluster_domain="cluster.local") as sweeper:
+        apply_one = sweeper.sweeper.executor._apply
 
         def noting_stamps(action: Any) -> bool:
             done = apply_one(action)
@@ -282,7 +286,7 @@ def test_a_large_job_gets_its_peers_configmap_and_a_scale_replaces_it(emulator, 
                 stamped_at.append(time.time())
             return done
 
-        running.sweeper.executor._apply = noting_stamps  # type: ignore[method-assign]
+        sweeper.sweeper.executor._apply = noting_stamps  # type: ignore[method-assign]
         eventually(lambda: names(emulator, CONFIGMAPS) == [old], what="peers ConfigMap")
         (made,) = emulator.objects(CONFIGMAPS, "ml")
         assert made["immutable"] is True
@@ -427,7 +431,7 @@ def test_a_write_that_conflicts_is_decided_again_on_state_read_afresh(emulator, 
         emulator.emulator.fail(409, method="PATCH", path="/statefulsets/hvd-worker")
         succeed(kube, pods[0])
         eventually(
-            lambda: annotations(emulator, STATEFULSETS, "hvd-worker").get(contract.PHASE),
+            lambda: annotations_on(emulator, STATEFULSETS, "hvd-worker").get(contract.PHASE),
             what="phase recorded after the conflict",
         )
     assert "patch StatefulSet ml/hvd-worker: injected fault; deciding again on fresh state" in (

@@ -14,7 +14,7 @@ from webhook.sweeper.health import STALLED_AFTER, SweeperHealth
 from webhook.sweeper.metrics import SweeperMetrics
 
 from .live import eventually, sweeping
-from .test_sweeper_api import annotations, create_pytorch_job, names
+from .test_sweeper_api import annotations_on, create_pytorch_job, names
 
 
 def crash(kube, obj, code=1):
@@ -38,7 +38,7 @@ def crash(kube, obj, code=1):
 
 
 def status_of(emulator, name="pt-master"):
-    raw = annotations(emulator, STATEFULSETS, name).get(contract.STATUS)
+    raw = annotations_on(emulator, STATEFULSETS, name).get(contract.STATUS)
     return json.loads(raw) if raw else {}
 
 
