@@ -6,10 +6,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.support.reviews import StoredWorkloads, encoded, patched, review
+from tests.support.reviews import StoredWorkloads, encoded, is_review, patched, review
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
+from webhook.server.reviews import AdmissionResponse
 
 ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
 ALICE = "alice"
@@ -51,13 +52,13 @@ def answer(
     store: StoredWorkloads | None = None,
     operation: str = "CREATE",
     old: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> AdmissionResponse:
     document = review(obj, namespace="ml", operation=operation, old=old)
     document["request"]["userInfo"] = {"username": username}
     got = answer_to(encoded(document), "application/json", Context(lookup=store))
     assert got.status == 200
-    response: dict[str, Any] = got.body["response"]
-    return response
+    assert is_review(got.body), got.body
+    return got.body["response"]
 
 
 def victim_store() -> StoredWorkloads:
