@@ -26,6 +26,7 @@ from webhook.server.reviews import (
     AdmissionResponse,
     AdmissionReview,
     Status,
+    failure_status,
 )
 from webhook.server.shape import KINDS as SHAPED_KINDS
 from webhook.server.shape import malformed
@@ -116,15 +117,7 @@ def rejected(bad: BadRequest, record: Record | None = None) -> Answer:
     record = record or Record("rejected")
     record.result, record.detail, record.error = "rejected", bad.message, bad.error
     reason = _REASONS.get(bad.status, "BadRequest")
-    status: Status = {
-        "apiVersion": "v1",
-        "kind": "Status",
-        "status": "Failure",
-        "code": bad.status,
-        "reason": reason,
-        "message": bad.message,
-    }
-    return Answer(bad.status, status, record)
+    return Answer(bad.status, failure_status(bad.status, reason, bad.message), record)
 
 
 _REASONS: Final = {

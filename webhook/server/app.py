@@ -14,6 +14,7 @@ from webhook.core import jsoncodec
 from webhook.server import metrics
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context, rejected, review, too_large
 from webhook.server.logs import log_admission
+from webhook.server.reviews import failure_status
 
 log = logging.getLogger("trainhook.server")
 
@@ -95,12 +96,5 @@ def _discard(size: int) -> None:
 
 
 def _status(code: int, reason: str, message: str) -> Response:
-    status = {
-        "apiVersion": "v1",
-        "kind": "Status",
-        "status": "Failure",
-        "code": code,
-        "reason": reason,
-        "message": message,
-    }
+    status = failure_status(code, reason, message)
     return Response(json.dumps(status, separators=(",", ":")), status=code, mimetype=_JSON)

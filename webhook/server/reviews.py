@@ -57,3 +57,15 @@ class Status(TypedDict):
     code: int
     reason: str
     message: str
+
+
+def failure_status(code: int, reason: str, message: str) -> Status:
+    """The metav1.Status every error answer of the webhook carries."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }

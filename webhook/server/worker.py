@@ -44,6 +44,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from webhook.server import metrics
 from webhook.server.admission import MAX_BODY_BYTES, BadRequest, rejected, too_large
 from webhook.server.logs import log_admission
+from webhook.server.reviews import failure_status
 from webhook.server.status import status_response
 
 log = logging.getLogger("trainhook.server")
@@ -373,14 +374,7 @@ class AdmissionWorker(ThreadWorker):  # type: ignore[misc]
             log.error("error handling a request", exc_info=exc)
         else:
             log.warning("refused a request: %s", message)
-        status = {
-            "apiVersion": "v1",
-            "kind": "Status",
-            "status": "Failure",
-            "code": code,
-            "reason": reason,
-            "message": message,
-        }
+        status = failure_status(code, reason, message)
         try:
             client.settimeout(1.0)
             client.sendall(status_response(code, status))
