@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.core import contract
+from webhook.core.objects import parse_time
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
 from webhook.kube.resources import (
@@ -27,7 +28,6 @@ from webhook.kube.resources import (
     SERVICES,
     STATEFULSETS,
 )
-from webhook.sweeper.state import parse_time
 
 from .conftest import kube_for
 from .live import (

@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.limits import shown
+from webhook.core.objects import parse_time
 from webhook.core.workload import job_of
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
@@ -49,7 +50,7 @@ def claim_of(workloads: Iterable[Mapping[str, Any]]) -> Claim | None:
         metadata = obj.get("metadata") or {}
         name = str(metadata.get("name") or "")
         kind = str(obj.get("kind") or "")
-        created = _time(metadata.get("creationTimestamp"))
+        created = parse_time(metadata.get("creationTimestamp"))
         key = (created is None, created or datetime.min.replace(tzinfo=UTC), name, kind)
         if first is None or key < first[0]:
             first = (key, Claim(creator, kind, name))
@@ -141,13 +142,3 @@ def _readable(obj: Mapping[str, Any]) -> bool:
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -6,6 +6,7 @@ Every accessor tolerates a missing or null field: it answers an empty mapping in
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -20,3 +21,14 @@ def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
 def template_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     """The pod template of a StatefulSet or Job."""
     return (obj.get("spec") or {}).get("template") or {}
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 timestamp as Kubernetes writes it; None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -17,6 +17,7 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.objects import parse_time
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.requests import sum_requests
 from webhook.core.topology import stamp, topology_from_stamp
@@ -68,7 +69,6 @@ from webhook.sweeper.state import (
     WorkloadView,
     format_indexes,
     format_time,
-    parse_time,
 )
 
 # The workloads of one manifest are created one after the other: the job's topology is enforced

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.objects import parse_time
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, PODGROUPS, PODS, SERVICES, STATEFULSETS
-from webhook.sweeper.state import job_key, parse_time
+from webhook.sweeper.state import job_key
 from webhook.sweeper.status import human_duration, job_rows
 
 RECENT_EVENTS = 10

@@ -14,7 +14,7 @@ from webhook.core.claims import Claim, claim_of, creator_of
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
-from webhook.core.objects import annotations_of, labels_of
+from webhook.core.objects import annotations_of, labels_of, parse_time
 from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
@@ -299,17 +299,6 @@ class JobState:
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     metadata: Mapping[str, Any] = obj.get("metadata") or {}
     return metadata
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 timestamp as Kubernetes writes it; None when absent or unreadable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def format_time(moment: datetime) -> str:

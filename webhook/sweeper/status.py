@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.objects import parse_time
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome, recorded_status
@@ -17,7 +18,6 @@ from webhook.sweeper.state import (
     JobState,
     is_bare_pod,
     job_key,
-    parse_time,
     read_job_state,
 )
 
