@@ -116,35 +116,6 @@ def _reason(error: Exception) -> str:
     return str(reason or error).splitlines()[0]
 
 
-def _request(
-    api: client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    query: Query = (),
-    body: object = None,
-    content_type: str = JSON,
-    timeout: float | tuple[float, float] = 10.0,
-) -> dict[str, Any]:
-    """One request; the decoded JSON answer. Raises ApiError."""
-    raw = _open(
-        api, method, path, query=query, body=body, content_type=content_type, timeout=timeout
-    )
-    try:
-        data = raw.data
-    except urllib3.exceptions.HTTPError as e:
-        raise _unreachable(e) from None
-    finally:
-        raw.release_conn()
-    try:
-        decoded = json.loads(data)
-    except ValueError:
-        raise ApiError(raw.status, "BadResponse", "the answer is not JSON") from None
-    if not isinstance(decoded, dict):
-        raise ApiError(raw.status, "BadResponse", "the answer is not a JSON object")
-    return decoded
-
-
 class WatchStream:
     """The events of one watch request, as dicts; `close()` from any thread ends it.
 
@@ -333,7 +304,7 @@ class Kube:
         timeout: float | tuple[float, float] | None = None,
     ) -> dict[str, Any]:
         """One request; the decoded JSON answer. Raises ApiError."""
-        return _request(
+        raw = _open(
             self.api,
             method,
             path,
@@ -342,6 +313,19 @@ class Kube:
             content_type=content_type,
             timeout=timeout if timeout is not None else (CONNECT_TIMEOUT, self.timeout),
         )
+        try:
+            data = raw.data
+        except urllib3.exceptions.HTTPError as e:
+            raise _unreachable(e) from None
+        finally:
+            raw.release_conn()
+        try:
+            decoded = json.loads(data)
+        except ValueError:
+            raise ApiError(raw.status, "BadResponse", "the answer is not JSON") from None
+        if not isinstance(decoded, dict):
+            raise ApiError(raw.status, "BadResponse", "the answer is not a JSON object")
+        return decoded
 
 
 def _selectors(labels: str, fields: str) -> list[tuple[str, str | int | bool]]:
