@@ -140,7 +140,7 @@ def set_if_known(
     if known(key):
         annotations[key] = value
     else:
-        notes.add(path, f"{value!r}: no equivalent yet ({what})")
+        notes.add(path, f"no equivalent yet for {value!r}: {what}")
 
 
 def metadata(

@@ -32,15 +32,18 @@ class Kind:
     roles: Mapping[str, str]
     # roles run as Indexed Jobs (they run to completion while the others serve)
     job_roles: tuple[str, ...] = ()
-    # the default container name the operator reads the port from
-    container: str = ""
+    # the container the operator reads the port from, and that port's name
+    port_from: tuple[str, str] = ("", "")
     run_policy_at_spec: tuple[str, ...] = ()  # older kinds keep some runPolicy fields in spec
     extra: tuple[str, ...] = field(default=())  # spec fields read by the kind's own function
 
 
 KINDS: dict[tuple[str, str], Kind] = {
     ("kubeflow.org/v1", "PyTorchJob"): Kind(
-        "pytorch", "pytorchReplicaSpecs", {"Master": "master", "Worker": "worker"}
+        "pytorch",
+        "pytorchReplicaSpecs",
+        {"Master": "master", "Worker": "worker"},
+        port_from=("pytorch", "pytorchjob-port"),
     ),
     ("kubeflow.org/v1", "TFJob"): Kind(
         "tensorflow",
@@ -54,12 +57,20 @@ KINDS: dict[tuple[str, str], Kind] = {
         },
     ),
     ("kubeflow.org/v1", "PaddleJob"): Kind(
-        "paddle", "paddleReplicaSpecs", {"Master": "master", "Worker": "worker"}
+        "paddle",
+        "paddleReplicaSpecs",
+        {"Master": "master", "Worker": "worker"},
+        port_from=("paddle", "master"),
     ),
     ("kubeflow.org/v1", "XGBoostJob"): Kind(
-        "xgboost", "xgbReplicaSpecs", {"Master": "master", "Worker": "worker"}
+        "xgboost",
+        "xgbReplicaSpecs",
+        {"Master": "master", "Worker": "worker"},
+        port_from=("xgboost", "xgboostjob-port"),
     ),
-    ("kubeflow.org/v1", "JAXJob"): Kind("jax", "jaxReplicaSpecs", {"Worker": "worker"}),
+    ("kubeflow.org/v1", "JAXJob"): Kind(
+        "jax", "jaxReplicaSpecs", {"Worker": "worker"}, port_from=("jax", "jaxjob-port")
+    ),
     ("kubeflow.org/v1", "MPIJob"): Kind(
         "mpi",
         "mpiReplicaSpecs",
@@ -131,6 +142,7 @@ def migrate_replica_job(source: Mapping[str, Any], key: tuple[str, str], notes: 
     job.roles.sort(key=lambda r: order.index(r.role))
     check_roles(job, order, replica_specs.path)
     _restart_policy(job, policies, notes, replica_specs.path)
+    _port(job, kind)
     _run_policy(spec, job, notes, kind)
     _success_policy(spec, job, notes)
     FRAMEWORK_FIELDS.get(kind.framework, _nothing)(spec, job, notes, key)
@@ -139,6 +151,20 @@ def migrate_replica_job(source: Mapping[str, Any], key: tuple[str, str], notes: 
 
 def _nothing(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
     pass
+
+
+def _port(job: Job, kind: Kind) -> None:
+    """The port the operator gives peers: the container port of that name in the training
+    container, per role (Trainhook's defaults are the operator's)."""
+    container_name, port_name = kind.port_from
+    default = FRAMEWORKS[kind.framework].port
+    for role in job.roles:
+        for container in role.template["spec"]["containers"]:
+            if container.get("name") != container_name:
+                continue
+            for port in container.get("ports") or []:
+                if port.get("name") == port_name and port.get("containerPort") != default:
+                    role.annotations[contract.PORT] = str(port.get("containerPort"))
 
 
 def _restart_policy(job: Job, policies: dict[str, str], notes: Notes, path: str) -> None:

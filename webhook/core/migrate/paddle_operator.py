@@ -24,6 +24,8 @@ ROLES = ("ps", "worker", "heter")
 # cleanPodPolicy -> trainhook.io/clean-pod-policy, by what it deletes; OnFailure has none
 CLEAN_POD_POLICIES = {"Always": "All", "OnCompletion": "All", "Never": "None"}
 COMPAT = "trainhook.io/compat"
+# The port paddle-operator gives every endpoint of a job (PADDLE_PORT in its controller).
+PORT = 36000
 
 
 def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], notes: Notes) -> Job:
@@ -107,12 +109,14 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
             scheduling.at("minResources"),
             "computed: the PodGroup's minResources is the sum of the job's pods' requests",
         )
+    job.annotations[contract.PORT] = str(PORT)
     set_if_known(
         job.annotations,
         COMPAT,
         "paddle-operator",
         notes,
-        "kind",
-        "PADDLE_PORT is trainhook.io/port and the host names are the job's Service's",
+        "apiVersion",
+        "paddle-operator's own variables (PADDLE_TRAINERS, TRAINER_PORTS_NUM) are not set; "
+        "the endpoints are the job's Service's names on port 36000",
     )
     return job

@@ -9,6 +9,8 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.migrate.base import (
+    JOB,
+    STATEFULSET,
     Fields,
     Job,
     MigrationError,
@@ -48,6 +50,8 @@ RESTART_ACTIONS = {
     ("PodFailed", "AbortJob"): "Never",
     ("PodFailed", "TerminateJob"): "Never",
 }
+# Roles that run to completion while the others serve: Indexed Jobs.
+RUN_TO_COMPLETION = {"mpi": ("launcher",)}
 # The roles whose completion ends the job by default (TaskCompleted -> CompleteJob there).
 DONE_BY_DEFAULT = {"master", "launcher", "chief"}
 
@@ -82,6 +86,7 @@ def migrate_volcano(
                 template=template_of(task),
                 path=task.path,
                 name=f"{name}-{task_name}",
+                kind=JOB if role in RUN_TO_COMPLETION.get(chosen, ()) else STATEFULSET,
             )
         )
         for field_name, why in (
@@ -223,6 +228,9 @@ def _policies(policies: list[tuple[str, Fields, str | None]], job: Job, notes: N
             continue
         if (event, action) == ("TaskCompleted", "CompleteJob") and role in DONE_BY_DEFAULT:
             continue  # the framework's own success rule: that role's completion ends the job
+        if (event, action) == ("TaskCompleted", "CompleteJob") and _is_rank0(job, role):
+            job.annotations[contract.SUCCESS_POLICY] = "rank0"
+            continue
         notes.add(
             path,
             f"{event} → {action} has no equivalent yet: "
@@ -232,6 +240,12 @@ def _policies(policies: list[tuple[str, Fields, str | None]], job: Job, notes: N
                 else f"{contract.RESTART_POLICY} decides what a failure does"
             ),
         )
+
+
+def _is_rank0(job: Job, role: str | None) -> bool:
+    """Whether `role` is one pod, the job's first: its completion is rank 0's."""
+    first = job.roles[0]
+    return first.role == role and first.replicas == 1
 
 
 def _scheduling(spec: Fields, job: Job, notes: Notes) -> None:
