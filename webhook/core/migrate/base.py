@@ -134,13 +134,13 @@ def known(key: str) -> bool:
 
 
 def set_if_known(
-    annotations: dict[str, str], key: str, value: str, notes: Notes, path: str, what: str
+    annotations: dict[str, str], key: str, value: str, notes: Notes, path: str, missing: str
 ) -> None:
-    """Set `key` when the contract has it, else note that `what` has no equivalent yet."""
+    """Set `key` when the contract has it, else add the note `missing` at `path`."""
     if known(key):
         annotations[key] = value
     else:
-        notes.add(path, f"no equivalent yet for {value!r}: {what}")
+        notes.add(path, missing)
 
 
 def metadata(

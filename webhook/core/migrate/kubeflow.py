@@ -424,8 +424,8 @@ def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
                 MPI_IMPLEMENTATIONS[implementation],
                 notes,
                 "spec.mpiImplementation",
-                "the launcher gets every implementation's hostfile variables, so a plain "
-                "mpirun finds the hosts; its process manager's own options stay the user's",
+                f"{implementation!r} has no equivalent yet: the launcher gets every "
+                "implementation's hostfile variables, so a plain mpirun finds the hosts",
             )
     mount = spec.text("sshAuthMountPath")
     if mount is not None and mount != contract.MPI_SSH_PATH:
@@ -435,7 +435,7 @@ def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
             mount,
             notes,
             "spec.sshAuthMountPath",
-            f"the SSH keys are mounted at {contract.MPI_SSH_PATH}",
+            f"{mount!r} has no equivalent yet: the SSH keys are mounted at {contract.MPI_SSH_PATH}",
         )
     if spec.get("runLauncherAsWorker"):
         notes.add(

@@ -115,8 +115,9 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
         COMPAT,
         "paddle-operator",
         notes,
-        "apiVersion",
-        "paddle-operator's own variables (PADDLE_TRAINERS, TRAINER_PORTS_NUM) are not set; "
-        "the endpoints are the job's Service's names on port 36000",
+        "spec",
+        "paddle-operator's own variables have no equivalent yet: PADDLE_TRAINERS and "
+        "TRAINER_PORTS_NUM are not set; the endpoints are the job's Service's names on port "
+        f"{PORT}",
     )
     return job

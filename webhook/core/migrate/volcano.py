@@ -40,8 +40,9 @@ ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
 # What a plugin without a framework becomes.
 PLUGIN_NOTES = {
     "svc": "the job's headless Service is what Trainhook always makes; the VC_<TASK>_HOSTS "
-    "variables and /etc/volcano/<task>.host files are not written (TRAINHOOK_<ROLE>_HOSTS are)",
-    "env": "VK_TASK_INDEX and VC_TASK_INDEX are not set (TRAINHOOK_ROLE_INDEX is)",
+    "variables and /etc/volcano/<task>.host files have no equivalent yet "
+    "(TRAINHOOK_<ROLE>_HOSTS are set)",
+    "env": "VK_TASK_INDEX and VC_TASK_INDEX have no equivalent yet (TRAINHOOK_ROLE_INDEX is set)",
     "ssh": "SSH keys are made for MPI jobs only (the Secret <job>-ssh at /root/.ssh)",
 }
 # Volcano policies Trainhook has an annotation for: (event, action) -> restart policy
