@@ -35,12 +35,12 @@ def pytorchjob(spec: dict[str, Any] | None = None, **replicas: dict[str, Any]) -
     }
 
 
-def annotations(migration: Migration) -> list[dict[str, str]]:
+def annotations_of(migration: Migration) -> list[dict[str, str]]:
     return [o["metadata"].get("annotations", {}) for o in migration.objects]
 
 
 def job_wide(migration: Migration) -> dict[str, str]:
-    (value,) = {tuple(sorted(a.items())) for a in annotations(migration)}
+    (value,) = {tuple(sorted(a.items())) for a in annotations_of(migration)}
     return dict(value)
 
 
