@@ -198,10 +198,6 @@ def template_of(replica: Fields, key: str = "template") -> dict[str, Any]:
     return copy.deepcopy(dict(raw))
 
 
-def lower_role(replica_type: str) -> str:
-    return replica_type.lower()
-
-
 WORKLOAD_NAME = re.compile(r"[^a-z0-9-]+")
 
 

@@ -4,7 +4,7 @@ MPIJob (v1 and mpi-operator's v2beta1), and ms-operator's MSJob. One table row p
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
@@ -35,7 +35,6 @@ class Kind:
     # the container the operator reads the port from, and that port's name
     port_from: tuple[str, str] = ("", "")
     run_policy_at_spec: tuple[str, ...] = ()  # older kinds keep some runPolicy fields in spec
-    extra: tuple[str, ...] = field(default=())  # spec fields read by the kind's own function
 
 
 KINDS: dict[tuple[str, str], Kind] = {
