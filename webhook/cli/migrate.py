@@ -51,10 +51,23 @@ def run(args: argparse.Namespace) -> int:
     if not objects:
         print("trainhook migrate: no documents found", file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write(yaml.dump_all(objects, Dumper=ManifestDumper, sort_keys=False, width=100))
     for line in notes:
         print(line, file=sys.stderr)
     return 0
+
+
+class ManifestDumper(yaml.SafeDumper):
+    """Block style, as manifests are written by hand, but a list of plain values (a command,
+    its args) on one line."""
+
+
+def _flow_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flat = all(not isinstance(item, dict | list) for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flat)
+
+
+ManifestDumper.add_representer(list, _flow_list)
 
 
 def _what(doc: Any) -> str:
