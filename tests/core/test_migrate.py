@@ -3,36 +3,14 @@ without equivalent gets, and the one line that refuses what cannot work."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.support.builders import paddle_operator, pytorchjob, template
 from webhook.core import contract
 from webhook.core.migrate import Migration, MigrationError, migrate_one
 from webhook.core.render import render_all
-
-CONTAINER = {"name": "pytorch", "image": "train:1"}
-
-
-def template(**spec: Any) -> dict[str, Any]:
-    return {"spec": {"containers": [dict(CONTAINER)], **spec}}
-
-
-def pytorchjob(spec: dict[str, Any] | None = None, **replicas: dict[str, Any]) -> dict[str, Any]:
-    replica_specs = replicas or {
-        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template()},
-        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template()},
-    }
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "pt", "namespace": "ml"},
-        "spec": {"pytorchReplicaSpecs": replica_specs, **(spec or {})},
-    }
 
 
 def annotations_of(migration: Migration) -> list[dict[str, str]]:
@@ -228,16 +206,6 @@ def test_what_cannot_work_is_refused_in_one_line(source: dict[str, Any], line: s
     assert "\n" not in message
 
 
-def paddle_operator(**spec: Any) -> dict[str, Any]:
-    worker = {"replicas": 2, "template": template()}
-    return {
-        "apiVersion": "batch.paddlepaddle.org/v1",
-        "kind": "PaddleJob",
-        "metadata": {"name": "pd"},
-        "spec": {"worker": worker, **spec},
-    }
-
-
 @pytest.mark.parametrize(
     ("policy", "annotation"),
     [("Always", "All"), ("OnCompletion", "All"), ("Never", "None"), ("OnFailure", None)],
@@ -316,44 +284,3 @@ def test_a_volcano_job_without_a_framework_plugin_is_generic_unless_told() -> No
     assert refused(volcano({"pytorch": []}, [task("master", 1)]), "mpi") == (
         "spec.plugins.pytorch: the job is pytorch, not mpi"
     )
-
-
-def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "webhook.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def test_the_command_reads_stdin_and_passes_other_documents_through() -> None:
-    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-    done = run_cli("migrate", "-", stdin=yaml.safe_dump_all([configmap, pytorchjob()]))
-    assert done.returncode == 0, done.stderr
-    kinds = [d["kind"] for d in yaml.safe_load_all(done.stdout)]
-    assert kinds == ["ConfigMap", "StatefulSet", "StatefulSet"]
-    assert done.stderr == (
-        "note: - document 1 (ConfigMap c): not an operator's job; written unchanged\n"
-    )
-
-
-def test_the_command_refuses_in_one_line_naming_the_file_and_document(tmp_path: Path) -> None:
-    folder = tmp_path / "jobs"
-    folder.mkdir()
-    (folder / "bad.yaml").write_text(yaml.safe_dump(paddle_operator(intranet="Host")))
-    done = run_cli("migrate", str(folder))
-    assert done.returncode == 1
-    assert done.stdout == ""
-    assert done.stderr.startswith(
-        f"trainhook migrate: {folder / 'bad.yaml'} document 1 (PaddleJob pd): spec.intranet: "
-        "'Host' cannot be migrated"
-    )
-    assert done.stderr.count("\n") == 1
-
-
-def test_kubectl_trainhook_migrate_is_the_same_command() -> None:
-    from webhook.cli import PLUGIN_COMMANDS
-
-    assert "migrate" in PLUGIN_COMMANDS
