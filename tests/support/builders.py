@@ -128,10 +128,12 @@ OPERATOR_CONTAINER = {"name": "pytorch", "image": "train:1"}
 
 
 def template(**spec: Any) -> dict[str, Any]:
+    """A replica's pod template of one container, with `spec` fields beside it."""
     return {"spec": {"containers": [dict(OPERATOR_CONTAINER)], **spec}}
 
 
 def pytorchjob(spec: dict[str, Any] | None = None, **replicas: dict[str, Any]) -> dict[str, Any]:
+    """A PyTorchJob `pt` in `ml`: a master and two workers unless replica specs are given."""
     replica_specs = replicas or {
         "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template()},
         "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template()},
@@ -145,6 +147,7 @@ def pytorchjob(spec: dict[str, Any] | None = None, **replicas: dict[str, Any]) -
 
 
 def paddle_operator(**spec: Any) -> dict[str, Any]:
+    """A paddle-operator PaddleJob `pd` of two workers, with `spec` fields beside them."""
     worker = {"replicas": 2, "template": template()}
     return {
         "apiVersion": "batch.paddlepaddle.org/v1",
