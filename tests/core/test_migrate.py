@@ -219,6 +219,15 @@ def test_paddle_operator_clean_pod_policy(policy: str, annotation: str | None) -
     )
 
 
+def test_a_job_whose_workloads_the_webhook_would_refuse_is_refused_with_the_webhooks_line() -> None:
+    source = pytorchjob(
+        {"runPolicy": {"schedulingPolicy": {"queue": "bad queue!"}}},
+    )
+    line = refused(source)
+    assert line.startswith("the workloads it becomes would be refused: trainhook.io/queue: ")
+    assert "'bad queue!'" in line
+
+
 def test_paddle_operator_host_network_is_refused() -> None:
     assert refused(paddle_operator(intranet="Host")).startswith(
         "spec.intranet: 'Host' cannot be migrated"

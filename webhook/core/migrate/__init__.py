@@ -13,6 +13,7 @@ from webhook.core.migrate.base import Fields, Job, Migration, MigrationError, No
 from webhook.core.migrate.kubeflow import KINDS, migrate_replica_job
 from webhook.core.migrate.paddle_operator import migrate_paddle_operator
 from webhook.core.migrate.volcano import migrate_volcano
+from webhook.core.render import RenderError, render_all
 
 __all__ = ["SOURCES", "Migration", "MigrationError", "migrate", "migrate_one"]
 
@@ -43,7 +44,8 @@ TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 
 def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migration:
     """The workloads of one operator object, and a note for every field without an exact
-    equivalent. Raises MigrationError for what cannot work."""
+    equivalent. Raises MigrationError for what cannot work, including workloads the webhook
+    would refuse."""
     key = (str(source.get("apiVersion")), str(source.get("kind")))
     reader = SOURCES.get(key)
     if reader is None:
@@ -55,7 +57,12 @@ def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migr
     for name in TOP_LEVEL:
         top.get(name)
     notes.report_unread()
-    return Migration(workloads(job, notes), notes.lines)
+    objects = workloads(job, notes)
+    try:
+        render_all(objects)
+    except RenderError as error:
+        raise MigrationError(f"the workloads it becomes would be refused: {error}") from None
+    return Migration(objects, notes.lines)
 
 
 def migrate(documents: Sequence[Any], framework: str | None = None) -> list[Migration]:
