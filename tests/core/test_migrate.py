@@ -206,6 +206,31 @@ def test_what_cannot_work_is_refused_in_one_line(source: dict[str, Any], line: s
     assert "\n" not in message
 
 
+def test_an_mpijob_that_runs_the_operators_host_discovery_script_is_refused() -> None:
+    launcher = template()
+    launcher["spec"]["containers"][0]["args"] = [
+        "horovodrun",
+        "--host-discovery-script",
+        "/etc/mpi/discover_hosts.sh",
+    ]
+    source = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "elastic"},
+        "spec": {
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": launcher},
+                "Worker": {"replicas": 2, "template": template()},
+            }
+        },
+    }
+    assert refused(source) == (
+        "spec.mpiReplicaSpecs.Launcher.template: runs /etc/mpi/discover_hosts.sh, which Trainhook "
+        "does not write: the workers are in /etc/mpi/hostfile; give horovodrun "
+        "--host-discovery-script a script of your own that prints them as host:slots"
+    )
+
+
 @pytest.mark.parametrize(
     ("policy", "annotation"),
     [("Always", "All"), ("OnCompletion", "All"), ("Never", "None"), ("OnFailure", None)],

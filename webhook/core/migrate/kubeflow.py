@@ -401,8 +401,21 @@ def _tensorflow(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> N
 _mindspore = _tensorflow
 
 
+# The operators' Horovod elastic host discovery script, kept current with the running workers.
+DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
+
+
 def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
     workers = [role for role in job.roles if role.role == "worker"]
+    for role in job.roles:
+        for container in role.template["spec"]["containers"]:
+            words = [*(container.get("command") or []), *(container.get("args") or [])]
+            if any(DISCOVER_HOSTS in str(word) for word in words):
+                raise MigrationError(
+                    f"{role.path}.template: runs {DISCOVER_HOSTS}, which Trainhook does not "
+                    f"write: the workers are in {contract.MPI_HOSTFILE_PATH}; give horovodrun "
+                    "--host-discovery-script a script of your own that prints them as host:slots"
+                )
     slots = spec.integer("slotsPerWorker", 1)
     if slots is not None:
         for role in workers:
