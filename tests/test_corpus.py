@@ -21,6 +21,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.e2e.kubelet import expand as expand_variables
+from tests.e2e.kubelet import mapping_for
 from tests.support import operators as op
 from webhook.core import contract
 from webhook.core.admit import admit
@@ -149,12 +151,6 @@ DIFFERENCES: dict[str, str] = {
     # ms-operator: the scheduler Service's IP comes through the kubelet's Service links.
     "MS_SCHED_HOST": "$(<SERVICE>_SERVICE_HOST)",
     "MS_NODE_ID": "the worker's index, not the pod name",
-    # Volcano plugins without a Trainhook equivalent yet.
-    "VK_TASK_INDEX": "TRAINHOOK_ROLE_INDEX",
-    "VC_TASK_INDEX": "TRAINHOOK_ROLE_INDEX",
-    "VC_<TASK>_HOSTS": "TRAINHOOK_<ROLE>_HOSTS",
-    "VC_<TASK>_NUM": "TRAINHOOK_<ROLE>_NUM",
-    "MPI_HOST": "the hostfile at /etc/mpi/hostfile",
     # mpi-operator's extra launcher arguments for Intel MPI and MPICH.
     "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "not set",
     "HYDRA_LAUNCH_EXTRA_ARGS": "not set",
@@ -273,16 +269,24 @@ def _same(name: str, ours: str | None, theirs: str, case: Case) -> bool:
     return ours == theirs
 
 
+def kubelet_env(pod: RenderedPod) -> dict[str, str]:
+    """The training container's literal env with `$(VAR)` expanded, as the kubelet does."""
+    resolved: dict[str, str] = {}
+    for var, value in pod.env.items():
+        resolved[var] = expand_variables(value, mapping_for(resolved))
+    return resolved
+
+
 def env_differences(name: str) -> dict[str, tuple[str | None, str]]:
     case = CASES[name]
-    pods = {(p.role, p.index): p for p in rendered(name)}
+    pods = {(p.role, p.index): kubelet_env(p) for p in rendered(name)}
     found: dict[str, tuple[str | None, str]] = {}
     assert len(pods) == len(case.operator)
     for (where, index), theirs in case.operator.items():
-        pod = pods[(case.roles.get(where, where), index)]
+        env = pods[(case.roles.get(where, where), index)]
         for var, value in theirs.items():
-            if not _same(var, pod.env.get(var), value, case):
-                found.setdefault(var, (pod.env.get(var), value))
+            if not _same(var, env.get(var), value, case):
+                found.setdefault(var, (env.get(var), value))
     return found
 
 

@@ -300,6 +300,28 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
     assert migration.notes == []
 
 
+def test_volcano_env_and_svc_plugin_variables_are_copies_of_trainhooks_the_kubelet_expands() -> (
+    None
+):
+    source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
+    migration = migrate_one(source, "tensorflow")
+    copies = [
+        {"name": "VK_TASK_INDEX", "value": "$(TRAINHOOK_ROLE_INDEX)"},
+        {"name": "VC_TASK_INDEX", "value": "$(TRAINHOOK_ROLE_INDEX)"},
+        {"name": "VC_PARAM_PS_HOSTS", "value": "$(TRAINHOOK_PS_HOSTS)"},
+        {"name": "VC_PARAM_PS_NUM", "value": "$(TRAINHOOK_PS_NUM)"},
+        {"name": "VC_WORKER_HOSTS", "value": "$(TRAINHOOK_WORKER_HOSTS)"},
+        {"name": "VC_WORKER_NUM", "value": "$(TRAINHOOK_WORKER_NUM)"},
+    ]
+    for workload in migration.objects:
+        assert workload["spec"]["template"]["spec"]["containers"][0]["env"] == copies
+    for pod in render_all(migration.objects).pods:
+        names = [e["name"] for e in pod.pod["spec"]["containers"][0]["env"]]
+        # the kubelet expands $(VAR) only from variables listed before it
+        assert names.index("TRAINHOOK_ROLE_INDEX") < names.index("VK_TASK_INDEX")
+        assert names.index("TRAINHOOK_WORKER_HOSTS") < names.index("VC_WORKER_HOSTS")
+
+
 def test_a_volcano_task_that_is_no_role_of_the_framework_is_refused() -> None:
     source = volcano({"pytorch": []}, [task("master", 1), task("helper", 1)])
     assert refused(source) == (

@@ -18,11 +18,12 @@ from webhook.core.migrate.base import (
     Role,
     carry_metadata,
     check_roles,
+    known,
     metadata,
-    set_if_known,
     template_of,
 )
 from webhook.core.migrate.kubeflow import gang_minimum
+from webhook.core.peers import env_key
 
 COMPAT = "trainhook.io/compat"
 # Plugins that name a framework: plugin -> (framework, {flag: role}, default port)
@@ -37,14 +38,16 @@ FRAMEWORK_PLUGINS: dict[str, tuple[str, dict[str, str], int]] = {
 }
 # Task name endings that say the role when no plugin names it: ending -> role, per framework.
 ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
-# What a plugin without a framework becomes.
-PLUGIN_NOTES = {
-    "svc": "the job's headless Service is what Trainhook always makes; the VC_<TASK>_HOSTS "
-    "variables and /etc/volcano/<task>.host files have no equivalent yet "
-    "(TRAINHOOK_<ROLE>_HOSTS are set)",
-    "env": "VK_TASK_INDEX and VC_TASK_INDEX have no equivalent yet (TRAINHOOK_ROLE_INDEX is set)",
+# What a plugin without a framework becomes: a note (None: nothing to say).
+PLUGIN_NOTES: dict[str, str | None] = {
+    "svc": "the job's headless Service is what Trainhook always makes; VC_<TASK>_HOSTS and "
+    "VC_<TASK>_NUM are copied from TRAINHOOK_<ROLE>_HOSTS and _NUM (past 64 pods the hosts are "
+    "files under /etc/trainhook), the /etc/volcano/<task>.host files have no equivalent yet",
+    "env": None,
     "ssh": "SSH keys are made for MPI jobs only (the Secret <job>-ssh at /root/.ssh)",
 }
+# Plugins whose variables the compat annotation would give, else env copied from Trainhook's.
+COMPAT_PLUGINS = ("svc", "env", "mpi")
 # Volcano policies Trainhook has an annotation for: (event, action) -> restart policy
 RESTART_ACTIONS = {
     ("PodFailed", "RestartJob"): "RestartJob",
@@ -66,8 +69,8 @@ def migrate_volcano(
     job = Job(name=name, namespace=namespace, framework=chosen, roles=[])
     carry_metadata(meta, job, notes)
     for path, what, compat in plugin_notes:
-        if compat:
-            set_if_known(job.annotations, COMPAT, "volcano", notes, path, what)
+        if compat and known(COMPAT):
+            job.annotations[COMPAT] = "volcano"
         else:
             notes.add(path, what)
     allowed = FRAMEWORKS[chosen].roles
@@ -75,10 +78,12 @@ def migrate_volcano(
     if not isinstance(tasks, list):
         raise MigrationError("spec.tasks: expected a list of tasks")
     policies: list[tuple[str, Fields, str | None]] = []
+    task_of: dict[str, str] = {}  # role -> task name
     for position, raw in enumerate(tasks):
         task = notes.track(Fields(raw, f"spec.tasks[{position}]"))
         task_name = task.text("name") or f"default{position}"
         role = _role(task_name, chosen, role_flags, allowed, task.path)
+        task_of[role] = task_name
         replicas = task.integer("replicas")
         job.roles.append(
             Role(
@@ -120,6 +125,11 @@ def migrate_volcano(
         policies.append((where, notes.track(Fields(policy, where)), None))
     _policies(policies, job, notes)
     _scheduling(spec, job, notes)
+    used = [p for p in COMPAT_PLUGINS if p in plugins.data]
+    if used and known(COMPAT):
+        job.annotations[COMPAT] = "volcano"
+    elif used:
+        _plugin_env(job, used, task_of)
     maximum = spec.integer("maxRetry")
     if maximum is not None:
         job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
@@ -173,8 +183,9 @@ def _framework(
         plugins.get(plugin)
         if plugin in FRAMEWORK_PLUGINS or (plugin == "ssh" and chosen == "mpi"):
             continue
-        what = PLUGIN_NOTES.get(plugin, "no equivalent plugin")
-        plugin_notes.append((plugins.at(plugin), what, plugin in ("svc", "env")))
+        note = PLUGIN_NOTES.get(plugin, "no equivalent plugin")
+        if note is not None:
+            plugin_notes.append((plugins.at(plugin), note, plugin in COMPAT_PLUGINS))
     return chosen, role_flags, port, plugin_notes
 
 
@@ -184,6 +195,35 @@ FLAG_NOTES = {
     "wait-master-timeout": "no init container waits for the master",
     "wait-master-image": "no init container waits for the master",
 }
+
+
+def _plugin_env(job: Job, plugins: Sequence[str], task_of: Mapping[str, str]) -> None:
+    """The variables of Volcano's env, svc and mpi plugins, copied by the kubelet from the
+    Trainhook variables that hold the same values (the user's env may use $(VAR) of those)."""
+    shared: list[dict[str, str]] = []
+    if "env" in plugins:
+        shared += [
+            {"name": name, "value": "$(TRAINHOOK_ROLE_INDEX)"}
+            for name in ("VK_TASK_INDEX", "VC_TASK_INDEX")
+        ]
+    if "svc" in plugins:
+        for role in job.roles:
+            task, key = env_key(task_of[role.role]), env_key(role.role)
+            shared += [
+                {"name": f"VC_{task}_HOSTS", "value": f"$(TRAINHOOK_{key}_HOSTS)"},
+                {"name": f"VC_{task}_NUM", "value": f"$(TRAINHOOK_{key}_NUM)"},
+            ]
+    for role in job.roles:
+        own = list(shared)
+        if "mpi" in plugins and role.role == "launcher":
+            own.append({"name": "MPI_HOST", "value": "$(TRAINHOOK_WORKER_HOSTS)"})
+        spec = role.template["spec"]
+        for container in [*spec.get("initContainers", []), *spec["containers"]]:
+            env = container.setdefault("env", [])
+            names = {entry.get("name") for entry in env}
+            env.extend(entry for entry in own if entry["name"] not in names)
+            if not env:
+                container.pop("env")
 
 
 def _flags(arguments: Sequence[Any], path: str) -> dict[str, str]:
