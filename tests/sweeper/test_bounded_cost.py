@@ -5,7 +5,7 @@ import json
 from tests.support.stored import bare_pod, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import slim_pod
+from webhook.sweeper.informers import slim_pod
 
 from .helpers import NOW, evicted, state_of, terminated
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
-from webhook.sweeper import decide
+from webhook.sweeper.decide import chain as decide
 
 from .live import eventually, sweeping
 

@@ -1,0 +1,167 @@
+"""The phase chain: from the state of one job to the decision that converges it.
+
+Pure and level-triggered: the same state always gives the same actions, and everything the
+sweeper must remember (a job's phase, when it finished) is written on the job's own objects.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from webhook.core.errors import TrainhookError
+from webhook.core.objects import parse_time
+from webhook.kube.resources import (
+    PODS,
+)
+from webhook.sweeper.actions import (
+    Action,
+    Decision,
+    Delete,
+)
+from webhook.sweeper.decide.agreement import _agreement
+from webhook.sweeper.decide.events import _event, _intruder_events, _problem_events
+from webhook.sweeper.decide.lifecycle.deadline import _deadline, _deadline_at
+from webhook.sweeper.decide.lifecycle.finish import _finished, _orphans
+from webhook.sweeper.decide.lifecycle.restart import (
+    RestartPlan,
+    _plan_restart,
+    _restart_event,
+    _restart_pods,
+    _restarted,
+)
+from webhook.sweeper.decide.lifecycle.suspend import _resume, _suspend
+from webhook.sweeper.decide.owned import _cluster_services, _peers, _podgroup, _service, _ssh_secret
+from webhook.sweeper.decide.records import (
+    SUSPENDED,
+    Outcome,
+    _count,
+    _merge_records,
+    _records,
+    _restarts,
+    _state_event,
+    live_state,
+    recorded_outcome,
+    recorded_status,
+    status_json,
+)
+from webhook.sweeper.decide.topology import _topology
+from webhook.sweeper.policy import (
+    RESTART_JOB,
+    Replica,
+    judge,
+    succeeded_replicas,
+    tally,
+)
+from webhook.sweeper.state import (
+    JobState,
+)
+
+# The workloads of one manifest are created one after the other: the job's topology is enforced
+# once its newest workload is this old, not while the rest of the job is still being created.
+SETTLE = timedelta(seconds=5)
+
+
+def decide(state: JobState, now: datetime) -> Decision:
+    decision = _decide(state, now)
+    if not state.intruders:
+        return decision
+    return Decision(
+        (*_intruder_events(state), *decision.actions), decision.recheck_at, decision.phase
+    )
+
+
+def _decide(state: JobState, now: datetime) -> Decision:
+    if state.problems:
+        return Decision(tuple(_problem_events(state)), phase="Invalid")
+    if not state.workloads:
+        return Decision(tuple(_orphans(state)))
+    outcome = recorded_outcome(state)
+    if outcome is not None:
+        return _finished(state, outcome, now)
+    recorded = recorded_status(state)
+    suspend = bool(state.setting("suspend"))
+    start = parse_time(recorded.get("startTime")) or now
+    if recorded.get("state") == SUSPENDED and not suspend:
+        start = now  # as for a Job, the deadline counts from the resume
+    succeeded = succeeded_replicas(state)
+    verdict = judge(state, now) or (None if suspend else _deadline(state, now, start))
+    plan: RestartPlan | None = None
+    if verdict is None and suspend:
+        return _suspend(state, now, recorded, start, succeeded)
+    if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
+        plan, verdict = _plan_restart(state, now, recorded, succeeded)
+    if verdict is not None:
+        restarts = _restarts(state, now, recorded, succeeded)
+        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
+        return _finished(state, outcome, now)
+    return _running(state, now, recorded, start, succeeded, plan)
+
+
+def _running(
+    state: JobState,
+    now: datetime,
+    recorded: dict[str, Any],
+    start: datetime,
+    succeeded: set[Replica],
+    plan: RestartPlan | None,
+) -> Decision:
+    created = [w.created for w in state.workloads if w.created is not None]
+    settled = max(created) + SETTLE if created else now
+    counts = tally(state, now, succeeded)
+    restarting = _restart_pods(state, plan) if plan is not None else []
+    if plan is not None:
+        restarts = plan.restarts
+    elif state.setting("restart_policy") == RESTART_JOB:
+        restarts = _count(recorded.get("restarts"))
+    else:
+        restarts = counts.settled
+    phase, reason, message = live_state(state, succeeded)
+    if plan is not None and plan.new is not None:
+        phase, reason, message = "Restarting", plan.new.reason, plan.new.message
+    elif restarting or (plan is not None and not _restarted(state, plan)):
+        # a restart under way says what caused it until the new pods run
+        phase = "Restarting"
+        reason = str(recorded.get("reason") or "PodsRestarting")
+        message = str(recorded.get("message") or "")
+    status = status_json(
+        phase,
+        reason,
+        message,
+        restarts,
+        start,
+        plan.since if plan else None,
+        plan.cause if plan else "",
+    )
+    events: list[Action] = []
+    if plan is not None and plan.new is not None:
+        events.append(_restart_event(state, plan, plan.new, len(restarting)))
+    elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
+        events.append(_state_event(state, phase, reason, message, restarts))
+    try:
+        actions: list[Action] = []
+        resume = _resume(state)
+        if not state.deleting:  # a job being deleted is neither re-stamped nor restarted
+            actions += [*_service(state), *_cluster_services(state), *resume]
+            if not resume:  # the replicas it resumes with decide its PodGroup and topology
+                actions += _podgroup(state)
+            actions += _ssh_secret(state)
+            # A large job's lists before any stamp that needs them: a pod restarted for a new
+            # topology mounts a ConfigMap that already holds it.
+            actions += _peers(state)
+            if now >= settled and not restarting and not resume:
+                actions += _agreement(state)
+                actions += _topology(state)
+    except TrainhookError as error:
+        first = state.workloads[0]
+        invalid = _event(state, first, "Warning", "InvalidJob", str(error))
+        return Decision((invalid,), phase="Invalid")
+    actions = _merge_records(state, actions, events, _records(state, counts, status))
+    actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    rechecks = [
+        moment
+        for moment in (settled, counts.pending, _deadline_at(state, start))
+        if moment is not None and moment > now
+    ]
+    return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)
