@@ -5,8 +5,8 @@ Each module names one kind of decision: `chain` (the phases a job goes through),
 `owned` (the objects the job owns), `topology` (the stamp), `agreement` and `events`.
 """
 
-from webhook.sweeper.decide.chain import SETTLE, decide
+from webhook.sweeper.decide.chain import decide
 from webhook.sweeper.decide.owned import podgroup_spec
 from webhook.sweeper.decide.records import Outcome, recorded_outcome, recorded_status
 
-__all__ = ["SETTLE", "Outcome", "decide", "podgroup_spec", "recorded_outcome", "recorded_status"]
+__all__ = ["Outcome", "decide", "podgroup_spec", "recorded_outcome", "recorded_status"]

@@ -6,16 +6,12 @@ from collections.abc import Iterable
 
 from webhook.core import contract
 from webhook.core.workload import Member, disagreement
-from webhook.sweeper.actions import (
-    Action,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.state import (
-    JobState,
-)
+from webhook.sweeper.actions import Action
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.state import JobState
 
 
-def _agreement(state: JobState) -> Iterable[Action]:
+def agreement_warnings(state: JobState) -> Iterable[Action]:
     """A job-wide setting its roles disagree on (admitted while its siblings could not be read,
     or changed since): one Warning on the first workload, for as long as it lasts."""
     members = [
@@ -25,7 +21,7 @@ def _agreement(state: JobState) -> Iterable[Action]:
     if problem is None:
         problem = _bare_pod_ports(state)
     if problem is not None:
-        yield _event(state, state.workloads[0], "Warning", "SettingsDisagree", problem)
+        yield event_on(state, state.workloads[0], "Warning", "SettingsDisagree", problem)
 
 
 def _bare_pod_ports(state: JobState) -> str | None:

@@ -5,29 +5,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from webhook.kube.resources import (
-    JOBS,
-    PODS,
-    STATEFULSETS,
-)
-from webhook.sweeper.actions import (
-    Action,
-    Emit,
-    ObjectRef,
-)
-from webhook.sweeper.state import (
-    JobState,
-    WorkloadView,
-)
+from webhook.kube.resources import JOBS, PODS, STATEFULSETS
+from webhook.sweeper.actions import Action, Emit, ObjectRef
+from webhook.sweeper.state import JobState, WorkloadView
 
 
-def _problem_events(state: JobState) -> Iterable[Action]:
+def problem_events(state: JobState) -> Iterable[Action]:
     for problem in state.problems:
         target = ObjectRef(_api_version(problem.kind), problem.kind, problem.name, problem.uid)
         yield _emit(state, target, "Warning", "InvalidJob", problem.message, problem.message)
 
 
-def _intruder_events(state: JobState) -> Iterable[Action]:
+def intruder_events(state: JobState) -> Iterable[Action]:
     for intruder in state.intruders:
         kind = intruder.kind
         target = ObjectRef(_api_version(kind), kind, intruder.name, intruder.uid)
@@ -38,7 +27,7 @@ def _api_version(kind: str) -> str:
     return {"StatefulSet": STATEFULSETS, "Job": JOBS}.get(kind, PODS).api_version
 
 
-def _event(
+def event_on(
     state: JobState, workload: WorkloadView, kind: str, reason: str, message: str, key: str = ""
 ) -> Emit:
     target = ObjectRef(workload.resource.api_version, workload.kind, workload.name, workload.uid)

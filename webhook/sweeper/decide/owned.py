@@ -21,23 +21,11 @@ from webhook.kube.resources import (
     SERVICES,
     Resource,
 )
-from webhook.sweeper.actions import (
-    Action,
-    Create,
-    CreateSshSecret,
-    Delete,
-    Patch,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.policy import (
-    role_counts,
-)
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.policy import role_counts
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
-from webhook.sweeper.state import (
-    JobState,
-    Owned,
-    WorkloadView,
-)
+from webhook.sweeper.state import JobState, Owned, WorkloadView
 
 
 def labels(state: JobState) -> dict[str, str]:
@@ -83,7 +71,7 @@ def service_spec(state: JobState) -> dict[str, Any]:
     return spec
 
 
-def _service(state: JobState) -> Iterable[Action]:
+def service_actions(state: JobState) -> Iterable[Action]:
     spec = service_spec(state)
     existing = state.service
     if existing is None:
@@ -91,7 +79,7 @@ def _service(state: JobState) -> Iterable[Action]:
         return
     if not existing.managed:
         if existing.spec.get("clusterIP") != "None":
-            yield _event(
+            yield event_on(
                 state,
                 state.workloads[0],
                 "Warning",
@@ -142,14 +130,14 @@ def cluster_service_specs(state: JobState) -> dict[str, dict[str, Any]]:
     }
 
 
-def _cluster_services(state: JobState) -> Iterable[Action]:
+def cluster_service_actions(state: JobState) -> Iterable[Action]:
     existing = {owned.name: owned for owned in state.cluster_services}
     for name, spec in cluster_service_specs(state).items():
         found = existing.get(name)
         if found is None:
             yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", name, spec))
         elif not found.managed:
-            yield _event(
+            yield event_on(
                 state,
                 state.workloads[0],
                 "Warning",
@@ -185,21 +173,21 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
     return PODGROUP_RESOURCES[api_version], spec
 
 
-def _podgroups(state: JobState) -> dict[Resource, Owned | None]:
+def podgroups(state: JobState) -> dict[Resource, Owned | None]:
     return {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
 
 
-def _podgroup(state: JobState) -> Iterable[Action]:
+def podgroup_actions(state: JobState) -> Iterable[Action]:
     found = podgroup_of(state)
     wanted = found[0] if found else None
-    for resource, existing in _podgroups(state).items():
+    for resource, existing in podgroups(state).items():
         if resource != wanted and existing is not None and existing.managed:
             # The job now names another scheduler (or none): its old PodGroup goes.
             yield Delete(resource, state.namespace, existing.name, existing.uid)
     if found is None:
         return
     resource, spec = found
-    existing = _podgroups(state)[resource]
+    existing = podgroups(state)[resource]
     if existing is not None and not existing.managed:
         return
     if existing is None:
@@ -210,14 +198,14 @@ def _podgroup(state: JobState) -> Iterable[Action]:
         yield _update(state, resource, existing, spec)
 
 
-def _ssh_secret(state: JobState) -> Iterable[Action]:
+def ssh_secret_actions(state: JobState) -> Iterable[Action]:
     if not state.framework.ssh_keys:
         return
     if state.secret is not None:
         if not state.secret.managed:
             # Someone else's Secret under the name the pods mount: say so once, never replace it.
             first = state.workloads[0]
-            yield _event(
+            yield event_on(
                 state,
                 first,
                 "Warning",
@@ -278,7 +266,7 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
     return found
 
 
-def _peers(state: JobState) -> Iterable[Action]:
+def peers_actions(state: JobState) -> Iterable[Action]:
     """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
     wanted = peer_files_of(state)
     existing = {owned.name for owned in state.peers}

@@ -11,31 +11,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
-from webhook.kube.resources import (
-    JOBS,
-    STATEFULSETS,
-)
-from webhook.sweeper.actions import (
-    Action,
-    Create,
-    CreateSshSecret,
-    Emit,
-    Patch,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.policy import (
-    PHASES,
-    RESTART_JOB,
-    Replica,
-    Tally,
-    observed_successes,
-    tally,
-)
-from webhook.sweeper.state import (
-    JobState,
-    format_indexes,
-    format_time,
-)
+from webhook.kube.resources import JOBS, STATEFULSETS
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.policy import PHASES, RESTART_JOB, Replica, Tally, observed_successes, tally
+from webhook.sweeper.state import JobState, format_indexes, format_time
 
 
 @dataclass(frozen=True)
@@ -81,7 +61,7 @@ def recorded_status(state: JobState) -> dict[str, Any]:
             found.append(value)
     if not found:
         return {}
-    most: dict[str, Any] = max(found, key=lambda v: _count(v.get("restarts")))
+    most: dict[str, Any] = max(found, key=lambda v: positive_count(v.get("restarts")))
     status = dict(most)
     starts = [t for t in (parse_time(v.get("startTime")) for v in found) if t is not None]
     if starts:
@@ -89,7 +69,7 @@ def recorded_status(state: JobState) -> dict[str, Any]:
     return status
 
 
-def _count(value: object) -> int:
+def positive_count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
@@ -116,12 +96,12 @@ def status_json(
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def _restarts(
+def restarts_of(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> int:
     """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
     if state.setting("restart_policy") == RESTART_JOB:
-        return _count(recorded.get("restarts"))
+        return positive_count(recorded.get("restarts"))
     return tally(state, now, succeeded).settled
 
 
@@ -175,7 +155,7 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     return "Pending", "Pending", ""
 
 
-def _records(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
+def records_to_write(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
     """Per workload, the annotations to record: the job's status, the replicas seen to succeed
     (never forgotten once seen) and the failed runs counted so far."""
     observed = observed_successes(state)
@@ -197,7 +177,7 @@ def _records(state: JobState, counts: Tally, status: str) -> dict[str, dict[str,
     return records
 
 
-def _merge_records(
+def merge_records(
     state: JobState,
     actions: list[Action],
     events: list[Action],
@@ -246,9 +226,11 @@ def _merge_records(
     return [*creates, *events, *alone, *rest]
 
 
-def _state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
+def state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
     kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting", SUSPENDED) else "Warning"
     text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
     if message:
         text += f": {message}"
-    return _event(state, state.workloads[0], kind, phase, text, key=f"{phase}|{reason}|{restarts}")
+    return event_on(
+        state, state.workloads[0], kind, phase, text, key=f"{phase}|{reason}|{restarts}"
+    )

@@ -10,18 +10,10 @@ from collections.abc import Iterable
 from webhook.core import contract
 from webhook.core.topology import stamp
 from webhook.core.workload import build_topology
-from webhook.kube.resources import (
-    PODS,
-)
-from webhook.sweeper.actions import (
-    Action,
-    Delete,
-    Patch,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.state import (
-    JobState,
-)
+from webhook.kube.resources import PODS
+from webhook.sweeper.actions import Action, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.state import JobState
 
 
 def same_topology(stamped: str | None, wanted: str) -> bool:
@@ -49,7 +41,7 @@ def elastic_scale(stamped: str | None, wanted: str, elastic: tuple[int, int] | N
     return elastic[0] <= total <= elastic[1]
 
 
-def _topology(state: JobState) -> Iterable[Action]:
+def topology_actions(state: JobState) -> Iterable[Action]:
     """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
     workloads = [w for w in state.workloads if w.kind != "Pod"]
     if not workloads:
@@ -75,7 +67,7 @@ def _topology(state: JobState) -> Iterable[Action]:
                 workload.resource, state.namespace, workload.name, patch, workload.resource_version
             )
         else:
-            yield _event(
+            yield event_on(
                 state,
                 workload,
                 "Warning",
@@ -109,7 +101,7 @@ def _topology(state: JobState) -> Iterable[Action]:
         return
     names = ", ".join(pod.name for pod in stale)
     first = next(w for w in workloads if w.kind == "StatefulSet")
-    yield _event(
+    yield event_on(
         state,
         first,
         "Normal",

@@ -5,17 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from webhook.core import contract
-from webhook.sweeper.policy import (
-    FAILED,
-    Verdict,
-)
-from webhook.sweeper.state import (
-    JobState,
-    format_time,
-)
+from webhook.sweeper.policy import FAILED, Verdict
+from webhook.sweeper.state import JobState, format_time
 
 
-def _deadline(state: JobState, now: datetime, start: datetime) -> Verdict | None:
+def deadline_verdict(state: JobState, now: datetime, start: datetime) -> Verdict | None:
     seconds = state.setting("active_deadline_seconds")
     if seconds is None or now < start + timedelta(seconds=seconds):
         return None
@@ -27,6 +21,6 @@ def _deadline(state: JobState, now: datetime, start: datetime) -> Verdict | None
     )
 
 
-def _deadline_at(state: JobState, start: datetime) -> datetime | None:
+def deadline_at(state: JobState, start: datetime) -> datetime | None:
     seconds = state.setting("active_deadline_seconds")
     return start + timedelta(seconds=seconds) if seconds is not None else None

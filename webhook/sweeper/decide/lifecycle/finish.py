@@ -9,32 +9,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
-from webhook.kube.resources import (
-    CONFIGMAPS,
-    PODS,
-    SECRETS,
-    SERVICES,
-)
-from webhook.sweeper.actions import (
-    Action,
-    Decision,
-    Delete,
-    Patch,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.decide.owned import _podgroups
+from webhook.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
+from webhook.sweeper.actions import Action, Decision, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.owned import podgroups
 from webhook.sweeper.decide.records import Outcome
-from webhook.sweeper.policy import (
-    DEFAULT_CLEAN_POD_POLICY,
-    PHASES,
-)
-from webhook.sweeper.state import (
-    JobState,
-    format_time,
-)
+from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
+from webhook.sweeper.state import JobState, format_time
 
 
-def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
+def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     finished_at = outcome.finished_at or now
     record = {
         contract.PHASE: outcome.phase,
@@ -54,7 +38,9 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
             if workload.annotations.get(contract.PHASE) not in PHASES:
                 message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
                 kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
-                events.append(_event(state, workload, kind, outcome.reason, message, outcome.phase))
+                events.append(
+                    event_on(state, workload, kind, outcome.reason, message, outcome.phase)
+                )
         if workload.kind == "StatefulSet" and workload.replicas != 0:
             patch["spec"] = {"replicas": 0}  # a finished pod must not be restarted to train again
         status = workload.job_status
@@ -88,7 +74,7 @@ def _release_gang(state: JobState) -> Iterable[Action]:
     no longer holds its place (and its resources) in the scheduler's queue until its TTL."""
     if any(not pod.terminating and pod.phase in ("Pending", "Running") for pod in state.pods):
         return
-    for resource, owned in _podgroups(state).items():
+    for resource, owned in podgroups(state).items():
         if owned is not None and owned.managed:
             yield Delete(resource, state.namespace, owned.name, owned.uid)
 
@@ -104,19 +90,19 @@ def _clean_pods(state: JobState, policy: str) -> Iterable[Action]:
 
 
 def _delete_job(state: JobState) -> Iterable[Action]:
-    yield from _orphans(state, only_orphans=False)
+    yield from orphans(state, only_orphans=False)
     for workload in state.workloads:
         yield Delete(workload.resource, state.namespace, workload.name, workload.uid)
 
 
-def _orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
+def orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
     """The sweeper's own objects of a job that is gone (or expired); never anyone else's."""
     if only_orphans and any(not pod.terminating for pod in state.pods):
         return
     for resource, owned in (
         (SERVICES, state.service),
         *((SERVICES, service) for service in state.cluster_services),
-        *_podgroups(state).items(),
+        *podgroups(state).items(),
         (SECRETS, state.secret),
     ):
         if owned is not None and owned.managed:

@@ -8,22 +8,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
-from webhook.sweeper.actions import (
-    Emit,
-)
-from webhook.sweeper.decide.events import _event
-from webhook.sweeper.decide.records import _count
-from webhook.sweeper.policy import (
-    FAILED,
-    Replica,
-    RestartCause,
-    Verdict,
-    restart_cause,
-)
-from webhook.sweeper.state import (
-    JobState,
-    PodView,
-)
+from webhook.sweeper.actions import Emit
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.records import positive_count
+from webhook.sweeper.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
+from webhook.sweeper.state import JobState, PodView
 
 
 @dataclass(frozen=True)
@@ -36,12 +25,12 @@ class RestartPlan:
     new: RestartCause | None  # set when this decision starts the restart
 
 
-def _plan_restart(
+def plan_restart(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> tuple[RestartPlan | None, Verdict | None]:
     since = parse_time(recorded.get("restartedAt"))
     handled = str(recorded.get("cause") or "")
-    restarts = _count(recorded.get("restarts"))
+    restarts = positive_count(recorded.get("restarts"))
     cause = restart_cause(state, now, succeeded, since, handled)
     if cause is None:
         return (RestartPlan(since, handled, restarts, None) if since else None), None
@@ -58,7 +47,7 @@ def _plan_restart(
     return RestartPlan(now, cause.key, count, cause), None
 
 
-def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
+def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     """The pods a restart still has to delete: every pod of the job's StatefulSets and Jobs
     created before it, not already going or finished."""
     return [
@@ -71,7 +60,7 @@ def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     ]
 
 
-def _restarted(state: JobState, plan: RestartPlan) -> bool:
+def restart_took(state: JobState, plan: RestartPlan) -> bool:
     """Whether a pod created since the restart runs (or has already finished)."""
     return any(
         pod.phase in ("Running", "Succeeded")
@@ -82,7 +71,7 @@ def _restarted(state: JobState, plan: RestartPlan) -> bool:
     )
 
 
-def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods: int) -> Emit:
+def restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods: int) -> Emit:
     limit = state.setting("backoff_limit")
     if cause.counted:
         of = f" of {contract.BACKOFF_LIMIT} {limit}" if limit is not None else ""
@@ -91,4 +80,4 @@ def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods
         counted = "not counted against the backoff limit"
     message = f"restarting all {pods} pod(s) of the job together ({counted}): {cause.message}"
     kind = "Warning" if cause.counted else "Normal"
-    return _event(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
+    return event_on(state, state.workloads[0], kind, "Restarting", message, key=cause.key)

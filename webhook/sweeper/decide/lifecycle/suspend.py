@@ -6,21 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from webhook.core import contract
-from webhook.sweeper.actions import (
-    Action,
-    Decision,
-    Patch,
-)
-from webhook.sweeper.decide.records import SUSPENDED, _restarts, _state_event, status_json
-from webhook.sweeper.policy import (
-    Replica,
-)
-from webhook.sweeper.state import (
-    JobState,
-)
+from webhook.sweeper.actions import Action, Decision, Patch
+from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
+from webhook.sweeper.policy import Replica
+from webhook.sweeper.state import JobState
 
 
-def _suspend(
+def suspend_job(
     state: JobState,
     now: datetime,
     recorded: dict[str, Any],
@@ -29,12 +21,12 @@ def _suspend(
 ) -> Decision:
     """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
     restarts and its recorded successes and failed runs."""
-    restarts = _restarts(state, now, recorded, succeeded)
+    restarts = restarts_of(state, now, recorded, succeeded)
     message = f"{contract.SUSPEND} is true"
     status = status_json(SUSPENDED, SUSPENDED, message, restarts, start)
     actions: list[Action] = []
     if recorded.get("state") != SUSPENDED:
-        actions.append(_state_event(state, SUSPENDED, SUSPENDED, message, restarts))
+        actions.append(state_event(state, SUSPENDED, SUSPENDED, message, restarts))
     for workload in state.workloads:
         if workload.kind == "Pod":
             continue
@@ -70,7 +62,7 @@ def _suspend(
     return Decision(tuple(actions), phase=SUSPENDED)
 
 
-def _resume(state: JobState) -> list[Action]:
+def resume_job(state: JobState) -> list[Action]:
     """Give back what suspending took: each workload's replicas, each Job running again."""
     actions: list[Action] = []
     for workload in state.workloads:
