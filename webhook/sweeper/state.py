@@ -18,7 +18,7 @@ from webhook.core.objects import annotations_of, labels_of, parse_time
 from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
-from webhook.core.settings import Settings, read_settings
+from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.kube.resources import (
     JOBS,
@@ -287,13 +287,10 @@ class JobState:
     def framework(self) -> Framework:
         return self.workloads[0].framework
 
-    def setting(self, name: str) -> Any:
-        """A job-wide setting: the first workload in role order that sets it."""
-        for workload in self.workloads:
-            value = getattr(workload.settings, name)
-            if value is not None:
-                return value
-        return None
+    @cached_property
+    def settings(self) -> JobSettings:
+        """The job-wide settings, merged from its workloads in role order."""
+        return job_settings(w.settings for w in self.workloads)
 
 
 def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

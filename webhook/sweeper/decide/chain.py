@@ -72,7 +72,7 @@ def _decide(state: JobState, now: datetime) -> Decision:
     if outcome is not None:
         return finish_job(state, outcome, now)
     recorded = recorded_status(state)
-    suspend = bool(state.setting("suspend"))
+    suspend = bool(state.settings.suspend)
     start = parse_time(recorded.get("startTime")) or now
     if recorded.get("state") == SUSPENDED and not suspend:
         start = now  # as for a Job, the deadline counts from the resume
@@ -81,7 +81,7 @@ def _decide(state: JobState, now: datetime) -> Decision:
     plan: RestartPlan | None = None
     if verdict is None and suspend:
         return suspend_job(state, now, recorded, start, succeeded)
-    if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
+    if verdict is None and state.settings.restart_policy == RESTART_JOB and not state.deleting:
         plan, verdict = plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = restarts_of(state, now, recorded, succeeded)
@@ -105,7 +105,7 @@ def _running(
     restarting = restart_pods(state, plan) if plan is not None else []
     if plan is not None:
         restarts = plan.restarts
-    elif state.setting("restart_policy") == RESTART_JOB:
+    elif state.settings.restart_policy == RESTART_JOB:
         restarts = positive_count(recorded.get("restarts"))
     else:
         restarts = counts.settled

@@ -100,7 +100,7 @@ def restarts_of(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> int:
     """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
-    if state.setting("restart_policy") == RESTART_JOB:
+    if state.settings.restart_policy == RESTART_JOB:
         return positive_count(recorded.get("restarts"))
     return tally(state, now, succeeded).settled
 

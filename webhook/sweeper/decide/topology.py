@@ -48,7 +48,7 @@ def topology_actions(state: JobState) -> Iterable[Action]:
         return
     wanted = stamp(build_topology([w.workload for w in workloads]))
     topology = wanted[contract.TOPOLOGY]
-    elastic = state.setting("elastic")
+    elastic = state.settings.elastic
     restamped = False
     for workload in workloads:
         if all(workload.stamp.get(key) == value for key, value in wanted.items()):

@@ -10,7 +10,7 @@ from webhook.sweeper.state import JobState, format_time
 
 
 def deadline_verdict(state: JobState, now: datetime, start: datetime) -> Verdict | None:
-    seconds = state.setting("active_deadline_seconds")
+    seconds = state.settings.active_deadline_seconds
     if seconds is None or now < start + timedelta(seconds=seconds):
         return None
     return Verdict(
@@ -22,5 +22,5 @@ def deadline_verdict(state: JobState, now: datetime, start: datetime) -> Verdict
 
 
 def deadline_at(state: JobState, start: datetime) -> datetime | None:
-    seconds = state.setting("active_deadline_seconds")
+    seconds = state.settings.active_deadline_seconds
     return start + timedelta(seconds=seconds) if seconds is not None else None

@@ -27,7 +27,7 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     }
     if outcome.status is not None:
         record[contract.STATUS] = outcome.status
-    clean = state.setting("clean_pod_policy") or DEFAULT_CLEAN_POD_POLICY
+    clean = state.settings.clean_pod_policy or DEFAULT_CLEAN_POD_POLICY
     events: list[Action] = []
     patches: list[Action] = []
     for workload in state.workloads:
@@ -61,7 +61,7 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
                     workload.resource_version,
                 )
             )
-    ttl = state.setting("ttl_seconds_after_finished")
+    ttl = state.settings.ttl_seconds_after_finished
     expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
     if expires is not None and now >= expires and not patches:
         return Decision(tuple(_delete_job(state)))

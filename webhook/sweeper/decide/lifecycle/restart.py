@@ -35,7 +35,7 @@ def plan_restart(
     if cause is None:
         return (RestartPlan(since, handled, restarts, None) if since else None), None
     count = restarts + (1 if cause.counted else 0)
-    limit = state.setting("backoff_limit")
+    limit = state.settings.backoff_limit
     if cause.counted and limit is not None and count > limit:
         verdict = Verdict(
             FAILED,
@@ -72,7 +72,7 @@ def restart_took(state: JobState, plan: RestartPlan) -> bool:
 
 
 def restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods: int) -> Emit:
-    limit = state.setting("backoff_limit")
+    limit = state.settings.backoff_limit
     if cause.counted:
         of = f" of {contract.BACKOFF_LIMIT} {limit}" if limit is not None else ""
         counted = f"restart {plan.restarts}{of}"
