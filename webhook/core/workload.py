@@ -167,19 +167,19 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
         service = spec.get("serviceName") or job
         _check_single(framework, role, replicas, kind, name)
         return Workload(
-            kind,
-            name,
-            namespace,
-            framework,
-            job,
-            role,
-            replicas,
-            settings,
-            name,
-            start,
-            service,
-            nproc,
-            priority,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            framework=framework,
+            job=job,
+            role=role,
+            replicas=replicas,
+            settings=settings,
+            pod_prefix=name,
+            ordinal_start=start,
+            service=service,
+            nproc=nproc,
+            priority_class=priority,
         )
     if kind == "Job":
         if spec.get("completionMode") != "Indexed":
@@ -198,19 +198,19 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
         service = (template_of(obj).get("spec") or {}).get("subdomain") or job
         _check_single(framework, role, completions, kind, name)
         return Workload(
-            kind,
-            name,
-            namespace,
-            framework,
-            job,
-            role,
-            completions,
-            settings,
-            name,
-            0,
-            service,
-            nproc,
-            priority,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            framework=framework,
+            job=job,
+            role=role,
+            replicas=completions,
+            settings=settings,
+            pod_prefix=name,
+            ordinal_start=0,
+            service=service,
+            nproc=nproc,
+            priority_class=priority,
         )
     raise ValueError(f"not a workload kind: {kind!r}")
 

@@ -14,7 +14,6 @@ from gunicorn import glogging
 from webhook.server.admission import Record
 
 ADMISSION_LOGGER: Final = "trainhook.admission"
-LEVELS: Final = ("debug", "info", "warning", "error")
 
 # Attributes every LogRecord has; anything else was passed through `extra=` and is logged too.
 _STANDARD: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}

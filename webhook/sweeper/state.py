@@ -14,6 +14,7 @@ from webhook.core.claims import Claim, claim_of, creator_of
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
+from webhook.core.limits import one_line
 from webhook.core.objects import annotations_of, labels_of, parse_time
 from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
@@ -636,7 +637,7 @@ def _read_pod(
         created=parse_time(metadata.get("creationTimestamp")),
         scheduling=next(
             (
-                _one_line(c.get("message") or c.get("reason") or "")
+                _reading(c.get("message") or c.get("reason") or "")
                 for c in conditions
                 if c.get("type") == "PodScheduled" and c.get("status") == "False"
             ),
@@ -683,7 +684,7 @@ def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training |
         current=_run(status.get("state")),
         last=_run(status.get("lastState")),
         waiting=str(waiting.get("reason") or ""),
-        waiting_message=_one_line(waiting.get("message") or ""),
+        waiting_message=_reading(waiting.get("message") or ""),
         init_failures=init_failures,
         init_failed=init_failed,
     )
@@ -720,15 +721,14 @@ def _run(state: Mapping[str, Any] | None) -> Run | None:
     return Run(
         exit_code=code,
         reason=str(terminated.get("reason") or ""),
-        message=_one_line(terminated.get("message") or ""),
+        message=_reading(terminated.get("message") or ""),
         finished=parse_time(terminated.get("finishedAt")),
     )
 
 
-def _one_line(text: str, limit: int = 200) -> str:
-    """A message as one line of a person's reading length."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+def _reading(text: str) -> str:
+    """A pod's message as one line of a person's reading length."""
+    return one_line(str(text), at_most=200)
 
 
 def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
