@@ -10,7 +10,8 @@ from typing import Final
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
-from webhook.sweeper.state import FailedRuns, JobState, PodView, Run
+from webhook.sweeper.pods import PodView, Run
+from webhook.sweeper.state import FailedRuns, JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"

@@ -11,8 +11,9 @@ from webhook.core.objects import parse_time
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.records import positive_count
+from webhook.sweeper.pods import PodView
 from webhook.sweeper.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
-from webhook.sweeper.state import JobState, PodView
+from webhook.sweeper.state import JobState
 
 
 @dataclass(frozen=True)
