@@ -266,6 +266,12 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
 # (The gang's scheduler, queue and timeout are checked by `webhook.core.gang.job_gang`.)
 JOB_WIDE: tuple[tuple[str, str, str], ...] = (
     ("elastic", contract.ELASTIC, "every pod joins one rendezvous"),
+    (
+        "mpi_implementation",
+        contract.MPI_IMPLEMENTATION,
+        "the launcher's hostfile is written for one MPI, which every pod runs",
+    ),
+    ("compat", contract.COMPAT, "every pod reads the same variables and files"),
 )
 # Read by the sweeper for the whole job: roles that set them must set the same.
 LIFECYCLE: tuple[tuple[str, str], ...] = (

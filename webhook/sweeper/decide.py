@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import job_lists
 from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
@@ -784,6 +785,9 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
         wanted = tuple(sorted(stamp(build_topology(cores, state.cluster_domain)).items()))
         for workload_port in dict.fromkeys(port(w) for w in state.workloads):
             pairs[(wanted, workload_port)] = None
+    # The compat layer is job-wide: the webhook refuses roles that disagree on it.
+    compat = next((w.settings.compat for w in state.workloads if w.settings.compat), None)
+    lists = job_lists(framework.name, compat)
     found: dict[str, PeerFiles] = {}
     for stamp_items, stamp_port in pairs:
         topology = topology_from_stamp(
@@ -796,7 +800,7 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
         )
         if topology is None or inline(topology):
             continue
-        files = peer_files(topology, stamp_port, framework.lists)
+        files = peer_files(topology, stamp_port, lists)
         found[files.name] = files
     return found
 
