@@ -313,9 +313,6 @@ MPI_ENV = {
     "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
     "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
     "PRTE_MCA_prte_set_default_slots": "1",
-    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "I_MPI_PERHOST": "1",
 }
 WD_PS_HOSTS = "wide-deep-ps-0.wide-deep.default.svc,wide-deep-ps-1.wide-deep.default.svc"
 WD_WORKER_HOSTS = (

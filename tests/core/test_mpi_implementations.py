@@ -38,6 +38,7 @@ def test_mpich_reads_hydras_host_colon_slots_hostfile_through_hydra_host_file() 
     assert framework_vars(rendered["hv-worker-1"].env) == {
         "K_MPI_JOB_ROLE": "worker",
         "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+        "HYDRA_LAUNCHER_EXTRA_ARGS": "-o ConnectionAttempts=10",
         "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10",
     }
 

@@ -194,14 +194,19 @@ class Cluster:
         return service
 
     def hosts_file(self, own: Pod) -> str:
-        """What a pod resolves: itself as the kubelet writes it, the rest as cluster DNS does."""
+        """What a pod resolves: itself as the kubelet writes it, the rest as cluster DNS does,
+        also by the names its dnsConfig search domains complete."""
         lines = ["127.0.0.1\tlocalhost"]
+        searches = (own.manifest["spec"].get("dnsConfig") or {}).get("searches") or []
         for pod in self.pods.values():
             spec = pod.manifest["spec"]
             names = []
             if spec.get("subdomain"):
                 short = f"{pod.hostname}.{spec['subdomain']}.{self.namespace}.svc"
                 names += [f"{short}.{CLUSTER_DOMAIN}", short]
+                domain = f"{spec['subdomain']}.{self.namespace}.svc.{CLUSTER_DOMAIN}"
+                if domain in searches and pod is not own:
+                    names.append(pod.hostname)
             if pod is own:
                 names.append(pod.hostname)
             if names:

@@ -68,8 +68,14 @@ def env(placement: Placement) -> dict[str, str]:
             "I_MPI_PERHOST": per_worker,
         }
     elif placement.mpi_implementation == "MPICH":
-        # Hydra takes the slots from the hostfile's `host:N`; it has no variable for them.
-        result |= {"HYDRA_HOST_FILE": path, "HYDRA_LAUNCH_EXTRA_ARGS": SSH_ARGS}
+        # Hydra takes the slots from the hostfile's `host:N`; it has no variable for them. MPICH
+        # reads HYDRA_LAUNCHER_EXTRA_ARGS; mpi-operator writes HYDRA_LAUNCH_EXTRA_ARGS, which
+        # MPICH 4 ignores, kept for scripts that pass it on.
+        result |= {
+            "HYDRA_HOST_FILE": path,
+            "HYDRA_LAUNCHER_EXTRA_ARGS": SSH_ARGS,
+            "HYDRA_LAUNCH_EXTRA_ARGS": SSH_ARGS,
+        }
     else:
         result |= {
             # Open MPI 4 (ORTE)
