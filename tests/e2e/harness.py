@@ -224,8 +224,10 @@ class Cluster:
         image_env: Mapping[str, str] | None = None,
         secrets: Mapping[str, Mapping[str, str]] | None = None,
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
+        image_files: Mapping[str, str] | None = None,
     ) -> None:
-        """Start each named pod's `container`: the kubelet's env over the image's, its volumes.
+        """Start each named pod's `container`: the kubelet's env over the image's, its volumes,
+        and `image_files` (name -> content) in its working directory, as the image has them.
 
         A pod whose container has exited is restarted, its env resolved afresh (as the kubelet
         does: Service links are those of the Services that exist now)."""
@@ -248,6 +250,10 @@ class Cluster:
             pod.log = pod.directory / f"container-{pod.starts}.log"
             workdir = pod.directory / "workdir"  # the image's working directory
             workdir.mkdir(exist_ok=True)
+            for file_name, content in (image_files or {}).items():
+                (workdir / file_name).write_text(content)
+                if content.startswith("#!"):
+                    (workdir / file_name).chmod(0o755)
             with pod.log.open("wb") as out:
                 pod.process = subprocess.Popen(
                     [
@@ -424,13 +430,19 @@ def run_job(
     image_env: Mapping[str, str] | None = None,
     secrets: Mapping[str, Mapping[str, str]] | None = None,
     configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    image_files: Mapping[str, str] | None = None,
 ) -> list[PodExit]:
     """Create and start every pod at once; wait for `finishers` (default: all) to exit 0."""
     hosts_before = Path("/etc/hosts").read_bytes()
     with Cluster(workdir, namespace) as cluster:
         cluster.add_pods(manifests)
         cluster.start(
-            cluster.pods, container, image_env=image_env, secrets=secrets, configmaps=configmaps
+            cluster.pods,
+            container,
+            image_env=image_env,
+            secrets=secrets,
+            configmaps=configmaps,
+            image_files=image_files,
         )
         exits = cluster.wait(finishers if finishers is not None else list(cluster.pods), timeout)
     assert Path("/etc/hosts").read_bytes() == hosts_before
