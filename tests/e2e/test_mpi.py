@@ -150,3 +150,99 @@ def test_a_plain_mpirun_on_the_launcher_runs_every_slot_on_the_workers_and_all_r
         "mpi-worker-1",
         "mpi-worker-1",
     ]
+
+
+# The image's user and its own sshd (a non-root sshd logs in only its own user, on a port above
+# 1024), as mpi-operator's non-root pi example builds them. Its uid is one no user of this
+# machine has, so that ssh finds its home by it.
+MPIUSER = 2000
+MPIUSER_HOME = "/home/mpiuser"
+SSHD_CONFIG = (
+    "Port 2222\\nHostKey {home}/sshd/host_key\\nPidFile none\\nUsePAM no\\nStrictModes yes\\n"
+)
+NON_ROOT_IMAGE = f"""
+echo 'mpiuser:x:{MPIUSER}:{MPIUSER}::{MPIUSER_HOME}:/bin/sh' >> /etc/passwd
+echo 'mpiuser:x:{MPIUSER}:' >> /etc/group
+mkdir -p {MPIUSER_HOME}/sshd {MPIUSER_HOME}/results
+ssh-keygen -q -t ed25519 -N '' -f {MPIUSER_HOME}/sshd/host_key
+printf '{SSHD_CONFIG.format(home=MPIUSER_HOME)}' > {MPIUSER_HOME}/sshd/sshd_config
+chown -R {MPIUSER}:{MPIUSER} {MPIUSER_HOME}
+cp {{program}} {MPIUSER_HOME}/allreduce
+mount --bind {{results}} {MPIUSER_HOME}/results
+"""
+
+
+def test_an_mpi_job_whose_ranks_run_as_a_non_root_user_logs_in_with_the_keys_in_its_home(
+    tmp_path: Path,
+) -> None:
+    if shutil.which("sshd", path="/usr/sbin") is None:
+        pytest.fail("sshd is missing: `make e2e` installs it")
+    program = tmp_path / "allreduce"
+    subprocess.run(["/usr/bin/mpicc.openmpi", str(PROGRAM), "-o", str(program)], check=True)
+    results = tmp_path / "results"
+    results.mkdir()
+    results.chmod(0o777)  # the user's ranks write their reports there
+    job = "mpi"
+    settings = {
+        contract.SSH_AUTH_MOUNT_PATH: f"{MPIUSER_HOME}/.ssh",
+        contract.PORT: "2222",
+    }
+    workloads = [
+        statefulset(
+            "mpi-launcher",
+            framework="mpi",
+            job=job,
+            role="launcher",
+            replicas=1,
+            command=[
+                "/usr/bin/mpirun.openmpi",
+                f"{MPIUSER_HOME}/allreduce",
+                f"{MPIUSER_HOME}/results",
+            ],
+            annotations=settings,
+        ),
+        statefulset(
+            "mpi-worker",
+            framework="mpi",
+            job=job,
+            role="worker",
+            replicas=2,
+            command=["/usr/sbin/sshd", "-D", "-e", "-f", f"{MPIUSER_HOME}/sshd/sshd_config"],
+            annotations={contract.NPROC_PER_NODE: "2", **settings},
+        ),
+    ]
+    for workload in workloads:
+        workload["spec"]["template"]["spec"]["securityContext"] = {"runAsUser": MPIUSER}
+    pods = render(workloads)
+    for pod in pods:
+        assert pod.pod["spec"]["securityContext"]["fsGroup"] == MPIUSER
+        ssh = next(v for v in pod.pod["spec"]["volumes"] if "secret" in v)
+        assert ssh["secret"]["defaultMode"] == 0o440
+
+    run_job(
+        tmp_path,
+        [pod.pod for pod in pods],
+        "mpi",
+        namespace=NAMESPACE,
+        timeout=120,
+        finishers=["mpi-launcher-0"],
+        image_env={
+            "HOME": MPIUSER_HOME,
+            "OMPI_MCA_btl_tcp_if_include": "eth0",
+            "OMPI_MCA_oob_tcp_if_include": "eth0",
+        },
+        secrets={f"{job}-ssh": ssh_secret(job, port=2222)},
+        image_script=NON_ROOT_IMAGE.format(program=program, results=results),
+    )
+
+    found = reports(results)
+    assert sorted(report["rank"] for report in found) == [0, 1, 2, 3]
+    assert {report["sum"] for report in found} == {1 + 2 + 3 + 4}
+    assert sorted(report["host"] for report in found) == [
+        "mpi-worker-0",
+        "mpi-worker-0",
+        "mpi-worker-1",
+        "mpi-worker-1",
+    ]
+    owners = {path.stat().st_uid for path in results.glob("*.json")}
+    assert owners == {MPIUSER}  # the ranks ran as the image's user, not as root
