@@ -241,7 +241,7 @@ def test_a_non_root_user_without_the_mount_path_is_refused_in_one_line() -> None
     with pytest.raises(RenderError) as refused:
         render(with_user(implementation_job(None), runAsUser=1000))
     assert str(refused.value).endswith(
-        "trainhook.io/ssh-auth-mount-path: invalid value None: container mpi runs as user 1000 "
+        "trainhook.io/ssh-auth-mount-path: not set, but container mpi runs as user 1000 "
         "(securityContext.runAsUser), who cannot read the job's SSH keys at /root/.ssh: set it "
         "to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import InvalidSetting
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework, Placement, Success
 from webhook.core.objects import annotations_of
 from webhook.core.pods import add_volume, containers, mount
@@ -175,12 +175,10 @@ def _ssh_mount(
     if path is None:
         if non_root:
             container, user = non_root[0]
-            raise InvalidSetting(
-                contract.SSH_AUTH_MOUNT_PATH,
-                None,
-                f"container {container.get('name')} runs as {user.shown()}, who cannot read the "
-                f"job's SSH keys at {contract.MPI_SSH_PATH}: set it to that user's ~/.ssh, "
-                "e.g. /home/mpiuser/.ssh",
+            raise Refused(
+                f"{contract.SSH_AUTH_MOUNT_PATH}: not set, but container {container.get('name')} "
+                f"runs as {user.shown()}, who cannot read the job's SSH keys at "
+                f"{contract.MPI_SSH_PATH}: set it to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
             )
         return contract.MPI_SSH_PATH, ROOT_READS
     if not non_root:
