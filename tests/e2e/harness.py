@@ -312,12 +312,12 @@ class Cluster:
             lines.append(image_script)
         security = _security(pod.manifest, spec)
         volumes = {volume["name"]: volume for volume in pod.manifest["spec"].get("volumes") or []}
+        mountable = tuple(f"{directory}/" for directory in (*PRIVATE_DIRECTORIES, "/run"))
         for mount in spec.get("volumeMounts") or []:
             target = mount["mountPath"]
             if mount.get("subPath"):
                 raise AssertionError(f"pod {pod.name}: subPath mounts are not modelled")
-            private = tuple(f"{p}/" for p in (*PRIVATE_DIRECTORIES, "/run"))
-            if not (target.startswith(private) or Path(target).is_dir()):
+            if not (target.startswith(mountable) or Path(target).is_dir()):
                 raise AssertionError(f"pod {pod.name}: cannot mount at {target} privately")
             source = d / "volumes" / mount["name"]
             volume = volumes[mount["name"]]
