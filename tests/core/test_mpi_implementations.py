@@ -11,8 +11,10 @@ import pytest
 
 from tests.support.builders import mpi_job, pods, statefulset
 from webhook.core import contract
+from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import mpi
 from webhook.core.render import RenderError, render, table
+from webhook.core.workload_mutation import mutate_workload
 
 
 def implementation_job(implementation: str | None, **extra: str) -> list[dict[str, Any]]:
@@ -282,3 +284,12 @@ def test_render_names_the_implementation_and_the_files_of_the_launcher() -> None
         "job hv (mpi, MPICH, namespace default, 3 pods)",
         "files (launcher): /etc/mpi/hostfile, /etc/mpi/discover_hosts.sh",
     ]
+
+
+def test_a_non_root_statefulset_without_the_mount_path_is_refused_before_any_pod() -> None:
+    launcher, _ = with_user(implementation_job(None), runAsUser=1000)
+    with pytest.raises(TrainhookError) as refused:
+        mutate_workload(launcher, "CREATE", "default")
+    assert str(refused.value).startswith(
+        "trainhook.io/ssh-auth-mount-path: not set, but container mpi runs as user 1000"
+    )

@@ -1,5 +1,7 @@
 """MPI (Open MPI, Intel MPI, MPICH; Horovod on top): a launcher reaching workers over ssh."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -101,7 +103,7 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
     """Every pod mounts the job's ssh keys where its user finds them; the launcher also gets the
     hostfile and the host discovery script."""
     main = [c for c in containers(pod) if c[0] == "containers"]
-    path, mode = _ssh_mount(draft, pod, placement, [c for _, _, c in main])
+    path, mode = _ssh_mount(draft, pod, placement)
     add_volume(
         draft,
         {
@@ -160,39 +162,54 @@ def _annotation_item(path: str, key: str, mode: int | None = None) -> dict[str, 
     return item
 
 
-def _ssh_mount(
-    draft: Draft, pod: Mapping[str, Any], placement: Placement, main: list[Mapping[str, Any]]
-) -> tuple[str, int]:
+def check_ssh_user(pod: Mapping[str, Any], ssh_auth_mount_path: str | None) -> None:
+    """Refuse a pod (or pod template) whose non-root user could not read the job's keys:
+    without trainhook.io/ssh-auth-mount-path they would be root's at /root/.ssh; with it but
+    neither runAsUser nor fsGroup, no group could be given them that the user alone has."""
+    pod_context = (pod.get("spec") or {}).get("securityContext") or {}
+    non_root = _non_root(pod)
+    if not non_root:
+        return
+    container, user = non_root[0]
+    if ssh_auth_mount_path is None:
+        raise Refused(
+            f"{contract.SSH_AUTH_MOUNT_PATH}: not set, but container {container.get('name')} "
+            f"runs as {user.shown()}, who cannot read the job's SSH keys at "
+            f"{contract.MPI_SSH_PATH}: set it to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
+        )
+    if pod_context.get("fsGroup") is None and user.uid is None:
+        raise InvalidSetting(
+            contract.SSH_AUTH_MOUNT_PATH,
+            ssh_auth_mount_path,
+            f"container {container.get('name')} runs as a non-root user of its image that "
+            "Trainhook cannot see: set securityContext.runAsUser (or the pod's fsGroup), so "
+            "that the keys are readable by that user alone",
+        )
+
+
+def _non_root(pod: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], _User]]:
+    """The pod's main containers that run as a non-root user, with that user."""
+    spec = pod.get("spec") or {}
+    pod_context = spec.get("securityContext") or {}
+    users = [(c, _effective(c, pod_context)) for c in spec.get("containers") or []]
+    return [(c, user) for c, user in users if user.runs_as_non_root]
+
+
+def _ssh_mount(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> tuple[str, int]:
     """Where the keys go and their mode. Root reads its own 0600 keys at /root/.ssh. A non-root
     user reads them at trainhook.io/ssh-auth-mount-path (its ~/.ssh), root's files with mode
     0440 and the pod's fsGroup as their group: ssh accepts a key that root owns, sshd's
     StrictModes a file no one else may write, and no other user of the node reads them."""
-    spec = pod.get("spec") or {}
-    pod_context = spec.get("securityContext") or {}
-    users = [(container, _effective(container, pod_context)) for container in main]
-    non_root = [(c, user) for c, user in users if user.runs_as_non_root]
     path = placement.ssh_auth_mount_path
+    check_ssh_user(pod, path)
+    non_root = _non_root(pod)
     if path is None:
-        if non_root:
-            container, user = non_root[0]
-            raise Refused(
-                f"{contract.SSH_AUTH_MOUNT_PATH}: not set, but container {container.get('name')} "
-                f"runs as {user.shown()}, who cannot read the job's SSH keys at "
-                f"{contract.MPI_SSH_PATH}: set it to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
-            )
         return contract.MPI_SSH_PATH, ROOT_READS
     if not non_root:
         return path, ROOT_READS
+    pod_context = (pod.get("spec") or {}).get("securityContext") or {}
     if pod_context.get("fsGroup") is None:
         user = non_root[0][1]
-        if user.uid is None:
-            raise InvalidSetting(
-                contract.SSH_AUTH_MOUNT_PATH,
-                path,
-                f"container {non_root[0][0].get('name')} runs as a non-root user of its image "
-                "that Trainhook cannot see: set securityContext.runAsUser (or the pod's "
-                "fsGroup), so that the keys are readable by that user alone",
-            )
         # The kubelet gives the Secret's files this group; only OnRootMismatch, so that no
         # other volume of the pod is walked again at every start.
         context = draft.dict_at("spec", "securityContext")
@@ -249,6 +266,7 @@ FRAMEWORK = Framework(
     success=Success(first_of=("launcher",)),
     pod_extras=pod_extras,
     ssh_keys=True,
+    check_template=check_ssh_user,
     lists=lists,
     key_vars=("K_MPI_JOB_ROLE",),
     single=("launcher",),
