@@ -27,7 +27,7 @@ class Placement:
     # The job's peers ConfigMap when its lists are files from it rather than env.
     peers: str | None = None
     max_restarts: int | None = None  # torchrun restarts its worker group this often
-    mpi_implementation: str = "OpenMPI"  # which MPI reads the hostfile (trainhook.io/...)
+    mpi_implementation: str = "OpenMPI"  # the MPI that reads the hostfile, as its format
     ssh_auth_mount_path: str | None = None  # where the training container's user finds ~/.ssh
 
     @property
