@@ -39,7 +39,8 @@ chart-check: $(STAMP)
 
 # Every framework's own client forms a job from rendered env, one process tree per pod in its own
 # network namespace (tests/e2e/harness.py says how); as root. Frameworks come from PyPI (MindSpore in
-# a venv of its own), Open MPI 4, MPICH and OpenSSH from Debian (apt-get, when missing and running as root).
+# a venv of its own), Open MPI 4, MPICH and OpenSSH from Debian (apt-get, when missing and running
+# as root).
 E2E_STAMP := $(VENV)/.e2e-installed
 MS_VENV   := .venv-mindspore
 MS_STAMP  := $(MS_VENV)/.installed
