@@ -141,19 +141,11 @@ DIFFERENCES: dict[str, str] = {
     # paddle: the master pod's own rendezvous address (launch starts its server on it).
     "POD_IP_DUMMY": "the master pod gets 127.0.0.1",
     "PADDLE_MASTER": "the master pod gets 127.0.0.1:<port>",
-    # paddle-operator's own variables.
+    # paddle-operator's own port, which it picks at random.
     "PADDLE_PORT": "a random port the operator picks; Trainhook sets the port it serves on",
-    "TRAINER_PORTS_NUM": "paddle-operator's host-port range",
-    "PADDLE_TRAINERS": "the trainers' hosts without ports; PADDLE_TRAINER_ENDPOINTS has them",
-    "TRAINING_ROLE": "not set in collective mode",
-    "PADDLE_TRAINING_ROLE": "not set in collective mode",
-    "PADDLE_TRAINER_ID": "set on trainers only",
     # ms-operator: the scheduler Service's IP comes through the kubelet's Service links.
     "MS_SCHED_HOST": "$(<SERVICE>_SERVICE_HOST)",
     "MS_NODE_ID": "the worker's index, not the pod name",
-    # mpi-operator's extra launcher arguments for Intel MPI and MPICH.
-    "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS": "not set",
-    "HYDRA_LAUNCH_EXTRA_ARGS": "not set",
 }
 
 

@@ -182,7 +182,7 @@ def no_equivalent_fields() -> list[str]:
 
 def test_nothing_the_guide_calls_without_equivalent_has_an_annotation_now() -> None:
     fields = no_equivalent_fields()
-    assert {"minAvailable", "runLauncherAsWorker", "sshAuthMountPath", "withGloo"} <= {
+    assert {"minAvailable", "runLauncherAsWorker", "metrics"} <= {
         f.rsplit(".", 1)[-1] for f in fields
     }
     known = contract.known_keys()
@@ -308,7 +308,7 @@ def test_paddle_operator_ps_job_runs_in_parameter_server_mode() -> None:
     servers = ",".join(host(f"wide-and-deep-ps-{i}", "wide-and-deep") + ":36000" for i in (0, 1))
     assert env("wide-and-deep", "TRAINING_ROLE") == ["PSERVER", "PSERVER", "TRAINER", "TRAINER"]
     assert env("wide-and-deep", "PADDLE_PSERVERS_IP_PORT_LIST") == [servers] * 4
-    assert env("wide-and-deep", "PADDLE_TRAINER_ID") == [None, None, "0", "1"]
+    assert env("wide-and-deep", "PADDLE_TRAINER_ID") == ["0", "1", "0", "1"]  # compat: on ps too
     assert env("wide-and-deep", "PADDLE_CURRENT_ENDPOINT")[2] == (
         host("wide-and-deep-worker-0", "wide-and-deep") + ":36000"
     )

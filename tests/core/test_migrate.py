@@ -206,31 +206,6 @@ def test_what_cannot_work_is_refused_in_one_line(source: dict[str, Any], line: s
     assert "\n" not in message
 
 
-def test_an_mpijob_that_runs_the_operators_host_discovery_script_is_refused() -> None:
-    launcher = template()
-    launcher["spec"]["containers"][0]["args"] = [
-        "horovodrun",
-        "--host-discovery-script",
-        "/etc/mpi/discover_hosts.sh",
-    ]
-    source = {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": "elastic"},
-        "spec": {
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": launcher},
-                "Worker": {"replicas": 2, "template": template()},
-            }
-        },
-    }
-    assert refused(source) == (
-        "spec.mpiReplicaSpecs.Launcher.template: runs /etc/mpi/discover_hosts.sh, which Trainhook "
-        "does not write: the workers are in /etc/mpi/hostfile; give horovodrun "
-        "--host-discovery-script a script of your own that prints them as host:slots"
-    )
-
-
 @pytest.mark.parametrize(
     ("policy", "annotation"),
     [("Always", "All"), ("OnCompletion", "All"), ("Never", "None"), ("OnFailure", None)],
@@ -296,30 +271,24 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
         contract.BACKOFF_LIMIT: "2",
         contract.SCHEDULER: "volcano",
         contract.QUEUE: "q1",
+        contract.COMPAT: "volcano",  # the mpi plugin's MPI_HOST
     }
     assert migration.notes == []
 
 
-def test_volcano_env_and_svc_plugin_variables_are_copies_of_trainhooks_the_kubelet_expands() -> (
-    None
-):
+def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")
-    copies = [
-        {"name": "VK_TASK_INDEX", "value": "$(TRAINHOOK_ROLE_INDEX)"},
-        {"name": "VC_TASK_INDEX", "value": "$(TRAINHOOK_ROLE_INDEX)"},
-        {"name": "VC_PARAM_PS_HOSTS", "value": "$(TRAINHOOK_PS_HOSTS)"},
-        {"name": "VC_PARAM_PS_NUM", "value": "$(TRAINHOOK_PS_NUM)"},
-        {"name": "VC_WORKER_HOSTS", "value": "$(TRAINHOOK_WORKER_HOSTS)"},
-        {"name": "VC_WORKER_NUM", "value": "$(TRAINHOOK_WORKER_NUM)"},
+    assert job_wide(migration) == {contract.SCHEDULER: "volcano", contract.COMPAT: "volcano"}
+    assert migration.notes == [
+        "spec.plugins.svc: VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named "
+        "after Trainhook's roles: param-ps is ps"
     ]
-    for workload in migration.objects:
-        assert workload["spec"]["template"]["spec"]["containers"][0]["env"] == copies
-    for pod in render_all(migration.objects).pods:
-        names = [e["name"] for e in pod.pod["spec"]["containers"][0]["env"]]
-        # the kubelet expands $(VAR) only from variables listed before it
-        assert names.index("TRAINHOOK_ROLE_INDEX") < names.index("VK_TASK_INDEX")
-        assert names.index("TRAINHOOK_WORKER_HOSTS") < names.index("VC_WORKER_HOSTS")
+    pods = {p.name: p.env for p in render_all(migration.objects).pods}
+    worker = pods["vc-worker-1"]
+    assert (worker["VK_TASK_INDEX"], worker["VC_TASK_INDEX"]) == ("1", "1")
+    assert worker["VC_WORKER_NUM"] == "2"
+    assert worker["VC_PS_NUM"] == "1"
 
 
 def test_a_volcano_task_that_is_no_role_of_the_framework_is_refused() -> None:

@@ -177,8 +177,10 @@ def mpi_operator_mpijob(
     launcher |= {"NVIDIA_VISIBLE_DEVICES": "", "NVIDIA_DRIVER_CAPABILITIES": ""}
     pods: Pods = {("launcher", 0): launcher}
     pods |= {("worker", i): {"K_MPI_JOB_ROLE": "worker"} for i in range(workers)}
+    # Open MPI's format, else Hydra's (Intel MPI, MPICH)
+    line = "{} slots={}\n" if implementation == "OpenMPI" else "{}:{}\n"
     hostfile = "".join(
-        f"{job}-worker-{i}.{job}.{namespace}.svc slots={slots}\n" for i in range(workers)
+        line.format(f"{job}-worker-{i}.{job}.{namespace}.svc", slots) for i in range(workers)
     )
     return pods, hostfile
 

@@ -128,21 +128,6 @@ class Migration:
     notes: list[str]
 
 
-def known(key: str) -> bool:
-    """Whether the contract has `key`: a key not there yet is a note rather than an annotation."""
-    return key in contract.known_keys()
-
-
-def set_if_known(
-    annotations: dict[str, str], key: str, value: str, notes: Notes, path: str, missing: str
-) -> None:
-    """Set `key` when the contract has it, else add the note `missing` at `path`."""
-    if known(key):
-        annotations[key] = value
-    else:
-        notes.add(path, missing)
-
-
 def metadata(
     source: Mapping[str, Any], kind: str, notes: Notes
 ) -> tuple[str, str | None, Fields, Fields]:

@@ -19,7 +19,6 @@ from webhook.core.migrate.base import (
     carry_metadata,
     check_roles,
     metadata,
-    set_if_known,
     template_of,
 )
 
@@ -401,21 +400,8 @@ def _tensorflow(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> N
 _mindspore = _tensorflow
 
 
-# The operators' Horovod elastic host discovery script, kept current with the running workers.
-DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
-
-
 def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
     workers = [role for role in job.roles if role.role == "worker"]
-    for role in job.roles:
-        for container in role.template["spec"]["containers"]:
-            words = [*(container.get("command") or []), *(container.get("args") or [])]
-            if any(DISCOVER_HOSTS in str(word) for word in words):
-                raise MigrationError(
-                    f"{role.path}.template: runs {DISCOVER_HOSTS}, which Trainhook does not "
-                    f"write: the workers are in {contract.MPI_HOSTFILE_PATH}; give horovodrun "
-                    "--host-discovery-script a script of your own that prints them as host:slots"
-                )
     slots = spec.integer("slotsPerWorker", 1)
     if slots is not None:
         for role in workers:
@@ -429,26 +415,11 @@ def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
             raise MigrationError(
                 f"spec.mpiImplementation: invalid value {implementation!r}: OpenMPI, Intel or MPICH"
             )
-        if implementation != "OpenMPI":
-            set_if_known(
-                job.annotations,
-                "trainhook.io/mpi-implementation",
-                MPI_IMPLEMENTATIONS[implementation],
-                notes,
-                "spec.mpiImplementation",
-                f"{implementation!r} has no equivalent yet: the launcher gets every "
-                "implementation's hostfile variables, so a plain mpirun finds the hosts",
-            )
+        if implementation != "OpenMPI":  # the default
+            job.annotations[contract.MPI_IMPLEMENTATION] = MPI_IMPLEMENTATIONS[implementation]
     mount = spec.text("sshAuthMountPath")
     if mount is not None and mount != contract.MPI_SSH_PATH:
-        set_if_known(
-            job.annotations,
-            "trainhook.io/ssh-auth-mount-path",
-            mount,
-            notes,
-            "spec.sshAuthMountPath",
-            f"{mount!r} has no equivalent yet: the SSH keys are mounted at {contract.MPI_SSH_PATH}",
-        )
+        job.annotations[contract.SSH_AUTH_MOUNT_PATH] = mount
     if spec.get("runLauncherAsWorker"):
         notes.add(
             "spec.runLauncherAsWorker",

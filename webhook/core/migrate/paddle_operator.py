@@ -14,7 +14,6 @@ from webhook.core.migrate.base import (
     carry_metadata,
     check_roles,
     metadata,
-    set_if_known,
     template_of,
 )
 from webhook.core.migrate.kubeflow import DEFAULT_GANG_SCHEDULER, gang_minimum
@@ -23,7 +22,6 @@ from webhook.core.migrate.kubeflow import DEFAULT_GANG_SCHEDULER, gang_minimum
 ROLES = ("ps", "worker", "heter")
 # cleanPodPolicy -> trainhook.io/clean-pod-policy, by what it deletes; OnFailure has none
 CLEAN_POD_POLICIES = {"Always": "All", "OnCompletion": "All", "Never": "None"}
-COMPAT = "trainhook.io/compat"
 # The port paddle-operator gives every endpoint of a job (PADDLE_PORT in its controller).
 PORT = 36000
 
@@ -82,7 +80,7 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
             "'PodIP' → the job's headless Service: peers are DNS names that resolve to the pod IPs",
         )
     gloo = spec.get("withGloo")
-    if gloo:
+    if gloo not in (None, 1):  # trainhook.io/compat gives withGloo 1's variables
         notes.add(
             "spec.withGloo",
             f"{gloo!r} has no equivalent yet: PADDLE_WITH_GLOO and its rendezvous are not set; "
@@ -110,14 +108,5 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
             "computed: the PodGroup's minResources is the sum of the job's pods' requests",
         )
     job.annotations[contract.PORT] = str(PORT)
-    set_if_known(
-        job.annotations,
-        COMPAT,
-        "paddle-operator",
-        notes,
-        "spec",
-        "paddle-operator's own variables have no equivalent yet: PADDLE_TRAINERS and "
-        "TRAINER_PORTS_NUM are not set; the endpoints are the job's Service's names on port "
-        f"{PORT}",
-    )
+    job.annotations[contract.COMPAT] = "paddle-operator"
     return job

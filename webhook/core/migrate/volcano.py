@@ -18,14 +18,11 @@ from webhook.core.migrate.base import (
     Role,
     carry_metadata,
     check_roles,
-    known,
     metadata,
     template_of,
 )
 from webhook.core.migrate.kubeflow import gang_minimum
-from webhook.core.peers import env_key
 
-COMPAT = "trainhook.io/compat"
 # Plugins that name a framework: plugin -> (framework, {flag: role}, default port)
 FRAMEWORK_PLUGINS: dict[str, tuple[str, dict[str, str], int]] = {
     "pytorch": ("pytorch", {"master": "master", "worker": "worker"}, 23456),
@@ -40,13 +37,11 @@ FRAMEWORK_PLUGINS: dict[str, tuple[str, dict[str, str], int]] = {
 ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
 # What a plugin without a framework becomes: a note (None: nothing to say).
 PLUGIN_NOTES: dict[str, str | None] = {
-    "svc": "the job's headless Service is what Trainhook always makes; VC_<TASK>_HOSTS and "
-    "VC_<TASK>_NUM are copied from TRAINHOOK_<ROLE>_HOSTS and _NUM (past 64 pods the hosts are "
-    "files under /etc/trainhook), the /etc/volcano/<task>.host files have no equivalent yet",
+    "svc": None,
     "env": None,
     "ssh": "SSH keys are made for MPI jobs only (the Secret <job>-ssh at /root/.ssh)",
 }
-# Plugins whose variables the compat annotation would give, else env copied from Trainhook's.
+# Plugins whose variables and files trainhook.io/compat: volcano gives the pods.
 COMPAT_PLUGINS = ("svc", "env", "mpi")
 # Volcano policies Trainhook has an annotation for: (event, action) -> restart policy
 RESTART_ACTIONS = {
@@ -68,22 +63,17 @@ def migrate_volcano(
     chosen, role_flags, port, plugin_notes = _framework(plugins, framework)
     job = Job(name=name, namespace=namespace, framework=chosen, roles=[])
     carry_metadata(meta, job, notes)
-    for path, what, compat in plugin_notes:
-        if compat and known(COMPAT):
-            job.annotations[COMPAT] = "volcano"
-        else:
-            notes.add(path, what)
+    for path, what in plugin_notes:
+        notes.add(path, what)
     allowed = FRAMEWORKS[chosen].roles
     tasks = spec.get("tasks") or []
     if not isinstance(tasks, list):
         raise MigrationError("spec.tasks: expected a list of tasks")
     policies: list[tuple[str, Fields, str | None]] = []
-    task_of: dict[str, str] = {}  # role -> task name
     for position, raw in enumerate(tasks):
         task = notes.track(Fields(raw, f"spec.tasks[{position}]"))
         task_name = task.text("name") or f"default{position}"
         role = _role(task_name, chosen, role_flags, allowed, task.path)
-        task_of[role] = task_name
         replicas = task.integer("replicas")
         job.roles.append(
             Role(
@@ -116,7 +106,9 @@ def migrate_volcano(
             f"{chosen} ({', '.join(r.role for r in job.roles)}); name each task after its role"
         )
     order = allowed or tuple(sorted(r.role for r in job.roles))
+    task_of = {r.role: r.name[len(name) + 1 :] for r in job.roles}
     job.roles.sort(key=lambda r: order.index(r.role))
+    task_names = [task_of[r.role] for r in job.roles]
     check_roles(job, allowed, "spec.tasks")
     if port is not None:
         job.annotations[contract.PORT] = str(port)
@@ -125,11 +117,17 @@ def migrate_volcano(
         policies.append((where, notes.track(Fields(policy, where)), None))
     _policies(policies, job, notes)
     _scheduling(spec, job, notes)
-    used = [p for p in COMPAT_PLUGINS if p in plugins.data]
-    if used and known(COMPAT):
-        job.annotations[COMPAT] = "volcano"
-    elif used:
-        _plugin_env(job, used, task_of)
+    if any(plugin in COMPAT_PLUGINS for plugin in plugins.data):
+        job.annotations[contract.COMPAT] = "volcano"
+    renamed = [
+        f"{t} is {r.role}" for r, t in zip(job.roles, task_names, strict=True) if t != r.role
+    ]
+    if "svc" in plugins.data and renamed:
+        notes.add(
+            plugins.at("svc"),
+            "VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named after "
+            f"Trainhook's roles: {', '.join(renamed)}",
+        )
     maximum = spec.integer("maxRetry")
     if maximum is not None:
         job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
@@ -151,15 +149,15 @@ def migrate_volcano(
 
 def _framework(
     plugins: Fields, hint: str | None
-) -> tuple[str, dict[str, str], int | None, list[tuple[str, str, bool]]]:
+) -> tuple[str, dict[str, str], int | None, list[tuple[str, str]]]:
     """The framework a plugin names (its flags name the tasks), else the hint, else generic;
-    with the notes the plugins give, each marked when the compat annotation covers it."""
+    with the notes the plugins give."""
     found = [p for p in FRAMEWORK_PLUGINS if p in plugins.data]
     if len(found) > 1:
         raise MigrationError(f"spec.plugins: {', '.join(found)} name two frameworks; keep one")
     role_flags: dict[str, str] = {}
     port: int | None = None
-    plugin_notes: list[tuple[str, str, bool]] = []
+    plugin_notes: list[tuple[str, str]] = []
     if found:
         plugin = found[0]
         chosen, roles, default_port = FRAMEWORK_PLUGINS[plugin]
@@ -174,7 +172,7 @@ def _framework(
         port = int(value) if int(value) != FRAMEWORKS[chosen].port else None
         for flag, flag_value in flags.items():
             what = FLAG_NOTES.get(flag, f"--{flag}={flag_value} has no equivalent")
-            plugin_notes.append((plugins.at(plugin), what, False))
+            plugin_notes.append((plugins.at(plugin), what))
     else:
         chosen = hint or "generic"
     if chosen not in FRAMEWORKS:
@@ -185,7 +183,7 @@ def _framework(
             continue
         note = PLUGIN_NOTES.get(plugin, "no equivalent plugin")
         if note is not None:
-            plugin_notes.append((plugins.at(plugin), note, plugin in COMPAT_PLUGINS))
+            plugin_notes.append((plugins.at(plugin), note))
     return chosen, role_flags, port, plugin_notes
 
 
@@ -195,35 +193,6 @@ FLAG_NOTES = {
     "wait-master-timeout": "no init container waits for the master",
     "wait-master-image": "no init container waits for the master",
 }
-
-
-def _plugin_env(job: Job, plugins: Sequence[str], task_of: Mapping[str, str]) -> None:
-    """The variables of Volcano's env, svc and mpi plugins, copied by the kubelet from the
-    Trainhook variables that hold the same values (the user's env may use $(VAR) of those)."""
-    shared: list[dict[str, str]] = []
-    if "env" in plugins:
-        shared += [
-            {"name": name, "value": "$(TRAINHOOK_ROLE_INDEX)"}
-            for name in ("VK_TASK_INDEX", "VC_TASK_INDEX")
-        ]
-    if "svc" in plugins:
-        for role in job.roles:
-            task, key = env_key(task_of[role.role]), env_key(role.role)
-            shared += [
-                {"name": f"VC_{task}_HOSTS", "value": f"$(TRAINHOOK_{key}_HOSTS)"},
-                {"name": f"VC_{task}_NUM", "value": f"$(TRAINHOOK_{key}_NUM)"},
-            ]
-    for role in job.roles:
-        own = list(shared)
-        if "mpi" in plugins and role.role == "launcher":
-            own.append({"name": "MPI_HOST", "value": "$(TRAINHOOK_WORKER_HOSTS)"})
-        spec = role.template["spec"]
-        for container in [*spec.get("initContainers", []), *spec["containers"]]:
-            env = container.setdefault("env", [])
-            names = {entry.get("name") for entry in env}
-            env.extend(entry for entry in own if entry["name"] not in names)
-            if not env:
-                container.pop("env")
 
 
 def _flags(arguments: Sequence[Any], path: str) -> dict[str, str]:
