@@ -350,20 +350,24 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     assert pod_lists[:3] == [500, 500, 200]
 
 
-def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, CONFIGMAPS):
-        emulator.emulator.gone(resource.plural)  # its first watch
+def test_a_watch_answered_410_gone_is_followed_by_a_list_and_one_that_ends_is_resumed(
+    emulator, kube
+):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, PODGROUPS, CONFIGMAPS):
+        emulator.emulator.gone(resource.plural)  # its first watch (both kinds of PodGroups)
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()
-        eventually(lambda: all(i.lists >= 2 for i in informers), what="relist after 410 Gone")
+        eventually(lambda: all(i.lists == 2 for i in informers), what="relist after 410 Gone")
         create_pytorch_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
+        watches = {id(i): i.watches for i in informers}
         emulator.emulator.end_watches()
         eventually(
-            lambda: all(i.lists >= 3 for i in informers), what="relist after the watch ended"
+            lambda: all(i.watches > watches[id(i)] for i in informers), what="watches resumed"
         )
         create_mpi_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["hvd", "pt"], what="second Service")
+        assert [i.lists for i in informers] == [2] * len(informers)  # nothing listed again
 
 
 def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(emulator, kube):
