@@ -280,9 +280,14 @@ class Kube:
         )
 
     def create(
-        self, resource: Resource, namespace: str | None, body: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | tuple[float, float] | None = None,
     ) -> dict[str, Any]:
-        answer = self.request("POST", resource.path(namespace), body=dict(body))
+        answer = self.request("POST", resource.path(namespace), body=dict(body), timeout=timeout)
         return _typed(answer, resource)
 
     def patch(
@@ -299,9 +304,16 @@ class Kube:
         return _typed(self.request("PATCH", path, body=patch, content_type=content_type), resource)
 
     def replace(
-        self, resource: Resource, namespace: str | None, name: str, body: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | tuple[float, float] | None = None,
     ) -> dict[str, Any]:
-        answer = self.request("PUT", resource.path(namespace, name), body=dict(body))
+        path = resource.path(namespace, name)
+        answer = self.request("PUT", path, body=dict(body), timeout=timeout)
         return _typed(answer, resource)
 
     def delete(
