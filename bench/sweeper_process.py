@@ -36,7 +36,7 @@ from typing import Any
 from bench.sizes import controller_pods, workloads
 from tests.support.emulator import EmulatorThread, emulator, kubeconfig
 from webhook.core.pod_mutation import mutate_pod
-from webhook.kube.resources import PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import PODS, STATEFULSETS
 
 NAMESPACE = "research"
 CASES = ((10_000, 1), (8, 1000))  # (pods per job, jobs)
@@ -223,6 +223,18 @@ def _compact(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+def _count(running: EmulatorThread, plural: str) -> int:
+    def count() -> int:
+        return sum(
+            1
+            for (resource, _, _), obj in running.emulator.objects.items()
+            if resource.plural == plural and not obj.deleted
+        )
+
+    found: int = running.call(count, timeout=60)
+    return found
+
+
 def _status(pid: int) -> dict[str, int]:
     found = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -302,9 +314,7 @@ def measure(pods: int, jobs: int, workdir: Path) -> ProcessMemory:
         try:
             _until(lambda: _ready(port), 300, "listed")
             if jobs and pods:
-                _until(
-                    lambda: len(running.objects(SERVICES, NAMESPACE)) >= jobs, 600, "Services"
-                )
+                _until(lambda: _count(running, "services") >= jobs, 600, "Services")
             _settle(running)
             listed = _mib(process.pid)
             if pods:
@@ -339,16 +349,23 @@ def _change_every_pod(running: EmulatorThread) -> None:
     """Every pod's status changes once (its containers restarted and running again), as watch
     events, a thousand at a time."""
 
+    def pods() -> list[dict[str, Any]]:
+        return [
+            obj.raw
+            for (resource, _, _), obj in running.emulator.objects.items()
+            if resource.plural == "pods" and not obj.deleted
+        ]
+
     def change(batch: list[dict[str, Any]]) -> None:
         for pod in batch:
-            status = pod["status"]
-            for container in status["containerStatuses"]:
+            changed = copy.deepcopy(pod)
+            for container in changed["status"]["containerStatuses"]:
                 container["state"] = {"running": {"startedAt": "2026-03-02T10:00:00Z"}}
-            running.emulator.change(PODS, "MODIFIED", pod)
+            running.emulator.change(PODS, "MODIFIED", changed)
 
-    pods = running.objects(PODS, NAMESPACE)
-    for start in range(0, len(pods), 1000):
-        running.call(lambda batch=pods[start : start + 1000]: change(batch), timeout=120)
+    every: list[dict[str, Any]] = running.call(pods, timeout=120)
+    for start in range(0, len(every), 1000):
+        running.call(lambda batch=every[start : start + 1000]: change(batch), timeout=120)
         time.sleep(0.5)
 
 
@@ -393,7 +410,9 @@ def _case(text: str) -> tuple[int, int]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.sweeper_process")
     parser.add_argument(
-        "--cases", default="10000x1,8x1000", help="PODSxJOBS, comma separated (default: %(default)s)"
+        "--cases",
+        default="10000x1,8x1000",
+        help="PODSxJOBS, comma separated (default: %(default)s)",
     )
     args = parser.parse_args(argv)
     cases = [_case(text) for text in args.cases.split(",")]

@@ -353,9 +353,7 @@ class Sweeper:
     def _changed(self, key: JobKey) -> None:
         # A change is news even for a job backing off after an error: decide on it soon; the
         # events of a busy large job share one look (COALESCE_FACTOR). A job of a shard held
-        # elsewhere waits for nothing here: it is queued if its shard is taken over.
-        if self.shard(key) not in self.elector.held():
-            return
+        # elsewhere is dropped when it comes due, and queued again if its shard is taken over.
         self.queue.add(key, min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0)))
 
     def _retry_later(self, key: JobKey, why: str) -> None:
