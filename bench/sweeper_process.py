@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import json
 import os
 import re
 import socket
@@ -30,6 +32,7 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +64,7 @@ def stored_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
     pod = copy.deepcopy(pod)
     metadata = pod["metadata"]
     metadata["generateName"] = metadata["name"].rsplit("-", 1)[0] + "-"
-    fields = {f"f:{key}": {} for key in metadata.get("labels") or {}}
+    fields: dict[str, Any] = {f"f:{key}": {} for key in metadata.get("labels") or {}}
     metadata["managedFields"] = [
         {
             "manager": "kube-controller-manager",
@@ -206,20 +209,18 @@ def load(running: EmulatorThread, pods: int, jobs: int) -> int:
         stored = workloads("pytorch", pods, f"llm-{number}")
         for workload in stored:
             workload["metadata"].pop("uid")  # the emulator gives each its own
-        running.call(lambda stored=stored: running.emulator.load(STATEFULSETS, stored))
-        made = []
+        running.call(partial(running.emulator.load, STATEFULSETS, stored))
+        made: list[dict[str, Any]] = []
         for workload in stored:
             for raw in controller_pods(workload):
                 mutated = mutate_pod(raw, NAMESPACE).pod
                 made.append(stored_pod(mutated, number * pods + len(made)))
         size = len(_compact(made[-1]))
-        running.call(lambda made=made: running.emulator.load(PODS, made))
+        running.call(partial(running.emulator.load, PODS, made))
     return size
 
 
 def _compact(obj: Any) -> str:
-    import json
-
     return json.dumps(obj, separators=(",", ":"))
 
 
@@ -365,7 +366,7 @@ def _change_every_pod(running: EmulatorThread) -> None:
 
     every: list[dict[str, Any]] = running.call(pods, timeout=120)
     for start in range(0, len(every), 1000):
-        running.call(lambda batch=every[start : start + 1000]: change(batch), timeout=120)
+        running.call(partial(change, every[start : start + 1000]), timeout=120)
         time.sleep(0.5)
 
 
@@ -377,9 +378,7 @@ def process_memory(cases: Sequence[tuple[int, int]] = CASES) -> list[ProcessMemo
         for pods, jobs in cases:
             found = measure(pods, jobs, workdir)
             per_pod = (found.listed_mib - empty.listed_mib) * 1024 / found.pods
-            results.append(
-                ProcessMemory(**{**found.__dict__, "per_pod_kib": per_pod})  # type: ignore[arg-type]
-            )
+            results.append(dataclasses.replace(found, per_pod_kib=per_pod))
     return results
 
 

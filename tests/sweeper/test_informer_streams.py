@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.support.emulator import EmulatorThread
+from tests.support.waiting import eventually
 from webhook.kube.client import LIST_PAGE, Kube
 from webhook.kube.informer import Informer
 from webhook.kube.resources import CONFIGMAPS, PODS, SERVICES
-
-from .live import eventually
 
 
 def service(name: str) -> dict[str, Any]:

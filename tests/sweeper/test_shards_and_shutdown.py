@@ -9,11 +9,12 @@ from pathlib import Path
 from tests.support.cutoff import Cutoff
 from tests.support.emulator import EmulatorThread, kubeconfig
 from tests.support.stored import pod, stamped, statefulset
+from tests.support.waiting import eventually
 from webhook.kube.client import Kube
 from webhook.kube.resources import LEASES, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.lease import shard_of
 
-from .live import LEASE_NAMESPACE, SweeperProcess, eventually, sweeping
+from .live import LEASE_NAMESPACE, SweeperProcess, sweeping
 
 
 def create_job(kube: Kube, job: str) -> None:

@@ -399,7 +399,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("containerStatuses", "initContainerStatuses"):
         if key in status:
             kept_status[key] = [_slim_container_status(c) for c in status[key] or []]
-    return _shared(
+    kept: dict[str, Any] = _shared(
         {
             "kind": pod.get("kind") or "Pod",
             "apiVersion": pod.get("apiVersion") or "v1",
@@ -408,6 +408,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
             "status": kept_status,
         }
     )
+    return kept
 
 
 def _shared(value: Any) -> Any:
