@@ -105,21 +105,24 @@ def _decide(state: JobState, now: datetime) -> Decision:
     recorded = recorded_status(state)
     suspend = bool(state.setting("suspend"))
     start = parse_time(recorded.get("startTime")) or now
+    resumed = parse_time(recorded.get("resumedAt"))
     if recorded.get("state") == SUSPENDED and not suspend:
-        start = now  # as for a Job, the deadline counts from the resume
+        start = resumed = now  # as for a Job, the deadline counts from the resume
     succeeded = succeeded_replicas(state)
     verdict = judge(state, now) or (None if suspend else _deadline(state, now, start))
     plan: RestartPlan | None = None
     if verdict is None and suspend:
-        return _suspend(state, now, recorded, start, succeeded)
+        return _suspend(state, now, recorded, start, succeeded, resumed)
     if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
         plan, verdict = _plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = _restarts(state, now, recorded, succeeded)
-        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        status = status_json(
+            verdict.phase, verdict.reason, verdict.message, restarts, start, resumed=resumed
+        )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return _finished(state, outcome, now)
-    return _running(state, now, recorded, start, succeeded, plan)
+    return _running(state, now, recorded, start, succeeded, plan, resumed)
 
 
 def recorded_outcome(state: JobState) -> Outcome | None:
@@ -164,6 +167,14 @@ def recorded_status(state: JobState) -> dict[str, Any]:
     starts = [t for t in (parse_time(v.get("startTime")) for v in found) if t is not None]
     if starts:
         status["startTime"] = format_time(min(starts))
+    # Once resumed, the clock runs from the latest resume any workload records, and that write
+    # says whether the job still is suspended: a resume that reached only some workloads is
+    # not taken back by those it missed, whose records are older.
+    resumes = [(t, v) for v in found if (t := parse_time(v.get("resumedAt"))) is not None]
+    if resumes:
+        latest, newest = max(resumes, key=lambda found: found[0])
+        status["startTime"] = status["resumedAt"] = format_time(latest)
+        status["state"] = newest.get("state")
     return status
 
 
@@ -179,6 +190,8 @@ def status_json(
     start: datetime,
     restarted_at: datetime | None = None,
     cause: str = "",
+    *,
+    resumed: datetime | None = None,
 ) -> str:
     """trainhook.io/status: compact JSON, the same on every workload of the job."""
     value: dict[str, Any] = {
@@ -191,6 +204,8 @@ def status_json(
     if restarted_at is not None:
         value["restartedAt"] = format_time(restarted_at)
         value["cause"] = cause
+    if resumed is not None:
+        value["resumedAt"] = format_time(resumed)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -231,12 +246,13 @@ def _suspend(
     recorded: dict[str, Any],
     start: datetime,
     succeeded: set[Replica],
+    resumed: datetime | None,
 ) -> Decision:
     """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
     restarts and its recorded successes and failed runs."""
     restarts = _restarts(state, now, recorded, succeeded)
     message = f"{contract.SUSPEND} is true"
-    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start)
+    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start, resumed=resumed)
     actions: list[Action] = []
     if recorded.get("state") != SUSPENDED:
         actions.append(_state_event(state, SUSPENDED, SUSPENDED, message, restarts))
@@ -327,7 +343,14 @@ def _plan_restart(
             f"and {contract.BACKOFF_LIMIT} is {limit}",
         )
         return None, verdict
-    return RestartPlan(now, cause.key, count, cause), None
+    return RestartPlan(_next_second(now), cause.key, count, cause), None
+
+
+def _next_second(moment: datetime) -> datetime:
+    """`moment` rounded up to a whole second: restart times are recorded, and pods' creation
+    times kept, to the second, so every pod created before the restart is older than it."""
+    whole = moment.replace(microsecond=0)
+    return whole if whole == moment else whole + timedelta(seconds=1)
 
 
 def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
@@ -376,6 +399,7 @@ def _running(
     start: datetime,
     succeeded: set[Replica],
     plan: RestartPlan | None,
+    resumed: datetime | None,
 ) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
@@ -403,6 +427,7 @@ def _running(
         start,
         plan.since if plan else None,
         plan.cause if plan else "",
+        resumed=resumed,
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:
