@@ -37,7 +37,7 @@ from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
-from bench.sweeper_process import memory_table, process_memory
+from bench.sweeper_process import process_memory, process_table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
 from tests.support.serving import serving
@@ -300,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(sweeper_table(sweeper))
     print("\n## 8. A trainhook sweep process at 10,000 pods and at 1,000 jobs\n", flush=True)
     process = process_memory()
-    print(memory_table(process))
+    print(process_table(process))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:

@@ -382,7 +382,7 @@ def process_memory(cases: Sequence[tuple[int, int]] = CASES) -> list[ProcessMemo
     return results
 
 
-def memory_table(results: Sequence[ProcessMemory]) -> str:
+def process_table(results: Sequence[ProcessMemory]) -> str:
     from bench.run import table
 
     header = ["sweep process", "pod B", "listed", "events", "relist", "peak", "per pod"]
@@ -415,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     cases = [_case(text) for text in args.cases.split(",")]
-    print(memory_table(process_memory(cases)))
+    print(process_table(process_memory(cases)))
     return 0
 
 
