@@ -353,3 +353,20 @@ def test_a_pod_created_in_the_second_of_a_restart_is_restarted_after_an_interrup
         "pt-worker-0",
         "pt-worker-1",
     ]
+
+
+def test_a_deleted_role_whose_pods_the_garbage_collector_has_not_marked_yet_holds_the_job():
+    annotations = {contract.SCHEDULER: "volcano"}
+    master, workers = pytorch(annotations)
+    group = owned(
+        "PodGroup",
+        "pt",
+        job="pt",
+        owners=[],
+        spec={"minMember": 3, "queue": "default", "priorityClassName": None},
+    )
+    # The worker StatefulSet is gone; its pods carry no deletionTimestamp yet.
+    pods = [pod(master, 0), pod(workers, 0), pod(workers, 1)]
+    actions = decision("pt", [master], pods, podgroups=[group]).actions
+    assert [a for a in actions if not isinstance(a, Emit)] == []  # no restamp, no shrink
+    assert [e.reason for e in of_type(actions, Emit)] == []  # and they are no intruders

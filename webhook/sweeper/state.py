@@ -471,6 +471,7 @@ def read_job_state(
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
     if members:
         owned = []
+        deleted_roles = _stamped_pod_owners(workloads)
         for candidate in pods:
             controller = controller_of(candidate)
             if controller in members:
@@ -478,6 +479,12 @@ def read_job_state(
                 continue
             if controller in ignored:
                 continue  # a pod of another user's workload: that workload has the Warning
+            if controller[0] in ("StatefulSet", "Job") and controller[1] in deleted_roles:
+                # A role the job's stamp still names whose workload is gone: its pods wait for
+                # the garbage collector, and the job is not restamped for the roles left until
+                # they are gone.
+                deleting = True
+                continue
             intruders.append(_intruder(candidate, job, members))
             if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
@@ -534,6 +541,24 @@ def read_job_state(
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
+
+
+def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The workloads (their names are the pods' prefixes) the job's topology stamps name."""
+    names: set[str] = set()
+    for obj in workloads:
+        template = (obj.get("spec") or {}).get("template") or {}
+        try:
+            hosts = json.loads(annotations_of(template).get(contract.HOSTS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(hosts, dict):
+            names.update(
+                str(entry["pod"])
+                for entry in hosts.values()
+                if isinstance(entry, dict) and entry.get("pod")
+            )
+    return names - {metadata_of(obj).get("name") or "" for obj in workloads}
 
 
 def _claimed(
