@@ -105,3 +105,35 @@ def test_a_watch_from_a_version_the_api_server_has_forgotten_lists_again(emulato
         eventually(lambda: informer.get("ml", "b") is not None, what="b read by the list")
     finally:
         informer.stop(timeout=5)
+
+
+def test_a_pod_change_the_sweeper_does_not_keep_hands_no_job_over(emulator, kube):
+    from webhook.sweeper.state import same_pod, slim_pod
+
+    running = pod("p0")
+    running["status"] = {
+        "phase": "Running",
+        "podIP": "10.0.0.1",
+        "containerStatuses": [{"name": "main", "restartCount": 0, "state": {"running": {}}}],
+    }
+    kube.create(PODS, "ml", running)
+    changed: list[str] = []
+    informer = informer_of(
+        kube, PODS, changed, keep=slim_pod, unchanged=same_pod, resync_seconds=30
+    )
+    try:
+        eventually(informer.synced.is_set, what="listed")
+        changed.clear()
+        kube.patch(PODS, "ml", "p0", {"status": {"podIP": "10.0.0.2"}})  # kept by nobody
+        eventually(lambda: informer.watches and _version(informer, "p0") == "2", what="seen")
+        assert changed == []
+        restarted = [{"name": "main", "restartCount": 1, "state": {"running": {}}}]
+        kube.patch(PODS, "ml", "p0", {"status": {"containerStatuses": restarted}})
+        eventually(lambda: changed == ["p0"], what="a restart handed over")
+    finally:
+        informer.stop(timeout=5)
+
+
+def _version(informer: Informer[str], name: str) -> str:
+    held = informer.get("ml", name) or {}
+    return str(held.get("metadata", {}).get("resourceVersion"))

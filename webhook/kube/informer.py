@@ -59,6 +59,7 @@ class Informer(Generic[Key]):
         resync_seconds: float,
         field_selector: str = "",
         keep: Callable[[dict[str, Any]], dict[str, Any] | None] = _held_as_sent,
+        unchanged: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
         optional: bool = False,
@@ -71,6 +72,9 @@ class Informer(Generic[Key]):
         self.index = index
         self.on_change = on_change
         self.keep = keep  # what of an object to hold; None: do not hold it
+        # Whether a new version of a held object says nothing new to `on_change` (what `keep`
+        # holds of it is the same): it is held, and no key is handed over.
+        self.unchanged = unchanged
         self.resync_seconds = resync_seconds
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
@@ -258,7 +262,12 @@ class Informer(Generic[Key]):
             known = self._objects.get(name)
             # The event of a write this process already holds (remember) is no news to it.
             notify = notify and not (
-                known is not None and held is not None and _version(known) == _version(held) != ""
+                known is not None
+                and held is not None
+                and (
+                    _version(known) == _version(held) != ""
+                    or (self.unchanged is not None and self.unchanged(known, held))
+                )
             )
             before = self._unindex(name)
             if held is None:

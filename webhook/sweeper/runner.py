@@ -36,7 +36,14 @@ from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.queue import WorkQueue
-from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state, slim_pod
+from webhook.sweeper.state import (
+    JobKey,
+    JobState,
+    job_key,
+    read_job_state,
+    same_pod,
+    slim_pod,
+)
 
 log = logging.getLogger("trainhook.sweeper")
 
@@ -161,6 +168,7 @@ class Sweeper:
                 backoff_base=config.backoff_base,
                 optional=resource in OPTIONAL,
                 keep=slim_pod if resource == PODS else _whole,
+                unchanged=same_pod if resource == PODS else None,
             )
             for resource, selector in SELECTORS.items()
             for namespace in (config.namespaces or (None,))

@@ -411,6 +411,18 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def same_pod(held: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether two held pods (slim_pod) differ in their resourceVersion alone: a change of what
+    the sweeper does not keep (managedFields, probe times, IPs, ...) cannot change a decision."""
+    return _without_version(held) == _without_version(new)
+
+
+def _without_version(pod: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = dict(metadata_of(pod))
+    metadata.pop("resourceVersion", None)
+    return {**pod, "metadata": metadata}
+
+
 def _shared(value: Any) -> Any:
     """The same value with every string interned: the keys, and the labels, stamps, names and
     states that thousands of pods repeat, are then held once (a held pod takes 3.5 KB, not 6)."""
