@@ -14,7 +14,9 @@
    1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own);
 8. a real `trainhook sweep` process holding one job of 10,000 pods and 1,000 jobs of 8: its
    memory after listing, after pod events, after a relist, and at its peak, against the
-   chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`).
+   chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
+9. what one pod event costs the sweeper at 10,000 pods, trickled, in a burst, or ignored
+   (bench/pod_events.py, also `python -m bench.pod_events`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
+from bench.pod_events import event_costs, events_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
@@ -301,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 8. A trainhook sweep process at 10,000 pods and at 1,000 jobs\n", flush=True)
     process = process_memory()
     print(process_table(process))
+    print("\n## 9. What a pod event costs the sweeper at 10,000 pods\n", flush=True)
+    events = event_costs()
+    print(events_table(events, 10_000))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
@@ -311,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
             "sweep_process": [dataclasses.asdict(p) for p in process],
+            "pod_events": [dataclasses.asdict(e) for e in events],
             "attacks": [
                 {
                     "attack": r.attack,
