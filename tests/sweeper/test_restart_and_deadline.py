@@ -370,3 +370,24 @@ def test_a_deleted_role_whose_pods_the_garbage_collector_has_not_marked_yet_hold
     actions = decision("pt", [master], pods, podgroups=[group]).actions
     assert [a for a in actions if not isinstance(a, Emit)] == []  # no restamp, no shrink
     assert [e.reason for e in of_type(actions, Emit)] == []  # and they are no intruders
+
+
+def test_a_success_recorded_in_an_attempt_before_a_restart_counts_for_nothing_after_it():
+    master, workers = pytorch(RESTART_JOB)
+    # The master succeeded in the first attempt; then a worker crashed and the job restarted.
+    # The restart's record reached the worker StatefulSet only: the master still records its
+    # success of the first attempt.
+    first = {"reason": "Running", "message": "", "startTime": "2025-01-01T00:00:00Z"}
+    record((master,), state="Running", restarts=0, **first)
+    master["metadata"]["annotations"][contract.SUCCEEDED] = "0"
+    restart = {"restartedAt": "2025-01-01T00:59:00Z", "cause": "x/1"}
+    record((workers,), state="Restarting", restarts=1, **first, **restart)
+    fresh = [
+        created(pod(w, i), NOW - timedelta(seconds=30))
+        for w, i in ((master, 0), (workers, 0), (workers, 1))
+    ]
+    made = decision("pt", [master, workers], fresh, records=True)
+    assert made.phase == "Running"  # not Succeeded: the new master trains
+    records = annotations_patched(made.actions, "pt-master")
+    assert records[contract.SUCCEEDED] is None  # forgotten with the attempt it belonged to
+    assert json.loads(records[contract.STATUS])["restartedAt"] == "2025-01-01T00:59:00Z"

@@ -508,20 +508,26 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     return "Pending", "Pending", ""
 
 
-def _records(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
+def _records(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str | None]]:
     """Per workload, the annotations to record: the job's status, the replicas seen to succeed
     (never forgotten once seen) and the failed runs counted so far."""
     observed = observed_successes(state)
-    records: dict[str, dict[str, str]] = {}
+    attempt = str(json.loads(status).get("restartedAt") or "")
+    records: dict[str, dict[str, str | None]] = {}
     for workload in state.workloads:
         if workload.kind == "Pod":
             continue
-        wanted: dict[str, str] = {}
+        wanted: dict[str, str | None] = {}
         if workload.annotations.get(contract.STATUS) != status:
             wanted[contract.STATUS] = status
         seen = observed.get(workload.name, set()) if workload.kind == "StatefulSet" else set()
-        if not seen <= workload.succeeded:
-            wanted[contract.SUCCEEDED] = format_indexes(seen | workload.succeeded)
+        # Written with the status, in one patch: a workload that records the new attempt has
+        # forgotten the successes of the one before.
+        recorded = workload.succeeded if workload.attempt == attempt else frozenset()
+        if attempt != workload.attempt and workload.succeeded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen) or None
+        elif not seen <= recorded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen | recorded)
         ledger = counts.ledgers.get(workload.name)
         if ledger is not None and ledger != workload.failed_runs:
             wanted[contract.FAILED_RUNS] = ledger.format()
@@ -534,7 +540,7 @@ def _merge_records(
     state: JobState,
     actions: list[Action],
     events: list[Action],
-    records: dict[str, dict[str, str]],
+    records: dict[str, dict[str, str | None]],
 ) -> list[Action]:
     """One patch per workload and decision: records join a patch the job needs anyway (each
     carries the resourceVersion it was decided on), else come after the creations."""

@@ -195,6 +195,9 @@ class WorkloadView:
     job_status: JobStatus | None = None
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
+    # The whole-job restart its recorded status names (restartedAt, "" before any): the
+    # attempt its recorded successes belong to.
+    attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
 
     @property
@@ -283,6 +286,16 @@ class JobState:
     @property
     def key(self) -> JobKey:
         return (self.namespace, self.job)
+
+    @property
+    def attempt(self) -> str:
+        """The job's current attempt: the latest whole-job restart any workload records (a
+        restart's record may have reached only some of them)."""
+        return max((workload.attempt for workload in self.workloads), default="")
+
+    @property
+    def attempt_began(self) -> datetime | None:
+        return parse_time(self.attempt) if self.attempt else None
 
     @property
     def framework(self) -> Framework:
@@ -651,8 +664,19 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
+        attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
     )
+
+
+def _attempt(status: str | None) -> str:
+    """The restartedAt of a recorded trainhook.io/status, "" when it names none."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    restarted = value.get("restartedAt") if isinstance(value, dict) else None
+    return restarted if isinstance(restarted, str) else ""
 
 
 def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:
