@@ -30,7 +30,8 @@ from webhook.core import contract
 from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import JobKey, job_key, read_job_state, same_pod, slim_pod
+from webhook.sweeper.informers import same_pod, slim_pod
+from webhook.sweeper.state import JobKey, job_key, read_job_state
 
 GOAL_MS = 1.0
 

@@ -108,7 +108,7 @@ def test_a_watch_from_a_version_the_api_server_has_forgotten_lists_again(emulato
 
 
 def test_a_pod_change_the_sweeper_does_not_keep_hands_no_job_over(emulator, kube):
-    from webhook.sweeper.state import same_pod, slim_pod
+    from webhook.sweeper.informers import same_pod, slim_pod
 
     running = pod("p0")
     running["status"] = {
