@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import json
 import itertools
+import json
 import logging
 import time
 from functools import partial
