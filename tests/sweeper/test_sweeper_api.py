@@ -547,7 +547,7 @@ def test_a_resume_whose_second_write_fails_does_not_fail_the_job_past_its_old_de
             "message": "",
             "restarts": 0,
             "startTime": "2025-01-01T00:00:00Z",
-        },  # fmt: skip
+        },
         separators=(",", ":"),
     )
     settings = {contract.ACTIVE_DEADLINE_SECONDS: "600", contract.STATUS: suspended}
