@@ -60,7 +60,7 @@ def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> Non
     migration = migrate_one(pytorchjob({"runPolicy": run_policy}))
     assert job_wide(migration) == {
         contract.CLEAN_POD_POLICY: "All",
-        contract.BACKOFF_LIMIT: "4",
+        contract.BACKOFF_LIMIT: "3",  # the operator fails at the 4th restart, Trainhook after 3
         contract.ACTIVE_DEADLINE_SECONDS: "3600",
         contract.TTL_SECONDS_AFTER_FINISHED: "60",
         contract.SUSPEND: "true",
@@ -85,8 +85,24 @@ def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_a_note() -> No
     }
     assert (
         "spec.runPolicy.schedulingPolicy.minAvailable: 2 has no equivalent, because the gang is "
-        "always every pod of the job (3)"
+        "every pod of the job (3)"
     ) in migration.notes
+
+
+def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
+    spec = {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
+        "runPolicy": {"schedulingPolicy": {"queue": "q", "minAvailable": 2}},
+    }
+    migration = migrate_one(pytorchjob(spec, Worker={"replicas": 3, "template": template()}))
+    assert job_wide(migration)[contract.ELASTIC] == "2:4"
+    assert not [n for n in migration.notes if "minAvailable" in n]
+    smaller = dict(spec, runPolicy={"schedulingPolicy": {"queue": "q", "minAvailable": 1}})
+    notes = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()})).notes
+    assert (
+        "spec.runPolicy.schedulingPolicy.minAvailable: 1 has no equivalent, because the gang is "
+        "the elastic minimum of nodes (2)"
+    ) in notes
 
 
 def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with_a_note() -> None:

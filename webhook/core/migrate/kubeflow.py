@@ -141,9 +141,10 @@ def migrate_replica_job(source: Mapping[str, Any], key: tuple[str, str], notes: 
     check_roles(job, order, replica_specs.path)
     _restart_policy(job, policies, notes, replica_specs.path)
     _port(job, kind)
-    _run_policy(spec, job, notes, kind)
+    minimum, where = _run_policy(spec, job, notes, kind)
     _success_policy(spec, job, notes)
     FRAMEWORK_FIELDS.get(kind.framework, _nothing)(spec, job, notes, key)
+    gang_minimum(minimum, job, notes, where)
     return job
 
 
@@ -202,7 +203,9 @@ def _restart_policy(job: Job, policies: dict[str, str], notes: Notes, path: str)
     job.restart_policy = "Never" if chosen == "Never" else "OnFailure"
 
 
-def _run_policy(spec: Fields, job: Job, notes: Notes, kind: Kind) -> None:
+def _run_policy(spec: Fields, job: Job, notes: Notes, kind: Kind) -> tuple[int | None, str]:
+    """The runPolicy's annotations; returns schedulingPolicy.minAvailable and where it is, for
+    the gang check once the job's elastic range is known."""
     run = spec.child("runPolicy")
     sources = [run] + [spec] * bool(kind.run_policy_at_spec)
     for fields in sources:
@@ -240,7 +243,6 @@ def _run_policy(spec: Fields, job: Job, notes: Notes, kind: Kind) -> None:
                 scheduling.at("scheduleTimeoutSeconds"),
                 f"no equivalent with {chosen}: only coscheduling has a schedule timeout",
             )
-    gang_minimum(scheduling.integer("minAvailable"), job, notes, scheduling.at("minAvailable"))
     priority = scheduling.text("priorityClass")
     if priority is not None:
         for role in job.roles:
@@ -254,13 +256,16 @@ def _run_policy(spec: Fields, job: Job, notes: Notes, kind: Kind) -> None:
     managed_by = run.text("managedBy")
     if managed_by is not None:
         notes.add(run.at("managedBy"), "no equivalent, because no controller owns the workloads")
+    return scheduling.integer("minAvailable"), scheduling.at("minAvailable")
 
 
 def lifecycle(run: Fields, job: Job, notes: Notes) -> None:
-    """backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished and suspend, the same in
-    every kind that has them."""
+    """backoffLimit, activeDeadlineSeconds, ttlSecondsAfterFinished and suspend of a runPolicy."""
+    backoff = run.integer("backoffLimit")
+    if backoff is not None:
+        # The operator fails the job once its restarts reach N; Trainhook, as a Job, allows N.
+        job.annotations[contract.BACKOFF_LIMIT] = str(max(backoff - 1, 0))
     for field_name, key, low in (
-        ("backoffLimit", contract.BACKOFF_LIMIT, 0),
         ("activeDeadlineSeconds", contract.ACTIVE_DEADLINE_SECONDS, 1),
         ("ttlSecondsAfterFinished", contract.TTL_SECONDS_AFTER_FINISHED, 0),
     ):
@@ -275,13 +280,12 @@ def lifecycle(run: Fields, job: Job, notes: Notes) -> None:
 
 
 def gang_minimum(minimum: int | None, job: Job, notes: Notes, path: str) -> None:
-    total = sum(role.replicas for role in job.roles)
-    if minimum is not None and minimum != total:
-        notes.add(
-            path,
-            f"{minimum} has no equivalent, because the gang is always every pod of the job "
-            f"({total})",
-        )
+    """A gang's minimum is every pod of the job, or an elastic job's minimum of nodes."""
+    elastic = job.annotations.get(contract.ELASTIC)
+    wanted = int(elastic.split(":")[0]) if elastic else sum(r.replicas for r in job.roles)
+    if minimum is not None and minimum != wanted:
+        gang = "the elastic minimum of nodes" if elastic else "every pod of the job"
+        notes.add(path, f"{minimum} has no equivalent, because the gang is {gang} ({wanted})")
 
 
 def _template_scheduler(job: Job) -> str | None:
