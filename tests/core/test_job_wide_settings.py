@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tests.support.builders import bare_pod, env, pods, statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import RenderError, render_all
 
@@ -137,9 +137,7 @@ def test_a_scheduler_on_the_workers_only_is_refused_naming_both_roles() -> None:
     master, worker = pytorch(worker=VOLCANO)
 
     with pytest.raises(TrainhookError) as caught:
-        admit(
-            worker, kind="StatefulSet", operation="CREATE", namespace="default", siblings=[master]
-        )
+        admit(Request("StatefulSet", "CREATE", worker, "default"), Found([master]))
 
     assert (str(caught.value), caught.value.status_code) == (SCHEDULER_ON_WORKERS, 403)
 
@@ -156,9 +154,7 @@ def test_an_update_that_leaves_roles_disagreeing_is_admitted_with_the_line_as_a_
     master, worker = pytorch(master=VOLCANO, worker=VOLCANO)
     del worker["metadata"]["annotations"]
 
-    outcome = admit(
-        worker, kind="StatefulSet", operation="UPDATE", namespace="default", siblings=[master]
-    )
+    outcome = admit(Request("StatefulSet", "UPDATE", worker, "default"), Found([master]))
 
     assert outcome is not None
     assert outcome.warnings == [

@@ -7,7 +7,7 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import bare_pod, mpi_job, pods, statefulset
-from webhook.core.admit import admit, owner_to_resolve
+from webhook.core.admit import Found, Request, admit, owner_to_resolve
 from webhook.core.errors import TrainhookError
 from webhook.core.render import expand, training_env
 from webhook.core.workload_mutation import mutate_workload
@@ -23,8 +23,8 @@ def raw_pod(workload: dict[str, Any], ordinal: int, *siblings: dict[str, Any]) -
     return expand(mutated, "default")[ordinal]
 
 
-def admit_pod(pod: dict[str, Any], **kwargs: Any) -> Any:
-    return admit(pod, kind="Pod", operation="CREATE", namespace="default", **kwargs)
+def admit_pod(pod: dict[str, Any], **found: Any) -> Any:
+    return admit(Request("Pod", "CREATE", pod, "default"), Found(**found))
 
 
 def test_pods_are_labelled_with_job_role_rank_and_role_index() -> None:
@@ -315,8 +315,8 @@ def test_unlabelled_pods_and_other_operations_are_left_alone() -> None:
     }
     assert admit_pod(plain) is None
     labelled = raw_pod(statefulset("ddp", "pytorch"), 0)
-    assert admit(labelled, kind="Pod", operation="UPDATE", namespace="default") is None
-    assert admit(labelled, kind="Pod", operation="DELETE", namespace="default") is None
+    assert admit(Request("Pod", "UPDATE", labelled, "default")) is None
+    assert admit(Request("Pod", "DELETE", labelled, "default")) is None
 
 
 def test_label_keys_are_escaped_in_patch_paths_and_the_users_own_labels_left_alone() -> None:
@@ -420,7 +420,7 @@ def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named
     sts["spec"]["serviceName"] = "Bad_Service"
 
     with pytest.raises(TrainhookError) as caught:
-        admit(sts, kind="StatefulSet", operation="CREATE", namespace="default")
+        admit(Request("StatefulSet", "CREATE", sts, "default"))
 
     assert str(caught.value) == (
         "job ddp: Service 'Bad_Service' of role worker is not a DNS-1035 label of at most 63 "

@@ -35,7 +35,7 @@ from tests.core.strategies import (
 )
 from tests.support.builders import statefulset
 from webhook.core import contract
-from webhook.core.admit import Outcome, admit
+from webhook.core.admit import Found, Outcome, Policy, Request, admit
 
 OLDEST = "1.29"
 NEWEST = kubernetes_validate.latest_version()
@@ -112,14 +112,7 @@ def deep_copy(obj: Any) -> Any:
 def call_admit(
     obj: Obj, kind: str, operation: str, namespace: str, siblings: list[Obj], cluster_domain: str
 ) -> Outcome | None:
-    return admit(
-        obj,
-        kind=kind,
-        operation=operation,
-        namespace=namespace,
-        siblings=siblings,
-        cluster_domain=cluster_domain,
-    )
+    return admit(Request(kind, operation, obj, namespace), Found(siblings), Policy(cluster_domain))
 
 
 def admitted(
