@@ -114,3 +114,54 @@ def test_the_jobs_creator_may_add_workloads_to_it() -> None:
     master = created_by(statefulset("pt-master", "pytorch", role="master", job="pt"), ALICE)
     worker = statefulset("pt-worker", "pytorch", role="worker", job="pt")
     assert admitted(Request("StatefulSet", "CREATE", worker, "ml", username=ALICE), Found([master]))
+
+
+def unlabelled(obj: dict[str, Any]) -> dict[str, Any]:
+    plain = copy.deepcopy(obj)
+    del plain["metadata"]["labels"][contract.FRAMEWORK]
+    return plain
+
+
+def test_labelling_an_object_is_judged_as_creating_it_whatever_it_carried_unlabelled() -> None:
+    labelled = annotated(
+        indexed_job("sneak", "pytorch", completions=2), **{contract.PHASE: "Failed"}
+    )
+    message = refusal(
+        Request("Job", "UPDATE", labelled, "ml", old=unlabelled(labelled), username=MALLORY)
+    )
+    assert message.startswith(f"{contract.PHASE}: written only by the Trainhook sweeper")
+
+
+def test_unlabelling_an_object_does_not_let_its_outcome_change() -> None:
+    old = created_by(indexed_job("mine", "pytorch", completions=2), MALLORY)
+    new = unlabelled(annotated(old, **{contract.PHASE: "Succeeded"}))
+    message = refusal(Request("Job", "UPDATE", new, "ml", old=old, username=MALLORY))
+    assert message.startswith(f"{contract.PHASE}: written only by the Trainhook sweeper")
+
+
+def test_a_job_relabelled_into_another_users_job_is_refused() -> None:
+    victim = created_by(statefulset("victim-master", "pytorch", role="master", job="victim"), ALICE)
+    old = created_by(indexed_job("older", "pytorch", completions=2, job="mine"), MALLORY)
+    new = created_by(indexed_job("older", "pytorch", completions=2, job="victim"), MALLORY)
+    message = refusal(
+        Request("Job", "UPDATE", new, "ml", old=old, username=MALLORY), Found([victim])
+    )
+    assert message.startswith(f"{contract.JOB}: job 'victim' in namespace ml belongs to alice")
+
+
+def test_a_labelling_update_records_its_requester_as_the_creator_over_what_it_carried() -> None:
+    new = created_by(indexed_job("mine", "pytorch", completions=2), ALICE)
+    outcome = admitted(Request("Job", "UPDATE", new, "ml", old=unlabelled(new), username=MALLORY))
+    assert outcome.patch == [
+        {
+            "op": "replace",
+            "path": "/metadata/annotations/trainhook.io~1created-by",
+            "value": MALLORY,
+        }
+    ]
+
+
+def test_a_pod_cannot_be_labelled_into_a_job_after_it_was_created() -> None:
+    pod = bare_pod("p", "pytorch")
+    message = refusal(Request("Pod", "UPDATE", pod, "ml", old=unlabelled(pod), username=MALLORY))
+    assert message.startswith(f"{contract.JOB}: a pod joins a job only when it is created")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.authority import forged_creator, forged_outcome
+from webhook.core.authority import forged_creator, forged_outcome, joins
 from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
@@ -40,6 +40,7 @@ HANDLED = {
     ("StatefulSet", "CREATE"),
     ("StatefulSet", "UPDATE"),
     ("Job", "CREATE"),
+    ("Job", "UPDATE"),  # only one that brings the Job into a job: its template is immutable
 }
 WORKLOAD_KINDS = ("StatefulSet", "Job")
 
@@ -128,12 +129,14 @@ def admit(
     found = found or Found()
     policy = policy or Policy()
     obj, kind, operation = request.object, request.kind, request.operation
-    previous = request.old if operation == "UPDATE" else None
+    previous = trusted_old(request)
     forged = forged_outcome(
         obj, previous, kind, operation, request.username, policy.sweeper_username
     ) or forged_creator(obj, previous, kind, operation, request.username)
     if forged is not None:
         raise Refused(forged)
+    if kind == "Pod" and joins(obj, previous, operation) and operation == "UPDATE":
+        raise Refused(_pod_relabelled(obj, previous))
     if (kind, operation) not in HANDLED:
         return None
     namespace = request.namespace
@@ -151,31 +154,52 @@ def admit(
         return Outcome(diff(obj, pod.pod), pod.warnings)
     if kind == "Pod":
         return None
-    old = trusted_old(request)
+    old = previous
     if job_of(obj) is None:
         if kind == "StatefulSet" and old is not None and job_of(old) is not None:
             # The framework label was removed: the webhook's additions go with it.
             return Outcome(diff(obj, opt_out(obj, old)), [])
         return None
-    joining = operation == "CREATE" or (old is not None and job_of(old) != job_of(obj))
-    if joining:  # created, or relabelled into a job: by the job's owner only
+    joining = joins(obj, previous, operation)
+    if joining:  # created, labelled or relabelled into a job: by the job's owner only
         refusal = claim_refusal(obj, kind, namespace, siblings, request.username)
         if refusal is not None:
             raise Refused(refusal)
-    siblings = claimed(obj, siblings)
-    workload = mutate_workload(obj, operation, namespace, siblings, policy.cluster_domain, old)
-    mutated = workload.workload
-    if operation == "CREATE" and request.username:
+    if kind == "Job" and operation == "UPDATE":
+        if not joining:
+            return None
+        # A Job's template cannot change once created; it joins with its creator recorded, and
+        # its pods are stamped from it as they are created.
+        mutated: Mapping[str, Any] = obj
+        warnings: list[str] = []
+    else:
+        workload = mutate_workload(
+            obj, operation, namespace, claimed(obj, siblings), policy.cluster_domain, old
+        )
+        mutated, warnings = workload.workload, workload.warnings
+    if joining and request.username:
         draft = Draft(mutated)
         draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = request.username
         mutated = draft.root
-    return Outcome(diff(obj, mutated), workload.warnings)
+    return Outcome(diff(obj, mutated), warnings)
+
+
+def _pod_relabelled(pod: Mapping[str, Any], old: Mapping[str, Any] | None) -> str:
+    job = job_of(pod)
+    before = job_of(old) if old is not None else None
+    change = "labels it for" if before is None else f"moves it from job {before!r} to"
+    return (
+        f"{contract.JOB}: a pod joins a job only when it is created (its rank and peers are set "
+        f"then, and a pod's containers cannot change); this update {change} job {job!r}: "
+        "create a new pod instead"
+    )
 
 
 def trusted_old(request: Request) -> Mapping[str, Any] | None:
     """The object before an UPDATE, when its labels and annotations read as the API server
-    sends them; it is only used to undo what the webhook copied, so without it nothing is
-    undone."""
+    sends them: what tells a labelling update from any other, and what the webhook copied. Only
+    a client other than the API server sends one that is not; the request is then judged as if
+    nothing were known of the object before."""
     old = request.old
     if request.operation != "UPDATE" or old is None or old.get("kind") != request.kind:
         return None

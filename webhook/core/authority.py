@@ -33,6 +33,19 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     return [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
 
 
+def joins(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> bool:
+    """Whether the request brings `obj` into a job: a labelled object created, or an update that
+    labels it or moves it to another job. Such an update is judged as a creation: the object was
+    never admitted into this job, so nothing it carries was vetted (an object created without the
+    framework label never reaches the webhook)."""
+    job = job_of(obj)
+    if job is None:
+        return False
+    if operation == "CREATE":
+        return True
+    return operation == "UPDATE" and old is not None and job_of(old) != job
+
+
 def forged_outcome(
     obj: Mapping[str, Any],
     old: Mapping[str, Any] | None,
@@ -44,19 +57,25 @@ def forged_outcome(
     """Why a request may not carry the outcome annotations it does; None when it may.
 
     The sweeper records a job's phase, when it finished and why on the job's objects and
-    believes them from then on, so nobody else may write them: a CREATE that carries them is
-    refused (the sweeper only ever patches them onto existing objects), and so is an UPDATE
-    that changes them, unless it comes from the sweeper's user."""
-    if kind not in (*WORKLOAD_KINDS, "Pod") or job_of(obj) is None:
+    believes them from then on, so nobody else may write them: a request that brings an object
+    into a job (a CREATE, or an UPDATE that labels or relabels it) carrying them is refused
+    whatever the object carried before (the sweeper only ever patches them onto existing
+    members), and so is any other UPDATE of a labelled object, or one that unlabels it, that
+    changes them, unless it comes from the sweeper's user."""
+    if kind not in (*WORKLOAD_KINDS, "Pod"):
         return None
-    changed = changed_outcome(obj, old if operation == "UPDATE" else None)
+    previous = old if operation == "UPDATE" else None
+    if job_of(obj) is None and (previous is None or job_of(previous) is None):
+        return None
+    joining = joins(obj, previous, operation)
+    changed = changed_outcome(obj, None if joining else previous)
     if not changed:
         return None
     sweeper = sweeper_username
-    if operation == "UPDATE" and (not sweeper or username == sweeper):
+    if sweeper and username == sweeper:
         return None
-    if operation == "CREATE" and sweeper and username == sweeper:
-        return None
+    if not joining and not sweeper:
+        return None  # no sweeper named: updates cannot be told apart
     keys = ", ".join(changed)
     return one_line(
         f"{keys}: written only by the Trainhook sweeper, which acts on them "
@@ -74,26 +93,29 @@ def forged_creator(
 ) -> str | None:
     """Why a request may not carry the `trainhook.io/created-by` it does; None when it may.
 
-    Only the webhook writes it, as the workload is created: a CREATE may carry only the
-    requester's own name (the webhook's earlier answer, when it is called again), and an UPDATE
-    may not set, change or remove it."""
+    Only the webhook writes it, as the workload joins a job: a CREATE may carry only the
+    requester's own name (the webhook's earlier answer, when it is called again); an UPDATE that
+    labels or relabels the workload gets the requester's name recorded over whatever it carried
+    (written out of the webhook's sight, so never trusted); any other UPDATE may not set,
+    change or remove it."""
     if kind not in WORKLOAD_KINDS:
         return None
-    labelled = job_of(obj) is not None or (old is not None and job_of(old) is not None)
+    previous = old if operation == "UPDATE" else None
+    labelled = job_of(obj) is not None or (previous is not None and job_of(previous) is not None)
     if not labelled:
         return None
     now = creator_of(obj)
     key = contract.CREATED_BY
-    if operation == "CREATE":
-        if now is None or now == username:
-            return None
+    if joins(obj, previous, operation):
+        if operation == "UPDATE" or now is None or now == username:
+            return None  # a labelling update: the webhook records its requester over whatever
         return (
             f"{key}: {shown(now)} is not the user creating this {kind} "
             f"({username or 'unknown'}); the Trainhook webhook records it, so leave it out"
         )
-    if operation != "UPDATE" or old is None or not _readable(old):
+    if operation != "UPDATE" or previous is None or not _readable(previous):
         return None  # only a client other than the API server sends no readable oldObject
-    before = creator_of(old)
+    before = creator_of(previous)
     if now == before:
         return None
     recorded = shown(before) if before is not None else "none recorded"
