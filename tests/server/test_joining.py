@@ -195,7 +195,7 @@ def test_the_sweeper_still_records_an_outcome_on_a_labelled_job() -> None:
 
 
 def test_a_pod_labelled_into_a_job_after_its_creation_is_refused() -> None:
-    old = {
+    old: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "loose", "namespace": "ml", "labels": {"app": "x"}},
