@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.builders import bare_pod, mpi_job, pods, statefulset
 from webhook.core.admit import Found, Request, admit, owner_to_resolve
-from webhook.core.errors import TrainhookError
+from webhook.core.errors import Refused, TrainhookError
 from webhook.core.render import expand, training_env
 from webhook.core.workload_mutation import mutate_workload
 
@@ -51,18 +51,42 @@ def test_the_patch_applies_to_the_pod_as_received_and_a_second_pass_is_empty() -
     assert admit_pod(patched).patch == []
 
 
-def test_env_goes_into_every_container_and_init_container_ahead_of_the_users_own() -> None:
+def test_env_goes_into_the_training_and_init_containers_ahead_of_the_users_own() -> None:
     containers: list[dict[str, Any]] = [
-        {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
         {"name": "sidecar", "image": "s"},
+        {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
     ]
     sts = statefulset("ddp", "pytorch", replicas=2, containers=containers)
     sts["spec"]["template"]["spec"]["initContainers"] = [{"name": "fetch", "image": "f"}]
     pod = pod_of(sts, name="ddp-0")
-    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+    fetch, (sidecar, training) = pod["spec"]["initContainers"][0], pod["spec"]["containers"]
+    for container in (fetch, training):
         names = [e["name"] for e in container["env"]]
         assert names[0] == "TRAINHOOK_JOB" and "RANK" in names
-    assert pod["spec"]["containers"][0]["env"][-1] == {"name": "LR", "value": "0.1"}
+    assert training["env"][-1] == {"name": "LR", "value": "0.1"}
+    assert sidecar == {"name": "sidecar", "image": "s"}
+
+
+def test_a_pod_of_15000_sidecars_costs_what_one_container_does() -> None:
+    sidecars = [{"name": f"sidecar-{i}", "image": "s"} for i in range(15000)]
+    sts = statefulset("ddp", "pytorch", containers=[{"name": "pytorch", "image": "t"}, *sidecars])
+    raw = raw_pod(sts, 0)
+    outcome = admit_pod(raw, owner=sts)
+    touched = {op["path"].split("/")[3] for op in outcome.patch if op["path"].startswith("/spec/c")}
+    assert touched == {"0"}
+
+
+def test_a_pod_with_more_init_containers_than_trainhook_equips_is_refused() -> None:
+    sts = statefulset("ddp", "pytorch")
+    sts["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": f"init-{i}", "image": "i"} for i in range(17)
+    ]
+    with pytest.raises(Refused) as caught:
+        admit_pod(raw_pod(sts, 0), owner=sts)
+    assert str(caught.value) == (
+        "spec.initContainers: a training pod has at most 16 init containers (each gets the "
+        "job's env); this one has 17"
+    )
 
 
 def test_env_the_user_set_is_kept_and_a_warning_names_it() -> None:

@@ -27,6 +27,7 @@ class Placement:
     # The job's peers ConfigMap when its lists are files from it rather than env.
     peers: str | None = None
     max_restarts: int | None = None  # torchrun restarts its worker group this often
+    training: int | None = None  # the training container's position in spec.containers
 
     @property
     def rank(self) -> int:

@@ -8,7 +8,7 @@ from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.frameworks.base import Framework, Placement, Success
 from webhook.core.objects import annotations_of
-from webhook.core.pods import add_volume, containers, mount
+from webhook.core.pods import add_volume, equipped, mount
 from webhook.core.topology import Topology
 
 HOSTFILE_VOLUME = "mpi-hostfile"
@@ -73,7 +73,7 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
             "secret": {"secretName": f"{placement.topology.job}-ssh", "defaultMode": 0o600},
         },
     )
-    main = [c for c in containers(pod) if c[0] == "containers"]
+    main = [c for c in equipped(pod, placement.training) if c[0] == "containers"]
     for field, position, container in main:
         mount(draft, field, position, container, SSH_VOLUME, contract.MPI_SSH_PATH)
     if placement.role != "launcher":
