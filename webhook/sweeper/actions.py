@@ -82,6 +82,7 @@ class Emit:
     type: str  # Normal or Warning
     reason: str
     message: str
+    job: str = ""  # the job it is about: Events are bounded per job
 
     def describe(self) -> str:
         return f"event {self.reason} on {self.involved.kind} {self.namespace}/{self.involved.name}"

@@ -1096,4 +1096,4 @@ def _emit(
     """An Event named after what it says: recording the same thing twice finds it exists."""
     digest = hashlib.sha256(f"{target.uid}|{reason}|{key}".encode()).hexdigest()[:12]
     name = f"{target.name[:240]}.{digest}"
-    return Emit(state.namespace, name, target, kind, reason, message)
+    return Emit(state.namespace, name, target, kind, reason, message, job=state.job)

@@ -11,6 +11,7 @@ from typing import Any
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.sweeper.emits import EmitBudget
 from webhook.sweeper.sshkeys import new_key_pair, secret_body
 from webhook.sweeper.state import format_time
 
@@ -52,6 +53,7 @@ class Executor:
         self.clock = clock
         self.may_act = may_act
         self.written = written
+        self.emits = EmitBudget()
 
     def apply(self, actions: Sequence[Action]) -> None:
         """Apply in order. Creating the job's Service, PodGroup or Secret and recording an Event
@@ -149,7 +151,15 @@ class Executor:
         return True
 
     def _emit(self, action: Emit) -> bool:
-        now = format_time(self.clock())
+        clock = self.clock()
+        if self.emits.recorded(action.namespace, action.name, clock):
+            return False
+        if not self.emits.allows((action.namespace, action.job), clock):
+            log.info(
+                "%s: job %s recorded enough Events for now; later", action.describe(), action.job
+            )
+            return False
+        now = format_time(clock)
         involved = action.involved
         body = {
             "apiVersion": "v1",
@@ -176,4 +186,6 @@ class Executor:
             "lastTimestamp": now,
             "count": 1,
         }
-        return self._create(EVENTS, action.namespace, body)
+        created = self._create(EVENTS, action.namespace, body)
+        self.emits.remember(action.namespace, action.name, clock)
+        return created
