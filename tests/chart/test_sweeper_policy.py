@@ -68,7 +68,7 @@ def admit(
     return None
 
 
-def thing(name: str, spec: dict[str, Any] | None = None, **labels: str) -> dict[str, Any]:
+def thing(name: str, spec: dict[str, Any] | None = None, /, **labels: str) -> dict[str, Any]:
     found: dict[str, Any] = {"metadata": {"name": name, "namespace": "ml", "labels": labels}}
     if spec is not None:
         found["spec"] = spec
@@ -84,7 +84,7 @@ HEADLESS = {"clusterIP": "None", "selector": {"trainhook.io/job": "pt"}}
 SCHEDULER = {"type": "ClusterIP", "selector": {"trainhook.io/job": "pt", "trainhook.io/role": "s"}}
 
 
-def secret(name: str, kind: str = "Opaque", **labels: str) -> dict[str, Any]:
+def secret(name: str, kind: str = "Opaque", /, **labels: str) -> dict[str, Any]:
     return {**thing(name, **labels), "type": kind}
 
 
