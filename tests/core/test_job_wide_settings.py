@@ -158,9 +158,24 @@ def test_an_update_that_leaves_roles_disagreeing_is_admitted_with_the_line_as_a_
 
     assert outcome is not None
     assert outcome.warnings == [
-        "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: "
-        "'volcano' on StatefulSet pt-master but not set on StatefulSet pt-worker"
+        "trainhook.io/scheduler: the roles of job pt disagree; set the same value on every "
+        "workload of the job"
     ]
+
+
+def test_every_warning_fits_the_120_characters_kubectl_and_argo_cd_show() -> None:
+    job = "j" * 63
+    master = statefulset("m" * 60, "pytorch", role="master", job=job, annotations=VOLCANO)
+    worker = statefulset("w" * 60, "pytorch", role="worker", job=job)
+    worker["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "MASTER_PORT", "value": "1"}
+    ]
+    worker["spec"]["template"]["spec"]["containers"][0]["name"] = "c" * 63
+
+    outcome = admit(Request("StatefulSet", "UPDATE", worker, "default"), Found([master]))
+
+    assert outcome is not None and outcome.warnings
+    assert all(len(warning) <= 120 for warning in outcome.warnings), outcome.warnings
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
+from webhook.core.limits import WARNING_AT_MOST, one_line
 from webhook.core.objects import labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
@@ -92,6 +93,10 @@ class Policy:
 class Outcome:
     patch: list[PatchOp]
     warnings: list[str]
+
+    def __post_init__(self) -> None:
+        # Each warning one line of at most 120 characters, the key that it is about first.
+        self.warnings[:] = [one_line(w, WARNING_AT_MOST) for w in self.warnings]
 
 
 @dataclass(frozen=True)
