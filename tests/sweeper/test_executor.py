@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.stored import bare_pod, pod, stamped, statefulset
 from webhook.kube.client import Kube
-from webhook.kube.resources import EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import CONFIGMAPS, EVENTS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, ObjectRef, Patch
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 
@@ -175,3 +175,43 @@ def test_an_event_recorded_is_not_posted_again_until_it_may_have_expired(emulato
     run.apply([warning])
 
     assert (posted_within_half_an_hour, event_posts(emulator)) == (1, 2)
+
+
+def configmap_posts(emulator) -> int:
+    return sum(
+        r.method.value == "POST" and r.url.path.endswith("/configmaps") for r in emulator.requests()
+    )
+
+
+def test_a_configmap_planted_under_the_lists_name_costs_one_create_a_minute_and_one_warning(
+    emulator, kube
+):
+    taken = Emit(
+        "ml",
+        "pt-master.0123456789ab",
+        ObjectRef("apps/v1", "StatefulSet", "pt-master", "uid-pt-master"),
+        "Warning",
+        "ForeignConfigMap",
+        "ConfigMap pt-peers-0123456789 was not made by Trainhook",
+        job="pt",
+    )
+    lists = {"metadata": {"name": "pt-peers-0123456789", "namespace": "ml"}, "data": {"A": "b"}}
+    kube.create(CONFIGMAPS, "ml", {**lists, "data": {"A": "planted"}})  # no managed-by label
+    before = configmap_posts(emulator)
+    now = [NOW]
+    run = Executor(kube, identity="sweeper-a", clock=lambda: now[0])
+
+    for seconds in range(0, 60, 10):  # six reconciles within the minute
+        now[0] = NOW + timedelta(seconds=seconds)
+        run.apply([Create(CONFIGMAPS, "ml", lists, on_conflict=taken)])
+    within_a_minute = configmap_posts(emulator) - before
+    now[0] = NOW + timedelta(minutes=1)
+    run.apply([Create(CONFIGMAPS, "ml", lists, on_conflict=taken)])
+
+    assert (within_a_minute, configmap_posts(emulator) - before) == (1, 2)
+    warnings = [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == "ForeignConfigMap"]
+    assert [(e["type"], e["involvedObject"]["name"]) for e in warnings] == [
+        ("Warning", "pt-master")
+    ]
+    (kept,) = emulator.objects(CONFIGMAPS, "ml")
+    assert kept["data"] == {"A": "planted"}

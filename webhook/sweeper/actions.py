@@ -25,6 +25,8 @@ class Create:
     resource: Resource
     namespace: str
     body: Mapping[str, Any]
+    # Recorded when the name is taken by an object the sweeper does not see as its own.
+    on_conflict: Emit | None = None
 
     def describe(self) -> str:
         return f"create {self.resource.kind} {self.namespace}/{self.body['metadata']['name']}"

@@ -805,18 +805,47 @@ def _peers(state: JobState) -> Iterable[Action]:
     """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
     wanted = peer_files_of(state)
     existing = {owned.name for owned in state.peers}
+    forged = {owned.name: owned for owned in state.forged_peers}
     for name, files in wanted.items():
-        if name not in existing:
+        if name in forged:
+            # Labelled as ours, but not what its name says: someone else's lists. Said once;
+            # deleted, so the job's pods wait for the sweeper's own.
+            yield _foreign_peers(
+                state,
+                name,
+                "its content is not what its name says",
+                "the sweeper deletes it and makes the job's own",
+            )
+            yield Delete(CONFIGMAPS, state.namespace, name, forged[name].uid)
+        elif name not in existing:
             body = configmap(files, state.namespace)
             body["metadata"]["labels"] = labels(state)
             owners = owner_references(state)
             if owners:
                 body["metadata"]["ownerReferences"] = owners
-            yield Create(CONFIGMAPS, state.namespace, body)
+            taken = _foreign_peers(
+                state,
+                name,
+                f"it has no {MANAGED_BY}={MANAGER} label",
+                "delete it so the sweeper makes the job's own, or rename the job",
+            )
+            yield Create(CONFIGMAPS, state.namespace, body, on_conflict=taken)
     mounted = {pod.peers for pod in state.pods if not pod.terminating}
     for owned in state.peers:
         if owned.name not in wanted and owned.name not in mounted:
             yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
+
+
+def _foreign_peers(state: JobState, name: str, why: str, remedy: str) -> Emit:
+    return _event(
+        state,
+        state.workloads[0],
+        "Warning",
+        "ForeignConfigMap",
+        f"ConfigMap {name} was not made by Trainhook ({why}), yet the job's pods would mount it "
+        f"as their peer lists; {remedy}",
+        key=name,
+    )
 
 
 def _body(state: JobState, api_version: str, kind: str, name: str, spec: Any) -> dict[str, Any]:

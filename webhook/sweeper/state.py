@@ -15,7 +15,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of, parse_time
-from webhook.core.peers import configmap_prefix
+from webhook.core.peers import configmap_prefix, proven
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import Settings, read_settings
@@ -276,6 +276,9 @@ class JobState:
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
     peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
+    # ConfigMaps labelled as the job's peer lists whose content is not what their name says:
+    # made by someone else (the label is anyone's to write), never mounted as the job's.
+    forged_peers: tuple[Owned, ...] = ()
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
@@ -515,6 +518,7 @@ def read_job_state(
         ),
         intruders=tuple(intruders),
         peers=_peers(configmaps, job),
+        forged_peers=_peers(configmaps, job, forged=True),
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
@@ -858,12 +862,16 @@ def _as_owned(obj: Mapping[str, Any]) -> Owned:
     )
 
 
-def _peers(objects: Iterable[Mapping[str, Any]], job: str) -> tuple[Owned, ...]:
-    """The job's managed peers ConfigMaps (their names only: the data stays in the cache)."""
+def _peers(
+    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False
+) -> tuple[Owned, ...]:
+    """The job's managed peers ConfigMaps whose content proves them (their names only: the data
+    stays in the cache); with `forged`, those whose content does not."""
     found = [
         _as_owned(obj)
         for obj in objects
         if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
         and not metadata_of(obj).get("deletionTimestamp")
+        and proven(obj, job) != forged
     ]
     return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))
