@@ -750,6 +750,21 @@ def _ssh_secret(state: JobState) -> Iterable[Action]:
                 "delete it so the sweeper makes one, or rename the job",
                 key=state.secret.uid or state.secret.name,
             )
+        elif not _owned_by_job(state, state.secret):
+            # Labelled as ours, but not owned by the job's workloads as the sweeper's own are
+            # from their creation: someone made it before the job existed. Said once; deleted,
+            # so the sweeper makes the job's own keys.
+            yield _event(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} is labelled as Trainhook's but is not owned by the "
+                "job's workloads, so someone else made it; the sweeper deletes it and makes the "
+                "job's own SSH keys",
+                key=state.secret.uid or state.secret.name,
+            )
+            yield Delete(SECRETS, state.namespace, state.secret.name, state.secret.uid)
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
     port = workers[0].settings.port or state.framework.port
@@ -763,6 +778,12 @@ def _ssh_secret(state: JobState) -> Iterable[Action]:
         owners=tuple(owner_references(state)),
         ssh_config=ssh_config(host_patterns(state.namespace, services), port),
     )
+
+
+def _owned_by_job(state: JobState, owned: Owned) -> bool:
+    """Whether `owned` is owned by one of the job's workloads, as the sweeper makes it from its
+    creation: nobody can name a workload's uid before the workload exists."""
+    return bool(owned.owners & {w.uid for w in state.workloads if w.uid})
 
 
 def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
