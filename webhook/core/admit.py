@@ -22,7 +22,7 @@ from webhook.core.limits import WARNING_AT_MOST, one_line
 from webhook.core.objects import labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
-from webhook.core.workload import job_of
+from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
 __all__ = [
@@ -43,7 +43,6 @@ HANDLED = {
     ("Job", "CREATE"),
     ("Job", "UPDATE"),  # only one that brings the Job into a job: its template is immutable
 }
-WORKLOAD_KINDS = ("StatefulSet", "Job")
 
 
 @dataclass(frozen=True)

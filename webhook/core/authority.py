@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import WORKLOAD_KINDS, creator_of
+from webhook.core.claims import creator_of
 from webhook.core.limits import one_line, shown
 from webhook.core.objects import annotations_of
-from webhook.core.workload import job_of
+from webhook.core.workload import WORKLOAD_KINDS, job_of
 
 # What the sweeper records and decides on: a forged success, failure count or start time would
 # end or fail a job as surely as a forged phase.
