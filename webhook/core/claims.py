@@ -16,7 +16,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
-from webhook.core.workload import WORKLOAD_KINDS, job_of
+from webhook.core.workload import job_of
 
 
 @dataclass(frozen=True)

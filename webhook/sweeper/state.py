@@ -174,6 +174,10 @@ class JobState:
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
     # that another user created than the job's first creator: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
+    # Workloads of a job whose other workloads record their creator, that record none: the
+    # webhook did not admit them into the job (made before it recorded creators, or while it was
+    # not asked). Kept in the job, as old workloads are, and said so.
+    unattributed: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
     peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
@@ -236,7 +240,7 @@ def read_job_state(
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
-    workloads, strangers = _claimed(list(workloads), job)
+    workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
@@ -307,6 +311,7 @@ def read_job_state(
             if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
+        unattributed=tuple(unattributed),
         peers=_peers(configmaps, job),
         forged_peers=_peers(configmaps, job, forged=True),
         cluster_domain=cluster_domain,
@@ -316,20 +321,37 @@ def read_job_state(
 
 def _claimed(
     workloads: list[Mapping[str, Any]], job: str
-) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]]]:
+) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
     """The job's workloads: those its first creator created (and those created before the webhook
-    recorded creators); the others, each with why it is ignored."""
+    recorded creators); the others, each with why it is ignored; and, when the job has a
+    creator, why each kept workload without a record is kept."""
     claim = claim_of(workloads)
     if claim is None:
-        return workloads, []
-    kept, strangers = [], []
+        return workloads, [], []
+    kept, strangers, unattributed = [], [], []
     for obj in workloads:
         creator = creator_of(obj)
         if creator is None or creator == claim.creator:
             kept.append(obj)
+            if creator is None:
+                unattributed.append(_unattributed(obj, job, claim))
         else:
             strangers.append((obj, _stranger(obj, creator, job, claim)))
-    return kept, strangers
+    return kept, strangers, unattributed
+
+
+def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
+    metadata = metadata_of(obj)
+    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
+    return Problem(
+        kind,
+        name,
+        metadata.get("uid") or "",
+        f"{kind} {name} is labelled {contract.JOB}={job} but records no creator "
+        f"({contract.CREATED_BY}): the webhook did not admit it into the job, which belongs to "
+        f"{claim.creator}; the sweeper takes it as the job's, as it does workloads made before "
+        "creators were recorded; recreate it if that is wrong",
+    )
 
 
 def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:

@@ -23,6 +23,13 @@ def intruder_events(state: JobState) -> Iterable[Action]:
         yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 
+def unattributed_events(state: JobState) -> Iterable[Action]:
+    for workload in state.unattributed:
+        kind = workload.kind
+        target = ObjectRef(_api_version(kind), kind, workload.name, workload.uid)
+        yield _emit(state, target, "Warning", "NotAttributed", workload.message, "NotAttributed")
+
+
 def _api_version(kind: str) -> str:
     return {"StatefulSet": STATEFULSETS, "Job": JOBS}.get(kind, PODS).api_version
 
