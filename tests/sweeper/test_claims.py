@@ -143,5 +143,8 @@ def test_a_workload_without_a_recorded_creator_in_a_claimed_job_is_kept_and_said
         f"{ALICE}; the sweeper takes it as the job's, as it does workloads made before creators "
         "were recorded; recreate it if that is wrong"
     )
-    every = decision("victim", victim(), pods(*victim(), None)).actions
+    recorded_chief, recorded_workers = victim()
+    every = decision(
+        "victim", [recorded_chief, recorded_workers], pods(recorded_chief, recorded_workers, None)
+    ).actions
     assert not [a for a in every if isinstance(a, Emit) and a.reason == "NotAttributed"]
