@@ -25,7 +25,7 @@ from tests.e2e.kubelet import expand as expand_variables
 from tests.e2e.kubelet import mapping_for
 from tests.support import operators as op
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.migrate import migrate
 from webhook.core.render import RenderedPod, expand, render_all
 
@@ -220,9 +220,8 @@ def test_the_migrated_workloads_are_valid_and_admit_exactly_as_they_render(name:
     for obj, shown in zip(objects, rendering.workloads, strict=True):
         kubernetes_validate.validate(obj, NEWEST, strict=True)
         siblings = [o for o in objects if o is not obj]
-        outcome = admit(
-            obj, kind=obj["kind"], operation="CREATE", namespace=namespace, siblings=siblings
-        )
+        request = Request(obj["kind"], "CREATE", obj, namespace)
+        outcome = admit(request, Found(siblings=siblings))
         assert outcome is not None
         served = jsonpatch.apply_patch(copy.deepcopy(obj), outcome.patch)
         assert served == shown
@@ -230,14 +229,8 @@ def test_the_migrated_workloads_are_valid_and_admit_exactly_as_they_render(name:
     for workload in rendering.workloads:
         others = [w for w in rendering.workloads if w is not workload]
         for pod in expand(workload, namespace):
-            outcome = admit(
-                pod,
-                kind="Pod",
-                operation="CREATE",
-                namespace=namespace,
-                owner=workload,
-                siblings=others,
-            )
+            request = Request("Pod", "CREATE", pod, namespace)
+            outcome = admit(request, Found(siblings=others, owner=workload))
             assert outcome is not None
             served = jsonpatch.apply_patch(copy.deepcopy(pod), outcome.patch)
             assert served == pods[served["metadata"]["name"]]
