@@ -345,7 +345,8 @@ Segment = str | Callable[[str], bool]
 CONTRACT_PATHS: tuple[tuple[Segment, ...], ...] = (
     ("metadata", "labels", _pod_label),
     ("metadata", "finalizers", ANY_TAIL),  # Kueue's, when Kueue's webhook has not added it
-    ("spec", "schedulingGates", ANY_TAIL),  # Kueue's admission gate, likewise
+    ("spec", "schedulingGates", ANY_TAIL),  # Kueue's admission gate, likewise; ours
+    ("spec", "suspend"),  # a Job created before a role its job needs, held until it comes
     ("metadata", "annotations", _pod_annotation),
     ("spec", "template", "metadata", "labels", _ours),
     ("spec", "template", "metadata", "annotations", _ours),

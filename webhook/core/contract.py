@@ -34,8 +34,14 @@ RESTART_POLICY: Final = "trainhook.io/restart-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
+# The roles the job has ("launcher,worker"): its pods wait until every one has its workload.
+ROLES: Final = "trainhook.io/roles"
 
 # Annotations the webhook writes.
+# The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
+# created suspended for the same reason (its value names the missing roles); the sweeper lifts
+# both once every role is there.
+WAITING_FOR_ROLES: Final = "trainhook.io/waiting-for-roles"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
@@ -69,6 +75,7 @@ POD_SETTINGS: Final = (
     ELASTIC,
     MAX_RESTARTS,
     QUEUE,
+    ROLES,
 )
 
 # The labels among the keys above; every other key is an annotation.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
@@ -139,6 +140,10 @@ def mutate_pod(
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
+    if identity.owner_kind in ("StatefulSet", "Job"):
+        present = (r.name for r in topology.roles)
+        if missing_roles(framework, present, settings.roles):
+            _wait_for_roles(draft, pod)
     _check_annotation_size(draft.root)
     return PodMutation(draft.root, warnings, placement, env, files)
 
@@ -419,6 +424,17 @@ def _join_kueue_group(
     finalizers = (pod.get("metadata") or {}).get("finalizers") or []
     if contract.KUEUE_MANAGED not in finalizers:
         draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
+
+
+def _wait_for_roles(draft: Draft, pod: Mapping[str, Any]) -> None:
+    """Hold the pod before scheduling: its job lacks a role, so its world would be partial. The
+    sweeper lifts the gate once every role has its workload and the pod's stamp is the job's
+    (a pod stamped before a role arrived is replaced instead)."""
+    spec = pod.get("spec") or {}
+    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
+    if contract.WAITING_FOR_ROLES in gates or spec.get("nodeName"):
+        return
+    draft.list_at("spec", "schedulingGates").append({"name": contract.WAITING_FOR_ROLES})
 
 
 def _check_annotation_size(pod: Mapping[str, Any]) -> None:

@@ -56,6 +56,7 @@ class Settings:
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     suspend: bool | None = None
+    roles: tuple[str, ...] | None = None  # every role of the job, in the framework's order
 
 
 SETTING_KEYS = (
@@ -78,6 +79,7 @@ SETTING_KEYS = (
     contract.TTL_SECONDS_AFTER_FINISHED,
     contract.ACTIVE_DEADLINE_SECONDS,
     contract.SUSPEND,
+    contract.ROLES,
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.
@@ -151,6 +153,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             "a whole number of seconds >= 1",
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+        roles=_roles(get(contract.ROLES), framework),
     )
     if get(contract.QUEUE) is not None and settings.scheduler is None:
         raise InvalidSetting(
@@ -168,6 +171,25 @@ def _nproc(value: str | None) -> int | None:
     return _integer(
         contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}"
     )
+
+
+def _roles(value: str | None, framework: Framework) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    allowed = (
+        f"a comma-separated list of the job's roles ({', '.join(framework.roles)})"
+        if framework.roles
+        else "a comma-separated list of the job's roles (DNS labels)"
+    )
+    if not all(names) or len(set(names)) != len(names):
+        raise InvalidSetting(contract.ROLES, value, allowed + ", each once")
+    for name in names:
+        if not framework.allows(name) or not DNS_1123_LABEL.match(name):
+            raise InvalidSetting(
+                contract.ROLES, value, f"{name} is not a {framework.name} role: {allowed}"
+            )
+    return tuple(framework.order(names))
 
 
 def allowed_list(values: tuple[str, ...]) -> str:

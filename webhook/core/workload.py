@@ -152,6 +152,12 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     job = read_job(labels, name)
     role = read_role(labels, framework)
     settings = read_settings(effective_annotations(obj), framework)
+    if settings.roles is not None and role not in settings.roles:
+        raise InvalidSetting(
+            contract.ROLES,
+            effective_annotations(obj).get(contract.ROLES),
+            f"the job's roles must include {role}, the role of {kind} {name}",
+        )
     template = template_of(obj)
     nproc = processes_per_pod(
         template, training_container(template, framework.container, settings.container), settings
@@ -266,6 +272,7 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
 # (The gang's scheduler, queue and timeout are checked by `webhook.core.gang.job_gang`.)
 JOB_WIDE: tuple[tuple[str, str, str], ...] = (
     ("elastic", contract.ELASTIC, "every pod joins one rendezvous"),
+    ("roles", contract.ROLES, "every pod waits for the same roles"),
 )
 # Read by the sweeper for the whole job: roles that set them must set the same.
 LIFECYCLE: tuple[tuple[str, str], ...] = (
@@ -352,6 +359,8 @@ def _attribute(name: str) -> Callable[[Member], object]:
 def _shown(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return repr(",".join(value))
     if isinstance(value, tuple):
         return ":".join(map(str, value))
     return repr(value) if isinstance(value, str) else str(value)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.completeness import missing_roles, waiting_message
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
@@ -73,7 +74,28 @@ def mutate_workload(
             draft.dict_at("spec")["podManagementPolicy"] = "Parallel"
     if workload.kind == "Job" and not (template_spec(obj).get("subdomain")):
         draft.dict_at("spec", "template", "spec")["subdomain"] = workload.service
+    if workload.kind == "Job" and operation == "CREATE":
+        _hold_incomplete_job(draft, workload, topology, warnings)
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+def _hold_incomplete_job(
+    draft: Draft, workload: Workload, topology: Topology, warnings: list[str]
+) -> None:
+    """A Job created before a role its job needs: its pod template (and so its stamp) is
+    immutable once it starts, so it is created suspended, which keeps the template open. The
+    sweeper stamps it with the whole job and resumes it once every role is there. A Job the user
+    suspended stays theirs to resume."""
+    declared = workload.settings.roles
+    missing = missing_roles(workload.framework, (r.name for r in topology.roles), declared)
+    if not missing or (draft.root.get("spec") or {}).get("suspend"):
+        return
+    draft.dict_at("spec")["suspend"] = True
+    draft.dict_at("metadata", "annotations")[contract.WAITING_FOR_ROLES] = ",".join(missing)
+    warnings.append(
+        waiting_message(workload.job, missing, declared is not None)
+        + f"; Job {workload.name} is created suspended until then"
+    )
 
 
 def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:

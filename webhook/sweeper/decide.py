@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.completeness import waiting_message
 from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
@@ -74,6 +75,7 @@ from webhook.sweeper.state import (
 # The workloads of one manifest are created one after the other: the job's topology is enforced
 # once its newest workload is this old, not while the rest of the job is still being created.
 SETTLE = timedelta(seconds=5)
+WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
 
 
 @dataclass(frozen=True)
@@ -449,6 +451,10 @@ WAITING_PROBLEMS = (
 
 def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]:
     """(state, reason, message) of a job that has not finished, from its pods."""
+    missing = state.missing_roles()
+    if missing:
+        declared = state.setting("roles") is not None
+        return "Pending", WAITING_FOR_ROLES, waiting_message(state.job, missing, declared)
     pods = [p for p in state.pods if (p.role, p.index) not in succeeded]
     counted = [p for p in pods if p.counts]
     for pod in counted:
@@ -866,15 +872,21 @@ def elastic_scale(stamped: str | None, wanted: str, elastic: tuple[int, int] | N
 
 
 def _topology(state: JobState) -> Iterable[Action]:
-    """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
+    """Keep every workload's stamp equal to the job's topology, then restart stale pods together;
+    once the job has every role, resume the Jobs held for them and let gated pods start."""
     workloads = [w for w in state.workloads if w.kind != "Pod"]
     if not workloads:
         return
     wanted = stamp(build_topology([w.workload for w in workloads]))
     topology = wanted[contract.TOPOLOGY]
     elastic = state.setting("elastic")
+    complete = not state.missing_roles()
     restamped = False
     for workload in workloads:
+        held = contract.WAITING_FOR_ROLES in workload.annotations and workload.kind == "Job"
+        if held and complete and workload.job_status and not workload.job_status.started:
+            yield _release_held_job(state, workload, wanted)
+            continue
         if all(workload.stamp.get(key) == value for key, value in wanted.items()):
             continue
         if elastic_scale(workload.stamp.get(contract.TOPOLOGY), topology, elastic) and all(
@@ -913,6 +925,9 @@ def _topology(state: JobState) -> Iterable[Action]:
             )
         return current[stamped]
 
+    if complete:
+        yield from _lift_gates(state, [p for p in state.pods if is_current(p.topology)])
+
     stale = [
         pod
         for pod in state.pods
@@ -935,6 +950,30 @@ def _topology(state: JobState) -> Iterable[Action]:
     )
     for pod in stale:
         yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _release_held_job(state: JobState, workload: WorkloadView, wanted: dict[str, str]) -> Patch:
+    """A Job the webhook created suspended for a missing role: the job now has them all, so it
+    gets the whole job's stamp (its template may change while it has never started) and runs."""
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": {contract.WAITING_FOR_ROLES: None}},
+        "spec": {"suspend": False},
+    }
+    if any(workload.stamp.get(key) != value for key, value in wanted.items()):
+        patch["spec"]["template"] = {"metadata": {"annotations": wanted}}
+    return Patch(
+        workload.resource, state.namespace, workload.name, patch, workload.resource_version
+    )
+
+
+def _lift_gates(state: JobState, current: Sequence[PodView]) -> Iterable[Action]:
+    """Let the pods held for missing roles be scheduled: every role is there and their stamp
+    is the job's (a stale one is restarted instead)."""
+    for pod in current:
+        if pod.waiting_for_roles and not pod.terminating:
+            remaining = [{"name": gate} for gate in pod.gates if gate != contract.WAITING_FOR_ROLES]
+            patch = {"spec": {"schedulingGates": remaining or None}}
+            yield Patch(PODS, state.namespace, pod.name, patch, pod.resource_version)
 
 
 def _agreement(state: JobState) -> Iterable[Action]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.claims import Claim, claim_of, creator_of
+from webhook.core.completeness import missing_roles
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
@@ -120,6 +121,12 @@ class PodView:
     peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+    gates: tuple[str, ...] = ()  # its scheduling gates, in order
+    resource_version: str = ""
+
+    @property
+    def waiting_for_roles(self) -> bool:
+        return contract.WAITING_FOR_ROLES in self.gates
 
     @cached_property
     def uid8(self) -> str:
@@ -287,6 +294,11 @@ class JobState:
     def framework(self) -> Framework:
         return self.workloads[0].framework
 
+    def missing_roles(self) -> tuple[str, ...]:
+        """The roles the job still waits for (see core/completeness.py)."""
+        present = {workload.role for workload in self.workloads}
+        return missing_roles(self.framework, present, self.setting("roles"))
+
     def setting(self, name: str) -> Any:
         """A job-wide setting: the first workload in role order that sets it."""
         for workload in self.workloads:
@@ -382,6 +394,8 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("subdomain", "priorityClassName"):
         if key in spec:
             kept_spec[key] = spec[key]
+    if spec.get("schedulingGates"):
+        kept_spec["schedulingGates"] = [{"name": g.get("name")} for g in spec["schedulingGates"]]
     mounted = [  # the job's peers ConfigMap, by name
         {"name": v.get("name"), "configMap": {"name": v["configMap"].get("name")}}
         for v in spec.get("volumes") or []
@@ -740,6 +754,12 @@ def _read_pod(
             "",
         ),
         peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        resource_version=metadata.get("resourceVersion") or "",
+        gates=tuple(
+            str(gate.get("name"))
+            for gate in (pod.get("spec") or {}).get("schedulingGates") or []
+            if isinstance(gate, dict)
+        ),
     )
 
 

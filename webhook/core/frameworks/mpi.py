@@ -114,4 +114,6 @@ FRAMEWORK = Framework(
     lists=lists,
     key_vars=("K_MPI_JOB_ROLE", "PRTE_MCA_prte_set_default_slots"),
     single=("launcher",),
+    # The launcher's hostfile lists the workers; workers only wait for a launcher's ssh.
+    needs={"launcher": ("worker",), "worker": ("launcher",)},
 )
