@@ -100,7 +100,8 @@ class Cluster:
             if not job["spec"].get("suspend"):
                 self.create_missing(job, live)
                 if not (job.get("status") or {}).get("startTime"):
-                    status = {"startTime": "2026-01-01T00:00:00Z", "active": len(expand(job, NAMESPACE))}
+                    active = len(expand(job, NAMESPACE))
+                    status = {"startTime": "2026-01-01T00:00:00Z", "active": active}
                     self.kube.patch(JOBS, NAMESPACE, job["metadata"]["name"], {"status": status})
         for pod in pods:
             self.run(pod)
@@ -188,12 +189,12 @@ def test_every_apply_order_of_every_framework_starts_pods_only_with_the_whole_jo
     cluster = Cluster(kube, emulator)
     with sweeping(kube):
         for step in range(max(len(w) for w in jobs.values())):
-            for job, workloads in jobs.items():
+            for workloads in jobs.values():
                 if step < len(workloads):
                     cluster.apply(copy.deepcopy(workloads[step]))
             waiting = [job for job, workloads in jobs.items() if step + 1 < len(workloads)]
 
-            def everyone_waits() -> bool:
+            def everyone_waits(waiting: list[str] = waiting) -> bool:
                 cluster.step()
                 return all(
                     status_of(cluster, jobs[job][0]["metadata"]["name"]).get("reason")
