@@ -47,7 +47,9 @@ JOBS_UNDER_TEST: dict[str, tuple[tuple[tuple[str, str, int], ...], bool]] = {
 }
 
 
-def workload(framework: str, job: str, role: str, kind: str, replicas: int, named: bool) -> dict:
+def workload(
+    framework: str, job: str, role: str, kind: str, replicas: int, named: bool
+) -> dict[str, Any]:
     """One role of the job as a user writes it."""
     name = f"{job}-{role}"
     annotations = {contract.ROLES: ",".join(r for r, _, _ in JOBS_UNDER_TEST[framework][0])}
@@ -72,7 +74,7 @@ class Cluster:
     kube: Kube
     emulator: EmulatorThread
     started: dict[tuple[str, int], list[dict[str, str]]] = field(default_factory=dict)
-    names: itertools.count = field(default_factory=itertools.count)
+    names: itertools.count[int] = field(default_factory=itertools.count)
 
     def apply(self, obj: Mapping[str, Any]) -> None:
         """`kubectl apply` of a new workload: the webhook mutates it, seeing its siblings."""
@@ -144,7 +146,7 @@ class Cluster:
 
     @staticmethod
     def owner(pod: Mapping[str, Any]) -> str:
-        return pod["metadata"]["ownerReferences"][0]["name"]
+        return str(pod["metadata"]["ownerReferences"][0]["name"])
 
     @staticmethod
     def index(pod: Mapping[str, Any]) -> int:
