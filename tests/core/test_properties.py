@@ -334,7 +334,7 @@ def _pod_label(key: str) -> bool:
 
 
 def _container_field(key: str) -> bool:
-    return key in ("env", "volumeMounts", "resources")
+    return key in ("env", "volumeMounts", "resources", "terminationMessagePolicy")
 
 
 def _index(key: str) -> bool:

@@ -110,7 +110,12 @@ OUTCOME_KEYS = (
 
 def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
     """The outcome annotations (phase, finished-at, reason, and the successes, failed runs and
-    state the sweeper records) `obj` sets or changes compared with `old` (None: a new object)."""
+    state the sweeper records) and the phase label `obj` sets or changes compared with `old`
+    (None: a new object)."""
     now = annotations_of(obj)
     before = annotations_of(old) if old is not None else {}
-    return [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    labels, labelled = labels_of(obj), labels_of(old) if old is not None else {}
+    if labels.get(contract.PHASE) != labelled.get(contract.PHASE):
+        changed.append(f"label {contract.PHASE}")
+    return changed

@@ -49,7 +49,8 @@ HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the la
 # the creator of its first workload; nobody else writes or changes it.
 CREATED_BY: Final = "trainhook.io/created-by"
 
-# Annotations the sweeper writes on workloads.
+# Annotations the sweeper writes on workloads. The phase is a label too, for selectors
+# (`kubectl get sts -l trainhook.io/phase=Failed`) and `kubectl wait`.
 PHASE: Final = "trainhook.io/phase"
 FINISHED_AT: Final = "trainhook.io/finished-at"
 REASON: Final = "trainhook.io/reason"
@@ -78,8 +79,11 @@ POD_SETTINGS: Final = (
     ROLES,
 )
 
-# The labels among the keys above; every other key is an annotation.
-LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX)
+# The labels among the keys above; every other key is an annotation, except these, both.
+LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX, PHASE)
+LABELS_AND_ANNOTATIONS: Final = (PHASE,)
+# Labels of a workload that stay off its pod template (a change would roll its pods).
+WORKLOAD_ONLY_LABELS: Final = (PHASE,)
 
 # Controllers whose pods are interchangeable (no stable name or index): never a training job.
 REPLICA_CONTROLLERS: Final = ("Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")

@@ -136,6 +136,7 @@ def mutate_pod(
     if files is not None:
         _mount_peers(draft, pod, files)
     _set_gpus(draft, pod, training, settings)
+    _keep_last_words(draft, pod, training)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if framework.pod_extras is not None:
@@ -336,6 +337,21 @@ def _set_gpus(
     requests = resources.get("requests") or {}
     if resource not in requests:
         draft.dict_at("spec", "containers", training, "resources", "requests")[resource] = count
+
+
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
+
+
+def _keep_last_words(draft: Draft, pod: Mapping[str, Any], training: int | None) -> None:
+    """The training container's termination message falls back to the end of its log when it
+    fails without writing one, so the failing rank says why after its pod is gone (the sweeper
+    records it). `File`, the API server's default, cannot be told from a choice; a container
+    that writes its message file keeps it either way."""
+    if training is None:
+        return
+    policy = pod["spec"]["containers"][training].get("terminationMessagePolicy")
+    if policy in (None, "File"):
+        draft.dict_at("spec", "containers", training)["terminationMessagePolicy"] = FALLBACK_TO_LOGS
 
 
 def _set_shm(draft: Draft, pod: Mapping[str, Any], settings: Settings) -> None:

@@ -172,7 +172,11 @@ def _template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _label_template(draft: Draft, obj: Mapping[str, Any], workload: Workload) -> None:
-    wanted = {k: v for k, v in labels_of(obj).items() if k.startswith(contract.PREFIX)}
+    wanted = {
+        k: v
+        for k, v in labels_of(obj).items()
+        if k.startswith(contract.PREFIX) and k not in contract.WORKLOAD_ONLY_LABELS
+    }
     wanted[contract.JOB] = workload.job
     wanted[contract.ROLE] = workload.role
     current = labels_of(_template(obj))

@@ -1026,12 +1026,13 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     for workload in state.workloads:
         patch: dict[str, Any] = {}
         recorded = all(workload.annotations.get(k) == v for k, v in record.items())
-        if not recorded:
-            patch["metadata"] = {"annotations": record}
-            if workload.annotations.get(contract.PHASE) not in PHASES:
-                message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
-                kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
-                events.append(_event(state, workload, kind, outcome.reason, message, outcome.phase))
+        if not recorded or workload.phase_label != outcome.phase:
+            # The label, for `kubectl get -l` and `kubectl wait`; the annotations, for the rest.
+            patch["metadata"] = {"annotations": record, "labels": {contract.PHASE: outcome.phase}}
+        if not recorded and workload.annotations.get(contract.PHASE) not in PHASES:
+            message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
+            kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+            events.append(_event(state, workload, kind, outcome.reason, message, outcome.phase))
         if workload.kind == "StatefulSet" and workload.replicas != 0:
             patch["spec"] = {"replicas": 0}  # a finished pod must not be restarted to train again
         status = workload.job_status

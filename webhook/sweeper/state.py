@@ -44,7 +44,7 @@ class Run:
 
     exit_code: int
     reason: str  # what the kubelet says: Completed, Error, OOMKilled, ...
-    message: str  # the container's termination message, first line
+    message: str  # the container's termination message as one line, its end when long
     finished: datetime | None
 
     def describe(self) -> str:
@@ -202,6 +202,7 @@ class WorkloadView:
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
+    phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
 
     @property
     def kind(self) -> str:
@@ -427,7 +428,8 @@ def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
         state = status.get(key) or {}
         kept[key] = {
             phase: {
-                k: (v[:MESSAGE_KEPT] if k == "message" and isinstance(v, str) else v)
+                # the end of a message: a log's last lines say why it failed
+                k: (v[-MESSAGE_KEPT:] if k == "message" and isinstance(v, str) else v)
                 for k, v in (detail or {}).items()
                 if k in ("exitCode", "reason", "message", "finishedAt", "startedAt")
             }
@@ -613,6 +615,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
+        phase_label=labels_of(obj).get(contract.PHASE),
     )
 
 
@@ -837,9 +840,17 @@ def _run(state: Mapping[str, Any] | None) -> Run | None:
     return Run(
         exit_code=code,
         reason=str(terminated.get("reason") or ""),
-        message=_one_line(terminated.get("message") or ""),
+        message=_last_words(terminated.get("message") or ""),
         finished=parse_time(terminated.get("finishedAt")),
     )
+
+
+def _last_words(text: str, limit: int = 200) -> str:
+    """A termination message as one line of a person's reading length, cut at its start when
+    long: the end of a log (FallbackToLogsOnError) is where it says why, as a Python traceback
+    ends with the error."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else "…" + line[-(limit - 1) :]
 
 
 def _one_line(text: str, limit: int = 200) -> str:
