@@ -37,7 +37,6 @@ def main(results: Path) -> None:
     gathered = multihost_utils.process_allgather(jnp.array([index * 10 + 1]))
     report = {
         "bare": bare,
-        "coordinator": jax.distributed.global_state.coordinator_address,
         "process_index": index,
         "process_count": jax.process_count(),
         "gathered": [int(value) for value in gathered.reshape(-1)],
