@@ -21,13 +21,14 @@ import jsonpatch
 
 from tests.support import builders
 from tests.support.emulator import EmulatorThread
+from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.core.admit import admit
 from webhook.core.render import expand, render, training_env
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 
-from .live import eventually, sweeping
+from .live import sweeping
 
 NAMESPACE = "ml"
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
@@ -27,15 +28,83 @@ SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
+MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # as mpi-operator's mpiImplementation
+DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
 INT32_MAX = 2**31 - 1
 NPROC_AUTO = "auto"  # one process per GPU of the training container, as when unset
 
 
+# How the roles of one job agree on a job-wide setting (the `agree` of its field below).
+EVERY_ROLE = "every role"  # one value on every workload; a role without it counts as unset
+ROLES_THAT_SET_IT = "roles that set it"  # set on one role, or on several with one value
+ANY_ROLE = "any role"  # set on any workload: the first in role order that sets it decides
+SWEEPER_APPLIES = "the sweeper applies one to the whole job"
+
+
+def _job_wide(key: str, agree: str, why: str = SWEEPER_APPLIES) -> Any:
+    """A JobSettings field: None when unset, with the annotation it is read from."""
+    return field(default=None, metadata={"key": key, "agree": agree, "why": why})
+
+
 @dataclass(frozen=True)
-class Settings:
-    """Every trainhook.io/ annotation, validated; None where the user set nothing."""
+class JobSettings:
+    """The settings one job has a single value of, whichever of its workloads sets them.
+
+    Each workload's `Settings` carries its own reading of them; `job_settings` merges those of
+    a job's workloads into the job's. The disagreement check reads its fields' `key`, `agree`
+    and `why`, so a new lifecycle annotation is one field here and its parsing in `_parse`.
+    """
+
+    elastic: tuple[int, int] | None = _job_wide(
+        contract.ELASTIC, EVERY_ROLE, "every pod joins one rendezvous"
+    )
+    success_policy: str | None = _job_wide(contract.SUCCESS_POLICY, ROLES_THAT_SET_IT)
+    clean_pod_policy: str | None = _job_wide(contract.CLEAN_POD_POLICY, ROLES_THAT_SET_IT)
+    backoff_limit: int | None = _job_wide(contract.BACKOFF_LIMIT, ROLES_THAT_SET_IT)
+    restart_policy: str | None = _job_wide(contract.RESTART_POLICY, ROLES_THAT_SET_IT)
+    ttl_seconds_after_finished: int | None = _job_wide(
+        contract.TTL_SECONDS_AFTER_FINISHED, ROLES_THAT_SET_IT
+    )
+    # A deadline or a suspension is often added to one workload of a running job.
+    active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
+    suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
+    # A role without it runs Open MPI, as one that says so.
+    mpi_implementation: str = field(
+        default=DEFAULT_MPI_IMPLEMENTATION,
+        metadata={
+            "key": contract.MPI_IMPLEMENTATION,
+            "agree": EVERY_ROLE,
+            "why": "the launcher's hostfile is written for one MPI, which every pod runs",
+        },
+    )
+    compat: str | None = _job_wide(
+        contract.COMPAT, EVERY_ROLE, "every pod reads the same variables and files"
+    )
+    # Every role of the job, in the framework's order: its pods wait until each has a workload.
+    roles: tuple[str, ...] | None = _job_wide(
+        contract.ROLES, EVERY_ROLE, "every pod waits for the same roles"
+    )
+
+
+JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
+
+
+def job_settings(workloads: Iterable[JobSettings]) -> JobSettings:
+    """A job's settings from its workloads' in role order: each the first that sets it."""
+    merged: dict[str, Any] = {}
+    for settings in workloads:
+        for setting in JOB_SETTINGS:
+            if merged.get(setting.name) is None:
+                merged[setting.name] = getattr(settings, setting.name)
+    return JobSettings(**merged)
+
+
+@dataclass(frozen=True)
+class Settings(JobSettings):
+    """Every trainhook.io/ annotation of one workload, validated; None where the user set
+    nothing. The job-wide ones are those of JobSettings."""
 
     port: int | None = None
     gpus: int | None = None
@@ -44,21 +113,14 @@ class Settings:
     scheduler: str | None = None
     container: str | None = None
     nproc_per_node: int | None = None  # None: unset or `auto`, one process per GPU
-    elastic: tuple[int, int] | None = None
     max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
-    success_policy: str | None = None
-    clean_pod_policy: str | None = None
-    backoff_limit: int | None = None
-    restart_policy: str | None = None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    suspend: bool | None = None
-    roles: tuple[str, ...] | None = None  # every role of the job, in the framework's order
+    ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
 
 
+# Every annotation `read_settings` reads: the job-wide ones come with their fields.
 SETTING_KEYS = (
     contract.PORT,
     contract.GPUS,
@@ -67,19 +129,12 @@ SETTING_KEYS = (
     contract.SCHEDULER,
     contract.CONTAINER,
     contract.NPROC_PER_NODE,
-    contract.ELASTIC,
     contract.MAX_RESTARTS,
     contract.QUEUE,
     contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
-    contract.SUCCESS_POLICY,
-    contract.CLEAN_POD_POLICY,
-    contract.BACKOFF_LIMIT,
-    contract.RESTART_POLICY,
-    contract.TTL_SECONDS_AFTER_FINISHED,
-    contract.ACTIVE_DEADLINE_SECONDS,
-    contract.SUSPEND,
-    contract.ROLES,
+    contract.SSH_AUTH_MOUNT_PATH,
+    *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.
@@ -153,6 +208,9 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             "a whole number of seconds >= 1",
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+        mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
+        ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
+        compat=_compat(get(contract.COMPAT), framework),
         roles=_roles(get(contract.ROLES), framework),
     )
     if get(contract.QUEUE) is not None and settings.scheduler is None:
@@ -163,6 +221,53 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
     return settings
+
+
+def _mpi_implementation(value: str | None, framework: Framework) -> str:
+    if value is None:
+        return DEFAULT_MPI_IMPLEMENTATION
+    if not framework.ssh_keys:
+        raise InvalidSetting(
+            contract.MPI_IMPLEMENTATION, value, f"read by mpi jobs only, not {framework.name}"
+        )
+    choice = _choice(contract.MPI_IMPLEMENTATION, value, MPI_IMPLEMENTATIONS)
+    return choice or DEFAULT_MPI_IMPLEMENTATION
+
+
+def _ssh_auth_mount_path(value: str | None, framework: Framework) -> str | None:
+    if value is None:
+        return None
+    if not framework.ssh_keys:
+        raise InvalidSetting(
+            contract.SSH_AUTH_MOUNT_PATH, value, f"read by mpi jobs only, not {framework.name}"
+        )
+    parts = value.split("/")
+    if (
+        not value.startswith("/")
+        or value == "/"
+        or len(value) > 4096
+        or any(part in (".", "..") for part in parts)
+        or ":" in value
+    ):
+        raise InvalidSetting(
+            contract.SSH_AUTH_MOUNT_PATH,
+            value,
+            "an absolute directory path without '..' or ':', the ~/.ssh of the container's "
+            "user, e.g. /home/mpiuser/.ssh",
+        )
+    return value.rstrip("/")
+
+
+def _compat(value: str | None, framework: Framework) -> str | None:
+    compat = _choice(contract.COMPAT, value, tuple(COMPATS))
+    if compat is not None and not COMPATS[compat].allows(framework):
+        raise InvalidSetting(
+            contract.COMPAT,
+            value,
+            f"{compat} is for {' and '.join(COMPATS[compat].frameworks)} jobs, "
+            f"not {framework.name}",
+        )
+    return compat
 
 
 def _nproc(value: str | None) -> int | None:
