@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.builders import indexed_job, statefulset
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import expand
 
@@ -19,9 +19,7 @@ GATE = [{"name": contract.WAITING_FOR_ROLES}]
 def created(
     obj: dict[str, Any], siblings: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
 ) -> tuple[dict[str, Any], list[str]]:
-    outcome = admit(
-        obj, kind=obj["kind"], operation="CREATE", namespace="default", siblings=list(siblings)
-    )
+    outcome = admit(Request(obj["kind"], "CREATE", obj, "default"), Found(siblings=siblings))
     assert outcome is not None
     return jsonpatch.apply_patch(obj, outcome.patch), outcome.warnings
 

@@ -7,17 +7,17 @@ from typing import Any
 import jsonpatch
 
 from tests.support.builders import statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.render import expand
 
 
 def admitted_pod(containers: list[dict[str, Any]]) -> dict[str, Any]:
     written = statefulset("pt", "pytorch", containers=containers)
-    stamped = admit(written, kind="StatefulSet", operation="CREATE", namespace="default")
+    stamped = admit(Request("StatefulSet", "CREATE", written, "default"))
     assert stamped is not None
     pod = expand(jsonpatch.apply_patch(written, stamped.patch), "default")[0]
     pod["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "pt", "controller": True}]
-    outcome = admit(pod, kind="Pod", operation="CREATE", namespace="default")
+    outcome = admit(Request("Pod", "CREATE", pod, "default"))
     assert outcome is not None
     result: dict[str, Any] = jsonpatch.apply_patch(pod, outcome.patch)
     return result

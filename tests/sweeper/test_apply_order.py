@@ -23,7 +23,7 @@ from tests.support import builders
 from tests.support.emulator import EmulatorThread
 from tests.support.waiting import eventually
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.render import expand, render, training_env
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
@@ -81,9 +81,8 @@ class Cluster:
         """`kubectl apply` of a new workload: the webhook mutates it, seeing its siblings."""
         resource = STATEFULSETS if obj["kind"] == "StatefulSet" else JOBS
         siblings = [*self.list(STATEFULSETS), *self.list(JOBS)]
-        outcome = admit(
-            obj, kind=obj["kind"], operation="CREATE", namespace=NAMESPACE, siblings=siblings
-        )
+        request = Request(obj["kind"], "CREATE", obj, NAMESPACE)
+        outcome = admit(request, Found(siblings=siblings))
         assert outcome is not None
         self.kube.create(resource, NAMESPACE, jsonpatch.apply_patch(obj, outcome.patch))
 
@@ -125,7 +124,7 @@ class Cluster:
                     "controller": True,
                 }
             ]
-            outcome = admit(pod, kind="Pod", operation="CREATE", namespace=NAMESPACE)
+            outcome = admit(Request("Pod", "CREATE", pod, NAMESPACE))
             assert outcome is not None
             self.kube.create(PODS, NAMESPACE, jsonpatch.apply_patch(pod, outcome.patch))
 
