@@ -45,9 +45,8 @@ def test_an_mpi_launcher_job_created_before_its_workers_is_created_suspended_and
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["annotations"][contract.WAITING_FOR_ROLES] == "worker"
     assert warnings == [
-        "job hv waits for its role(s) worker (which the roles it has cannot run without): its "
-        "pods start once a workload of each is created; Job hv-launcher is created suspended "
-        "until then"
+        "trainhook.io/waiting-for-roles: Job hv-launcher is created suspended until job hv has "
+        "its worker"
     ]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.completeness import missing_roles, waiting_message
+from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
@@ -98,8 +98,8 @@ def _hold_incomplete_job(
     draft.dict_at("spec")["suspend"] = True
     draft.dict_at("metadata", "annotations")[contract.WAITING_FOR_ROLES] = ",".join(missing)
     warnings.append(
-        waiting_message(workload.job, missing, declared is not None)
-        + f"; Job {workload.name} is created suspended until then"
+        f"{contract.WAITING_FOR_ROLES}: Job {workload.name} is created suspended until job "
+        f"{workload.job} has its {', '.join(missing)}"
     )
 
 
