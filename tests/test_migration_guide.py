@@ -276,6 +276,11 @@ def test_jaxjob_gets_the_arguments_of_distributed_initialize() -> None:
     assert env("jax-dist", "COORDINATOR_PORT") == ["6666"] * 2
     assert env("jax-dist", "NUM_PROCESSES") == ["2"] * 2
     assert env("jax-dist", "PROCESS_ID") == ["0", "1"]
+    # Kubeflow Trainer's names, the coordinator's read by a bare jax.distributed.initialize()
+    coordinator = host("jax-dist-worker-0", "jax-dist") + ":6666"
+    assert env("jax-dist", "JAX_COORDINATOR_ADDRESS") == [coordinator] * 2
+    assert env("jax-dist", "JAX_NUM_PROCESSES") == ["2"] * 2
+    assert env("jax-dist", "JAX_PROCESS_ID") == ["0", "1"]
 
 
 def test_mpijob_launcher_gets_a_hostfile_with_the_slots_per_worker() -> None:
