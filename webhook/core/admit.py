@@ -14,6 +14,7 @@ from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
+from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload import job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
@@ -52,6 +53,7 @@ def admit(
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
     old: Mapping[str, Any] | None = None,
     username: str = "",
+    progress: ProgressEndpoint | None = None,
 ) -> Outcome | None:
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
@@ -59,6 +61,7 @@ def admit(
     `username` the requester (the AdmissionReview's userInfo.username): a workload created in (or
     relabelled into) a job that belongs to someone else is refused, every workload created
     records its creator, and a sibling another user created is left out of the topology.
+    `progress` is the sweeper's progress endpoint, for pods that report progress.
     Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
     if (kind, operation) not in HANDLED:
@@ -72,6 +75,7 @@ def admit(
             siblings=siblings,
             cluster_domain=cluster_domain,
             coscheduling_scheduler=coscheduling_scheduler,
+            progress=progress,
         )
         return Outcome(diff(obj, pod.pod), pod.warnings)
     if kind == "Pod":

@@ -19,6 +19,7 @@ from webhook.core.admit import HANDLED, admit, changed_outcome, forged_creator, 
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import Refused, TrainhookError
 from webhook.core.limits import one_line
+from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.server.reviews import (
     API_VERSION,
@@ -60,6 +61,7 @@ class Context:
     lookup: Lookup | None = None
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    progress: ProgressEndpoint | None = None  # where pods that report progress are sent
 
 
 @dataclass(slots=True)
@@ -303,6 +305,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             coscheduling_scheduler=context.coscheduling_scheduler,
             old=_old_object(request),
             username=request.username,
+            progress=context.progress,
         )
     except TrainhookError as error:
         message = one_line(str(error))
