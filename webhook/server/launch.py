@@ -192,6 +192,7 @@ def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -
                 webhook_config=settings.webhook_config,
                 service=settings.service,
                 directory=directory,
+                extra_names=_progress_names(settings.progress_url),
             )
         )
     except ApiError as error:
@@ -201,6 +202,18 @@ def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -
     cleanups.append(manager.stop)
     files = manager.files
     return replace(settings, cert_file=files.cert_file, key_file=files.key_file)
+
+
+def _progress_names(url: str) -> tuple[str, ...]:
+    """The progress endpoint's host, which the self-managed certificate must name too."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return ()
+    # The short names of a Service in-cluster clients may use as well.
+    parts = host.split(".")
+    return tuple(dict.fromkeys([host, *(".".join(parts[:n]) for n in (1, 2, 3) if n < len(parts))]))
 
 
 def _api_problem() -> str | None:

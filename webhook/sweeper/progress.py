@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import ssl
 import threading
 import time
@@ -279,14 +280,32 @@ class ProgressDesk:
                 log.warning("progress: cannot write %s/%s: %s", namespace, name, error)
 
 
+class _Certificate:
+    """A certificate pair loaded again when its files change (a Secret volume is updated)."""
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        self.files = (cert_file, key_file)
+        self._loaded: tuple[tuple[float, ...], ssl.SSLContext] | None = None
+        self._lock = threading.Lock()
+
+    def context(self) -> ssl.SSLContext:
+        stamp = tuple(os.stat(path).st_mtime for path in self.files)
+        with self._lock:
+            if self._loaded is None or self._loaded[0] != stamp:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.minimum_version = ssl.TLSVersion.TLSv1_2
+                context.load_cert_chain(*self.files)
+                self._loaded = (stamp, context)
+            return self._loaded[1]
+
+
 def serve(
     desk: ProgressDesk, bind: str, cert_file: str, key_file: str
 ) -> tuple[ThreadingHTTPServer, threading.Event]:
     """Serve the endpoint over TLS on HOST:PORT, and flush every half second, in daemon
     threads; set the event and `shutdown()` the server to stop."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert_file, key_file)
+    certificate = _Certificate(cert_file, key_file)
+    certificate.context()  # a missing or bad pair fails here, at start
     slots = threading.BoundedSemaphore(desk.limits.concurrent)
 
     class Handler(BaseHTTPRequestHandler):
@@ -338,13 +357,24 @@ def serve(
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def get_request(self) -> tuple[Any, Any]:
+            connection, address = super().get_request()
+            # The handshake happens in the request's thread, under its timeout, not here; each
+            # connection gets the certificate as it is on disk now (a mounted Secret renews).
+            tls = certificate.context().wrap_socket(
+                connection, server_side=True, do_handshake_on_connect=False
+            )
+            return tls, address
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # A failed handshake or a client gone mid-request: that client's problem only.
+            log.debug("progress: connection from %s failed", client_address, exc_info=True)
+
     host, _, port = bind.rpartition(":")
-    server = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), Handler)
-    # The handshake happens in the request's thread, under its timeout, not in accept().
-    server.socket = context.wrap_socket(
-        server.socket, server_side=True, do_handshake_on_connect=False
-    )
-    server.daemon_threads = True
+    server = Server((host.strip("[]") or "0.0.0.0", int(port)), Handler)
     stop = threading.Event()
 
     def flusher() -> None:
