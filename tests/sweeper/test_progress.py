@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import ssl
 import urllib.error
@@ -19,7 +20,7 @@ from webhook.core.progress import audience, status_path
 from webhook.kube.client import Kube
 from webhook.sweeper.progress import Limits, ProgressDesk, serve
 
-SERVER_NAME = "trainhook.trainhook-system.svc"
+SERVER_NAME = "127.0.0.1"  # the development certificate names the loopback address too
 
 
 class Clock:
@@ -110,36 +111,11 @@ def post(
     if content_type:
         headers["Content-Type"] = content_type
     request = urllib.request.Request(url, data=body, headers=headers)
-    # The certificate names the Service; the test reaches it on 127.0.0.1.
-    opener = urllib.request.build_opener(_Resolved(context))
     try:
-        with opener.open(request, timeout=10) as response:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-class _Resolved(urllib.request.HTTPSHandler):
-    def __init__(self, context: ssl.SSLContext) -> None:
-        super().__init__(context=context)
-        self.tls = context
-
-    def https_open(self, req: urllib.request.Request) -> Any:
-        import http.client
-
-        tls = self.tls
-
-        class Connection(http.client.HTTPSConnection):
-            def __init__(self, host: str, **kw: Any) -> None:
-                super().__init__(host, context=tls, **kw)
-
-            def connect(self) -> None:
-                import socket
-
-                sock = socket.create_connection(("127.0.0.1", self.port), self.timeout)
-                self.sock = tls.wrap_socket(sock, server_hostname=self.host)
-
-        return self.do_open(Connection, req)
 
 
 REPORT = {
@@ -309,3 +285,51 @@ def test_reports_for_many_jobs_keep_a_bounded_memory(
     recent = {("ml", f"job-{n}") for n in range(4, 12)}
     assert set(desk._buckets) == recent and set(desk._summaries) == recent
     assert set(desk._pending) <= recent
+
+
+def test_the_example_reporter_reports_a_loop_through_the_pods_files(
+    emulator: EmulatorThread,
+    endpoint: str,
+    certs: Path,
+    desk: ProgressDesk,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copyable module in examples/progress, as a pod runs it: the three variables, the
+    token file the kubelet writes, the CA file; through TLS, the TokenReview, the annotation."""
+    pod = make_job(emulator, "bert")
+    token = tmp_path / "token"
+    token.write_text(token_for(emulator, "bert", pod))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_URL", endpoint + status_path("ml", "bert"))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_CA_CERT", str(certs / "ca.crt"))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_TOKEN", str(token))
+    monkeypatch.setenv("RANK", "0")
+    module = example_module()
+    progress = module.Progress(total_steps=200, total_epochs=2)  # step 1, then the checkpoint
+    for step in range(50):
+        progress.step(epoch=0, loss=1.0 / (step + 1))
+        if step == 49:
+            progress.checkpoint()
+    desk.flush()
+    found = progress_of(emulator, "bert")
+    assert (found["progress"], found["step"], found["totalSteps"]) == (25, 50, 200)
+    assert (found["epoch"], found["totalEpochs"]) == (0, 2)
+    assert found["metrics"] == {"loss": "0.02"}
+    assert found["checkpoint"]["step"] == 50
+    assert found["checkpoint"]["time"] == found["updated"]
+
+
+def test_the_example_reporter_does_nothing_outside_a_reporting_pod(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBEFLOW_TRAINER_STATUS_URL", raising=False)
+    assert example_module().send(progress=10) is False
+
+
+def example_module() -> Any:
+    path = Path(__file__).resolve().parents[2] / "examples" / "progress" / "trainhook_progress.py"
+    spec = importlib.util.spec_from_file_location("trainhook_progress", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

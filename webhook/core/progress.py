@@ -61,6 +61,13 @@ class ProgressEndpoint:
     ca: str
 
 
+# What `trainhook render` shows a reporting pod: the endpoint of the chart installed as in
+# docs/install.md, and a stand-in for the CA only the cluster knows.
+RENDERED_PROGRESS: Final = ProgressEndpoint(
+    "https://trainhook-progress.trainhook.svc:8444", "(the progress endpoint's CA)\n"
+)
+
+
 def audience(namespace: str, job: str) -> str:
     """The audience of a job's tokens: a token of one job is refused for any other."""
     return f"trainhook.io/{namespace}/{job}"
