@@ -38,7 +38,7 @@ import os
 import ssl
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime, timezone  # not datetime.UTC: images may run Python < 3.11
 from typing import Any
 
 log = logging.getLogger("trainhook_progress")
@@ -200,7 +200,7 @@ class ProgressCallback(TrainerCallback):  # type: ignore[misc,valid-type]
     ) -> None:
         progress = self._progress(state)
         progress.metrics.update(
-            {k: v for k, v in (logs or {}).items() if isinstance(v, int | float)}
+            {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
         )
         if time.monotonic() - progress._sent_at >= progress.every_seconds:
             progress.report()
