@@ -76,3 +76,12 @@ def test_without_the_sweeper_it_is_refused() -> None:
     assert (
         "progress.enabled needs sweeper.enabled: the sweeper serves the progress endpoint" in error
     )
+
+
+def test_a_network_policy_lets_pods_reach_the_progress_port_and_nothing_else_new() -> None:
+    peer = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    rendered = render({**ENABLED, "networkPolicy": {"enabled": True, "apiServer": peer}})
+    sweeper = rendered.named("NetworkPolicy", "trainhook-sweeper")["spec"]
+    assert sweeper["ingress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8444}], "from": [{"namespaceSelector": {}}]}
+    ]
