@@ -126,11 +126,14 @@ def test_the_table_lines_up_its_columns_and_names_namespaces_when_it_shows_sever
     rows[0] = dataclasses.replace(rows[0], progress="45%", eta="13m", checkpoint="step 400, 5m ago")
     assert format_table(rows, with_namespace=True) == (
         "NAMESPACE   JOB   FRAMEWORK   ROLES                    PHASE     "
-        "REASON             RESTARTS   PROGRESS   ETA   CHECKPOINT         START    AGE   FINISHED\n"
+        "REASON             RESTARTS   PROGRESS   ETA   CHECKPOINT         "
+        "START    AGE   FINISHED\n"
         "ml          pt    pytorch     master 1/1, worker 2/3   Running   "
-        "Running            0          45%        13m   step 400, 5m ago   2h ago   2h    -\n"
+        "Running            0          45%        13m   step 400, 5m ago   "
+        "2h ago   2h    -\n"
         "research    hvd   mpi         launcher 0/1             Failed    "
-        "DeadlineExceeded   2          -          -     -                  3d ago   3d    40m ago"
+        "DeadlineExceeded   2          -          -     -                  "
+        "3d ago   3d    40m ago"
     )
     assert format_table(rows[:1], with_namespace=False).splitlines()[0] == (
         "JOB   FRAMEWORK   ROLES                    PHASE     "
