@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.support.emulator import EmulatorThread
 from webhook.certs.material import generate
 from webhook.core import contract
 from webhook.core.progress import audience, status_path
 from webhook.kube.client import Kube
+from webhook.sweeper.metrics import ProgressFigures
 from webhook.sweeper.progress import Limits, ProgressDesk, serve
 
 SERVER_NAME = "127.0.0.1"  # the development certificate names the loopback address too
@@ -333,3 +335,32 @@ def example_module() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_progress_and_numeric_metrics_are_gauges_with_bounded_labels(
+    emulator: EmulatorThread, endpoint: str, certs: Path, desk: ProgressDesk
+) -> None:
+    registry = CollectorRegistry()
+    registry.register(ProgressFigures(desk.latest))
+    pod = make_job(emulator, "bert")
+    assert post(endpoint, certs, "bert", token_for(emulator, "bert", pod),
+                json.dumps(REPORT).encode())[0] == 200  # fmt: skip
+    labels = {"namespace": "ml", "job": "bert"}
+    assert registry.get_sample_value("trainhook_job_progress_ratio", labels) == 0.45
+    assert registry.get_sample_value("trainhook_job_metric", labels | {"name": "loss"}) == 0.2347
+    # Thirty metrics in one report: only the summary's first eight become series.
+    many = {"trainerStatus": {"metrics": [{"name": f"m{i}", "value": "1"} for i in range(30)]}}
+    assert post(endpoint, certs, "bert", token_for(emulator, "bert", pod),
+                json.dumps(many).encode())[0] == 200  # fmt: skip
+    series = [s for m in registry.collect() if m.name == "trainhook_job_metric" for s in m.samples]
+    assert sorted(s.labels["name"] for s in series) == sorted(f"m{i}" for i in range(8))
+
+
+def test_metric_series_come_from_the_hundred_jobs_heard_from_last() -> None:
+    latest = [(("ml", f"job-{n}"), {"progress": 50, "metrics": {"loss": "1"}}) for n in range(150)]
+    registry = CollectorRegistry()
+    registry.register(ProgressFigures(lambda: latest))
+    families = {m.name: m.samples for m in registry.collect()}
+    assert len(families["trainhook_job_progress_ratio"]) == 150
+    jobs = {s.labels["job"] for s in families["trainhook_job_metric"]}
+    assert jobs == {f"job-{n}" for n in range(50, 150)}

@@ -15,7 +15,7 @@ from typing import Any
 from webhook.cli.validators import log_level, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
-from webhook.sweeper.metrics import SweeperMetrics
+from webhook.sweeper.metrics import ProgressFigures, SweeperMetrics
 from webhook.sweeper.progress import Limits, ProgressDesk
 from webhook.sweeper.progress import serve as serve_progress
 from webhook.sweeper.runner import Sweeper, SweeperConfig
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None
     if args.progress_bind:
         desk = ProgressDesk(kube, Limits(write_interval=args.progress_write_seconds))
+        metrics.registry.register(ProgressFigures(desk.latest))
         try:
             progress = serve_progress(
                 desk, args.progress_bind, args.progress_cert_file, args.progress_key_file

@@ -228,6 +228,11 @@ class ProgressDesk:
             return "", ""
         return pod, uid
 
+    def latest(self) -> list[tuple[JobKey, dict[str, Any]]]:
+        """The last summary of every job remembered, the most recent last."""
+        with self._lock:
+            return list(self._summaries.items())
+
     # --- writing ---------------------------------------------------------------------------
 
     def _stored_summary(self, key: JobKey) -> dict[str, Any] | None:
