@@ -270,7 +270,7 @@ def test_a_flood_is_cut_to_a_fixed_rate_of_reports_and_writes(
     clock.now += 10.0
     assert post(endpoint, certs, "bert", token, json.dumps(REPORT).encode())[0] == 200
     desk.flush()
-    assert desk.writes == 2
+    assert desk.writes == 3  # the StatefulSet again, and its pod: the report names a checkpoint
     assert progress_of(emulator, "bert")["progress"] == 45
 
 
@@ -364,3 +364,31 @@ def test_metric_series_come_from_the_hundred_jobs_heard_from_last() -> None:
     assert len(families["trainhook_job_progress_ratio"]) == 150
     jobs = {s.labels["job"] for s in families["trainhook_job_metric"]}
     assert jobs == {f"job-{n}" for n in range(50, 150)}
+
+
+def test_a_checkpoint_is_marked_on_the_pods_and_a_restart_says_what_it_lost(
+    emulator: EmulatorThread, endpoint: str, certs: Path, desk: ProgressDesk, clock: Clock
+) -> None:
+    pod = make_job(emulator, "bert")
+    token = token_for(emulator, "bert", pod)
+    assert post(endpoint, certs, "bert", token, json.dumps(REPORT).encode())[0] == 200
+    desk.flush()
+    marked = emulator.read("/api/v1/namespaces/ml/pods/bert-0")["metadata"]["annotations"]
+    assert json.loads(marked[contract.LAST_CHECKPOINT]) == {
+        "step": 400,
+        "time": "2026-01-23T10:30:00Z",
+    }
+    # The job restarts from its checkpoint at step 400: it reports step 401 next.
+    resumed = {"trainerStatus": {"metrics": [{"name": "currentStep", "value": "401"}]}}
+    assert post(endpoint, certs, "bert", token, json.dumps(resumed).encode())[0] == 200
+    clock.now += 10.0
+    desk.flush()
+    found = progress_of(emulator, "bert")
+    assert found["step"] == 401
+    assert found["checkpoint"] == {"step": 400, "time": "2026-01-23T10:30:00Z"}
+    restart = found["restart"]
+    assert (restart["reachedStep"], restart["checkpointStep"], restart["lostSteps"]) == (
+        450,
+        400,
+        50,
+    )

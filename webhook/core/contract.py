@@ -74,6 +74,9 @@ SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
 # The job's last progress report, compact JSON (see docs/progress.md); on workloads and pods.
 PROGRESS: Final = "trainhook.io/progress"
+# On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
+# that prefer to preempt a pod which has just saved its work.
+LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 

@@ -271,8 +271,25 @@ def summary(
         checkpoint = dict(earlier)
     if checkpoint:
         out["checkpoint"] = checkpoint
-    out["updated"] = report.updated or received.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = received.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    restart = _restart(out.get("step"), previous or {}, now)
+    if restart is not None:
+        out["restart"] = restart
+    out["updated"] = report.updated or now
     return out
+
+
+def _restart(step: object, previous: Mapping[str, Any], now: str) -> dict[str, Any] | None:
+    """What the last restart lost: a step lower than the one reported before means the job
+    started again from its checkpoint, and the steps past that checkpoint are to be done again."""
+    reached = previous.get("step")
+    if not (isinstance(step, int) and isinstance(reached, int) and step < reached):
+        earlier = previous.get("restart")
+        return earlier if isinstance(earlier, dict) else None
+    checkpoint = previous.get("checkpoint") or {}
+    saved = checkpoint.get("step") if isinstance(checkpoint.get("step"), int) else None
+    lost = reached - saved if saved is not None and saved <= reached else reached
+    return {"at": now, "reachedStep": reached, "checkpointStep": saved, "lostSteps": lost}
 
 
 def read_summary(annotations: Mapping[str, str]) -> dict[str, Any] | None:

@@ -109,6 +109,7 @@ class ProgressDesk:
         self._pending: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self._summaries: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self._written_at: dict[JobKey, float] = {}
+        self._pod_checkpoints: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self.writes = 0  # annotation writes made, for /metrics and tests
 
     # --- a report --------------------------------------------------------------------------
@@ -277,12 +278,38 @@ class ProgressDesk:
         patch = {"metadata": {"annotations": {contract.PROGRESS: text}}}
         for workload in self._workloads(key):
             resource = STATEFULSETS if workload["kind"] == "StatefulSet" else JOBS
-            name = workload["metadata"]["name"]
-            try:
-                self.kube.patch(resource, namespace, name, patch)
-                self.writes += 1
-            except ApiError as error:
-                log.warning("progress: cannot write %s/%s: %s", namespace, name, error)
+            self._patch(resource, namespace, workload["metadata"]["name"], patch)
+        checkpoint = value.get("checkpoint")
+        if isinstance(checkpoint, dict) and self._pod_checkpoints.get(key) != checkpoint:
+            self._mark_pods(key, checkpoint)
+
+    def _mark_pods(self, key: JobKey, checkpoint: dict[str, Any]) -> None:
+        """The last checkpoint on each of the job's pods too, where schedulers look when they
+        choose what to preempt; written only when it changes."""
+        namespace, job = key
+        text = json.dumps(checkpoint, separators=(",", ":"), sort_keys=True)
+        try:
+            pods, _ = self.kube.list(PODS, namespace, f"{contract.JOB}={job}")
+        except ApiError as error:
+            log.warning("progress: cannot list the pods of %s/%s: %s", namespace, job, error)
+            return
+        for pod in pods:
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
+            if job_key(PODS, pod) == key and annotations.get(contract.LAST_CHECKPOINT) != text:
+                patch = {"metadata": {"annotations": {contract.LAST_CHECKPOINT: text}}}
+                self._patch(PODS, namespace, pod["metadata"]["name"], patch)
+        with self._lock:
+            self._pod_checkpoints.pop(key, None)
+            self._pod_checkpoints[key] = checkpoint
+            while len(self._pod_checkpoints) > self.limits.max_jobs:
+                self._pod_checkpoints.popitem(last=False)
+
+    def _patch(self, resource: Any, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        try:
+            self.kube.patch(resource, namespace, name, patch)
+            self.writes += 1
+        except ApiError as error:
+            log.warning("progress: cannot write %s/%s: %s", namespace, name, error)
 
 
 class _Certificate:
