@@ -74,6 +74,8 @@ SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
 # The job's last progress report, compact JSON (see docs/progress.md); on workloads and pods.
 PROGRESS: Final = "trainhook.io/progress"
+# The same in a few words ("45%, step 450/1000, 13m left"), for Argo CD's health message.
+PROGRESS_TEXT: Final = "trainhook.io/progress-text"
 # On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
 # that prefer to preempt a pod which has just saved its work.
 LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"

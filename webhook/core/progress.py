@@ -292,6 +292,35 @@ def _restart(step: object, previous: Mapping[str, Any], now: str) -> dict[str, A
     return {"at": now, "reachedStep": reached, "checkpointStep": saved, "lostSteps": lost}
 
 
+def human_duration(seconds: float) -> str:
+    """A duration as kubectl shows ages: 45s, 13m, 5h, 2d."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 120 * 60:
+        return f"{seconds // 60}m"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """The summary in a few words, for where JSON cannot be read (Argo CD's health message):
+    `45%, step 450/1000, 13m left, checkpoint at step 400`."""
+    parts = []
+    if isinstance(summary.get("progress"), int):
+        parts.append(f"{summary['progress']}%")
+    step, total = summary.get("step"), summary.get("totalSteps")
+    if isinstance(step, int):
+        parts.append(f"step {step}/{total}" if isinstance(total, int) else f"step {step}")
+    if isinstance(summary.get("etaSeconds"), int):
+        parts.append(f"{human_duration(summary['etaSeconds'])} left")
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("step"), int):
+        parts.append(f"checkpoint at step {checkpoint['step']}")
+    return ", ".join(parts)
+
+
 def read_summary(annotations: Mapping[str, str]) -> dict[str, Any] | None:
     """The summary on a workload or pod; None when there is none or it is not ours."""
     raw = annotations.get(contract.PROGRESS)

@@ -11,10 +11,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
+from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.state import job_key, read_job_state
-from webhook.sweeper.status import human_duration, job_progress, job_rows
+from webhook.sweeper.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
 

@@ -35,6 +35,7 @@ from webhook.core.progress import (
     parse_report,
     read_summary,
     summary,
+    summary_text,
 )
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS, TOKEN_REVIEWS
@@ -275,7 +276,8 @@ class ProgressDesk:
     def _write(self, key: JobKey, value: dict[str, Any]) -> None:
         namespace, _ = key
         text = json.dumps(value, separators=(",", ":"), sort_keys=True)
-        patch = {"metadata": {"annotations": {contract.PROGRESS: text}}}
+        annotations = {contract.PROGRESS: text, contract.PROGRESS_TEXT: summary_text(value)}
+        patch = {"metadata": {"annotations": annotations}}
         for workload in self._workloads(key):
             resource = STATEFULSETS if workload["kind"] == "StatefulSet" else JOBS
             self._patch(resource, namespace, workload["metadata"]["name"], patch)

@@ -9,7 +9,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
-from webhook.core.progress import read_summary
+from webhook.core.progress import human_duration, read_summary
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome, recorded_status
@@ -38,17 +38,6 @@ class JobRow:
     progress: str = "-"  # the last progress report: "45%", else "step 450/1000"
     eta: str = "-"  # its estimated time left, e.g. "13m"
     checkpoint: str = "-"  # the last checkpoint: "step 400, 5m ago"
-
-
-def human_duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 120 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
 
 
 def job_rows(
