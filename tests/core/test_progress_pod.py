@@ -8,7 +8,7 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import bare_pod
-from webhook.core.admit import admit
+from webhook.core.admit import Policy, Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.progress import ProgressEndpoint
 
@@ -20,7 +20,8 @@ def mutated(
 ) -> dict[str, Any]:
     pod = bare_pod("bert", "pytorch", annotations=annotations)
     pod["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
-    outcome = admit(pod, kind="Pod", operation="CREATE", namespace="ml", progress=progress)
+    request = Request(kind="Pod", operation="CREATE", object=pod, namespace="ml")
+    outcome = admit(request, policy=Policy(progress=progress))
     assert outcome is not None
     result: dict[str, Any] = jsonpatch.apply_patch(pod, outcome.patch)
     return result
