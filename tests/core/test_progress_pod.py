@@ -20,6 +20,7 @@ def mutated(
 ) -> dict[str, Any]:
     pod = bare_pod("bert", "pytorch", annotations=annotations)
     pod["spec"]["initContainers"] = [{"name": "fetch", "image": "busybox"}]
+    pod["spec"]["containers"].append({"name": "log-shipper", "image": "fluent-bit"})
     request = Request(kind="Pod", operation="CREATE", object=pod, namespace="ml")
     outcome = admit(request, policy=Policy(progress=progress))
     assert outcome is not None
@@ -29,7 +30,7 @@ def mutated(
 
 def test_a_reporting_pod_gets_trainers_three_variables_a_job_token_and_the_ca() -> None:
     pod = mutated({"trainhook.io/report-progress": "true"})
-    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"][:1]:
         env = {item["name"]: item.get("value") for item in container["env"]}
         assert env["KUBEFLOW_TRAINER_STATUS_URL"] == (
             "https://trainhook-progress.trainhook-system.svc:8444"
@@ -42,6 +43,8 @@ def test_a_reporting_pod_gets_trainers_three_variables_a_job_token_and_the_ca() 
             "mountPath": "/var/run/secrets/kubeflow/trainer",
             "readOnly": True,
         } in container["volumeMounts"]
+    sidecar = pod["spec"]["containers"][1]
+    assert "env" not in sidecar and "volumeMounts" not in sidecar  # sidecars get nothing
     assert pod["metadata"]["annotations"]["trainhook.io/progress-ca"] == "CA-PEM\n"
     assert {
         "name": "trainhook-progress",

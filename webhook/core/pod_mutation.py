@@ -144,7 +144,7 @@ def mutate_pod(
     draft = Draft(pod)
     warnings: list[str] = []
     if settings.report_progress:
-        env |= add_progress(draft, pod, namespace, topology.job, progress)
+        env |= add_progress(draft, pod, namespace, topology.job, progress, training)
     _set_identity(draft, pod, placement, identity, warnings)
     _set_env(draft, pod, training, env, field_env, warnings)
     if files is not None:

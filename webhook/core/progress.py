@@ -21,7 +21,7 @@ from typing import Any, Final
 from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
-from webhook.core.pods import add_volume, containers, mount
+from webhook.core.pods import add_volume, equipped, mount
 
 ENV_URL: Final = "KUBEFLOW_TRAINER_STATUS_URL"
 ENV_CA_CERT: Final = "KUBEFLOW_TRAINER_STATUS_CA_CERT"
@@ -86,8 +86,10 @@ def add_progress(
     namespace: str,
     job: str,
     endpoint: ProgressEndpoint | None,
+    training: int | None,
 ) -> dict[str, str]:
-    """Give a reporting pod its token and CA volume; the variables to add to its env."""
+    """Give a reporting pod its token and CA volume, mounted where the job's env goes (the
+    training and init containers); the variables to add to that env."""
     if endpoint is None:
         raise Refused(
             f"{contract.REPORT_PROGRESS}: this Trainhook serves no progress endpoint (install "
@@ -121,7 +123,7 @@ def add_progress(
             },
         },
     )
-    for field_name, position, container in containers(pod):
+    for field_name, position, container in equipped(pod, training):
         mount(draft, field_name, position, container, VOLUME, MOUNT_PATH)
     return {
         ENV_URL: endpoint.url.rstrip("/") + status_path(namespace, job),
