@@ -13,12 +13,16 @@ writes the annotation `trainhook status` reads.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import os
 import re
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -241,3 +245,44 @@ def test_a_hugging_face_trainer_reports_through_the_callback(
     assert seen[-1]["CHECKPOINT"].startswith("step 20, ")
     sts = cluster["api"].read(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/bert-tiny")
     assert "loss" in sts["metadata"]["annotations"]["trainhook.io/progress"]
+
+
+def post(env: dict[str, str], url: str, body: bytes) -> int:
+    """One report as the reporter sends it, with the pod's own token and CA; the status."""
+    context = ssl.create_default_context(cafile=env["KUBEFLOW_TRAINER_STATUS_CA_CERT"])
+    token = Path(env["KUBEFLOW_TRAINER_STATUS_TOKEN"]).read_text()
+    request = urllib.request.Request(url, body, {"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_a_pod_cannot_report_for_another_job_and_a_flood_is_cut_to_the_jobs_rate(
+    cluster: dict[str, Any], tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    pod_a = start_pod(cluster["api"], "job-a", cluster["endpoint"], tmp_path / "a")
+    pod_b = start_pod(cluster["api"], "job-b", cluster["endpoint"], tmp_path / "b")
+    report = b'{"trainerStatus": {"progressPercentage": 10}}'
+    assert post(pod_a, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 403
+    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 200
+    desk: ProgressDesk = cluster["desk"]
+    writes = desk.writes
+    url = pod_a["KUBEFLOW_TRAINER_STATUS_URL"]
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: post(pod_a, url, report), range(400)))
+    elapsed = time.monotonic() - started
+    # Every answer is a 200 or a "slow down" (or a 503 when all 16 slots are busy): nothing else,
+    # and no more reports taken than the burst and the rate allow.
+    assert set(codes) <= {200, 429, 503}, sorted(set(codes))
+    assert codes.count(200) <= 50 + 20 * elapsed + 1
+    assert 429 in codes
+    # One write of job A's annotation per 0.3 s write interval, at most (+1 for the last).
+    time.sleep(1.0)
+    assert desk.writes - writes <= (elapsed + 1.0) / 0.3 + 2
+    # And it still serves.
+    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 200
