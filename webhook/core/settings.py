@@ -9,6 +9,13 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.failure_rules import (
+    RESTART_POLICIES,
+    RESTART_ROLE,
+    Rule,
+    parse_rules,
+    partial_restart_allowed,
+)
 from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
 
@@ -25,7 +32,6 @@ RESOURCE_NAME = re.compile(
 SCHEDULERS = ("volcano", "coscheduling", "kueue")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
-RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
@@ -53,6 +59,7 @@ class Settings:
     clean_pod_policy: str | None = None
     backoff_limit: int | None = None
     restart_policy: str | None = None
+    failure_rules: tuple[Rule, ...] | None = None  # trainhook.io/failure-policy, parsed
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     suspend: bool | None = None
@@ -75,6 +82,7 @@ SETTING_KEYS = (
     contract.CLEAN_POD_POLICY,
     contract.BACKOFF_LIMIT,
     contract.RESTART_POLICY,
+    contract.FAILURE_POLICY,
     contract.TTL_SECONDS_AFTER_FINISHED,
     contract.ACTIVE_DEADLINE_SECONDS,
     contract.SUSPEND,
@@ -136,6 +144,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         restart_policy=_choice(
             contract.RESTART_POLICY, get(contract.RESTART_POLICY), RESTART_POLICIES
         ),
+        failure_rules=_failure_rules(get(contract.FAILURE_POLICY), framework, elastic),
         ttl_seconds_after_finished=_integer(
             contract.TTL_SECONDS_AFTER_FINISHED,
             get(contract.TTL_SECONDS_AFTER_FINISHED),
@@ -160,6 +169,35 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
     return settings
+
+
+def _failure_rules(
+    value: str | None, framework: Framework, elastic: tuple[int, int] | None
+) -> tuple[Rule, ...] | None:
+    if value is None:
+        return None
+    rules = parse_rules(value)
+    for rule in rules:
+        strangers = sorted(role for role in rule.match.roles if not framework.allows(role))
+        if strangers:
+            raise InvalidSetting(
+                contract.FAILURE_POLICY,
+                rule.text,
+                f"rule {rule.number}: role {strangers[0]}: {framework.name} roles are "
+                + ", ".join(framework.roles),
+            )
+        if rule.action == RESTART_ROLE and not partial_restart_allowed(
+            framework.name, elastic is not None
+        ):
+            raise InvalidSetting(
+                contract.FAILURE_POLICY,
+                rule.text,
+                f"rule {rule.number}: {RESTART_ROLE} needs a job that takes a restarted role "
+                f"back: elastic pytorch ({contract.ELASTIC}) or a tensorflow or paddle "
+                f"parameter-server job, not a {framework.name} job"
+                + (f" without {contract.ELASTIC}" if framework.elastic else ""),
+            )
+    return rules
 
 
 def _nproc(value: str | None) -> int | None:

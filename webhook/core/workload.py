@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.failure_rules import Rule
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
 from webhook.core.keys import check_keys
@@ -273,6 +274,7 @@ LIFECYCLE: tuple[tuple[str, str], ...] = (
     ("clean_pod_policy", contract.CLEAN_POD_POLICY),
     ("backoff_limit", contract.BACKOFF_LIMIT),
     ("restart_policy", contract.RESTART_POLICY),
+    ("failure_rules", contract.FAILURE_POLICY),
     ("ttl_seconds_after_finished", contract.TTL_SECONDS_AFTER_FINISHED),
 )
 
@@ -352,6 +354,8 @@ def _attribute(name: str) -> Callable[[Member], object]:
 def _shown(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, tuple) and value and isinstance(value[0], Rule):
+        return repr("; ".join(rule.text for rule in value))
     if isinstance(value, tuple):
         return ":".join(map(str, value))
     return repr(value) if isinstance(value, str) else str(value)
