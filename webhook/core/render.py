@@ -66,9 +66,7 @@ class Rendering:
     # The PodGroup of each gang-scheduled job (Volcano, coscheduling), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # The failure rules of each job that sets trainhook.io/failure-policy or restart-policy.
-    failure_policies: dict[tuple[str, str], FailurePolicy] = dataclasses.field(
-        default_factory=dict
-    )
+    failure_policies: dict[tuple[str, str], FailurePolicy] = dataclasses.field(default_factory=dict)
 
     @property
     def configmaps(self) -> list[dict[str, Any]]:
