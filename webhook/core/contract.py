@@ -56,6 +56,11 @@ STATUS: Final = "trainhook.io/status"
 # the role indexes that have succeeded ("0,2-4") and the failed runs counted so far (JSON).
 SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
+# On the pods of a job restarted in place: the attempt the sweeper asks every pod to restart for,
+# and the attempt whose barrier it has released (every rank is back). The pod reads both through
+# a downward API volume, which the kubelet keeps up to date.
+ATTEMPT: Final = "trainhook.io/attempt"
+RELEASED_ATTEMPT: Final = "trainhook.io/released-attempt"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 
@@ -101,6 +106,9 @@ KUEUE_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"  # label: the grou
 KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"  # annotation
 KUEUE_MANAGED: Final = "kueue.x-k8s.io/managed"  # label "true", and Kueue's finalizer's name
 KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"  # scheduling gate until admitted
+# On one pod of a finished group: Kueue then marks the group's Workload Finished and frees its
+# quota (pkg/controller/jobs/pod); Kueue refuses to remove it again.
+KUEUE_RETRIABLE_IN_GROUP: Final = "kueue.x-k8s.io/retriable-in-group"
 KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (preempted) the pod
 DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
 

@@ -155,6 +155,11 @@ class Rule:
     verdict_reason: str = "FailurePolicy"  # the job's reason when a `fail` rule fires
 
     @property
+    def key(self) -> str:
+        """Short and stable: how the sweeper records the times a rule acted."""
+        return f"{self.preset or 'policy'}/{self.number}"
+
+    @property
     def name(self) -> str:
         where = f"{contract.RESTART_POLICY} {self.preset}" if self.preset else "failure-policy"
         return f"{where} rule {self.number} ({self.text})"

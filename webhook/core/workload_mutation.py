@@ -10,6 +10,12 @@ from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.pods import training_container
+from webhook.core.restart_in_place import (
+    add_restart_plumbing,
+    remove_restart_plumbing,
+    wants_in_place,
+)
 from webhook.core.topology import Topology, stamp
 from webhook.core.workload import (
     Workload,
@@ -64,6 +70,7 @@ def mutate_workload(
         warnings.append(problem)
     _label_template(draft, current, workload)
     _annotate_template(draft, current, topology)
+    _restart_plumbing(draft, workload)
     spec = obj.get("spec") or {}
     if workload.kind == "StatefulSet" and operation == "CREATE":
         if not spec.get("serviceName"):
@@ -74,6 +81,20 @@ def mutate_workload(
     if workload.kind == "Job" and not (template_spec(obj).get("subdomain")):
         draft.dict_at("spec", "template", "spec")["subdomain"] = workload.service
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+def _restart_plumbing(draft: Draft, workload: Workload) -> None:
+    """A StatefulSet of a job restarted in place gets the attempt files, its restarter and its
+    barrier (Indexed Jobs are recreated: their pods' failures belong to the Job controller)."""
+    template = _template(draft.root)
+    settings = workload.settings
+    if workload.kind == "StatefulSet" and wants_in_place(
+        settings.restart_policy, settings.failure_rules
+    ):
+        training = training_container(template, workload.framework.container, settings.container)
+        add_restart_plumbing(draft, template, training)
+    else:
+        remove_restart_plumbing(draft, template)
 
 
 def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,11 +45,12 @@ from webhook.sweeper.actions import (
     ObjectRef,
     Patch,
 )
+from webhook.sweeper.failures import counts_restarts, restarts_whole_job
+from webhook.sweeper.inplace import IN_PLACE_TIMEOUT, InPlace, last_attempt, start_in_place, step
 from webhook.sweeper.policy import (
     DEFAULT_CLEAN_POD_POLICY,
     FAILED,
     PHASES,
-    RESTART_JOB,
     Replica,
     RestartCause,
     Tally,
@@ -112,7 +113,7 @@ def _decide(state: JobState, now: datetime) -> Decision:
     plan: RestartPlan | None = None
     if verdict is None and suspend:
         return _suspend(state, now, recorded, start, succeeded)
-    if verdict is None and state.setting("restart_policy") == RESTART_JOB and not state.deleting:
+    if verdict is None and restarts_whole_job(state) and not state.deleting:
         plan, verdict = _plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = _restarts(state, now, recorded, succeeded)
@@ -179,6 +180,7 @@ def status_json(
     start: datetime,
     restarted_at: datetime | None = None,
     cause: str = "",
+    extra: dict[str, Any] | None = None,
 ) -> str:
     """trainhook.io/status: compact JSON, the same on every workload of the job."""
     value: dict[str, Any] = {
@@ -191,14 +193,16 @@ def status_json(
     if restarted_at is not None:
         value["restartedAt"] = format_time(restarted_at)
         value["cause"] = cause
+    value.update(extra or {})
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _restarts(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> int:
-    """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
-    if state.setting("restart_policy") == RESTART_JOB:
+    """Whole-job restarts when a rule may restart the job; otherwise the failed runs of the
+    training containers."""
+    if restarts_whole_job(state):
         return _count(recorded.get("restarts"))
     return tally(state, now, succeeded).settled
 
@@ -300,12 +304,34 @@ def _resume(state: JobState) -> list[Action]:
 
 @dataclass(frozen=True)
 class RestartPlan:
-    """A whole-job restart under way: the job's pods created before `since` are deleted."""
+    """A restart under way: the job's pods (or one role's) created before `since` are deleted,
+    or, in place, every pod restarts its containers for the next attempt."""
 
     since: datetime
     cause: str  # the RestartCause key
     restarts: int
     new: RestartCause | None  # set when this decision starts the restart
+    rule: str = ""  # the name of the rule that fired
+    fired: dict[str, int] = field(default_factory=dict)  # per budgeted rule: times it acted
+    disruptions: dict[str, int] = field(default_factory=dict)  # free restarts, by kind
+    role: str | None = None  # restart-role: the only role whose pods are deleted
+    in_place: InPlace | None = None
+    fallback: str = ""  # why the pods are recreated although the rule restarts in place
+
+    def extra(self) -> dict[str, Any]:
+        """What trainhook.io/status records of it besides the count and the cause."""
+        value: dict[str, Any] = {}
+        if self.rule:
+            value["rule"] = self.rule
+        if self.fired:
+            value["fired"] = self.fired
+        if self.disruptions:
+            value["disruptions"] = self.disruptions
+        if self.role:
+            value["role"] = self.role
+        if self.in_place is not None:
+            value.update(self.in_place.recorded())
+        return value
 
 
 def _plan_restart(
@@ -314,29 +340,101 @@ def _plan_restart(
     since = parse_time(recorded.get("restartedAt"))
     handled = str(recorded.get("cause") or "")
     restarts = _count(recorded.get("restarts"))
-    cause = restart_cause(state, now, succeeded, since, handled)
+    fired = _counts(recorded.get("fired"))
+    disruptions = _counts(recorded.get("disruptions"))
+    in_place = InPlace.read(recorded)
+    if in_place is not None and not in_place.released:
+        # Every rank is on its way back to the barrier: what happens meanwhile is the restart's.
+        return _current_plan(state, recorded, since, handled, restarts, in_place), None
+    runs_since = in_place.released_at if in_place is not None else since
+    cause = restart_cause(state, now, succeeded, runs_since, handled, in_place=in_place is not None)
     if cause is None:
-        return (RestartPlan(since, handled, restarts, None) if since else None), None
+        plan = _current_plan(state, recorded, since, handled, restarts, in_place)
+        return plan, None
     count = restarts + (1 if cause.counted else 0)
     limit = state.setting("backoff_limit")
-    if cause.counted and limit is not None and count > limit:
+    rule = cause.rule
+    if rule is not None and rule.budget is not None:
+        used = fired.get(rule.key, 0)
+        if used >= rule.budget:
+            verdict = Verdict(
+                FAILED,
+                "BackoffLimitExceeded",
+                f"{cause.message}; {rule.name} has acted {used} time(s), its max is {rule.budget}",
+            )
+            return None, verdict
+        fired = {**fired, rule.key: used + 1}
+    if cause.counted and limit is not None and count > limit and counts_restarts(state):
         verdict = Verdict(
             FAILED,
             "BackoffLimitExceeded",
             f"{cause.message}; the job was restarted {restarts} time(s) "
-            f"and {contract.BACKOFF_LIMIT} is {limit}",
+            f"and {contract.BACKOFF_LIMIT} is {limit}"
+            + (f" ({rule.name})" if rule is not None else ""),
         )
         return None, verdict
-    return RestartPlan(now, cause.key, count, cause), None
+    if cause.disruption is not None:
+        disruptions = {**disruptions, cause.disruption: disruptions.get(cause.disruption, 0) + 1}
+    in_place_now, fallback = (
+        start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
+    )
+    plan = RestartPlan(
+        now,
+        cause.key,
+        count,
+        cause,
+        rule.name if rule is not None else "",
+        fired,
+        disruptions,
+        cause.role,
+        in_place_now,
+        fallback,
+    )
+    return plan, None
+
+
+def _current_plan(
+    state: JobState,
+    recorded: dict[str, Any],
+    since: datetime | None,
+    handled: str,
+    restarts: int,
+    in_place: InPlace | None,
+) -> RestartPlan | None:
+    """The restart recorded last, while it is under way or once it is done (its counts stay)."""
+    if since is None:
+        return None
+    role = recorded.get("role")
+    return RestartPlan(
+        since,
+        handled,
+        restarts,
+        None,
+        str(recorded.get("rule") or ""),
+        _counts(recorded.get("fired")),
+        _counts(recorded.get("disruptions")),
+        role if isinstance(role, str) else None,
+        in_place,
+    )
+
+
+def _counts(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if _count(v)}
 
 
 def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     """The pods a restart still has to delete: every pod of the job's StatefulSets and Jobs
-    created before it, not already going or finished."""
+    (of its one role, for restart-role) created before it, not already going or finished. A
+    restart in place deletes none."""
+    if plan.in_place is not None:
+        return []
     return [
         pod
         for pod in state.pods
         if pod.owner_kind in ("StatefulSet", "Job")
+        and (plan.role is None or pod.role == plan.role)
         and not pod.terminating
         and pod.phase not in ("Succeeded", "Failed")
         and (pod.created is None or pod.created < plan.since)
@@ -344,7 +442,10 @@ def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
 
 
 def _restarted(state: JobState, plan: RestartPlan) -> bool:
-    """Whether a pod created since the restart runs (or has already finished)."""
+    """Whether a pod created since the restart runs (or has already finished); in place,
+    whether every rank is back and released."""
+    if plan.in_place is not None:
+        return plan.in_place.released
     return any(
         pod.phase in ("Running", "Succeeded")
         and pod.created is not None
@@ -359,11 +460,31 @@ def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods
     if cause.counted:
         of = f" of {contract.BACKOFF_LIMIT} {limit}" if limit is not None else ""
         counted = f"restart {plan.restarts}{of}"
+    elif cause.disruption is not None:
+        counted = f"not counted against the backoff limit: {cause.disruption}"
     else:
         counted = "not counted against the backoff limit"
-    message = f"restarting all {pods} pod(s) of the job together ({counted}): {cause.message}"
+    if plan.in_place is not None:
+        what = (
+            f"restarting all {plan.in_place.pods} pod(s) of the job in place "
+            f"(attempt {plan.in_place.attempt})"
+        )
+    elif plan.role is not None:
+        what = f"restarting the {pods} pod(s) of role {plan.role}"
+    else:
+        what = f"restarting all {pods} pod(s) of the job together"
+    rule = f"; {cause.rule.name}" if cause.rule is not None else ""
+    instead = f"; not in place: {plan.fallback}" if plan.fallback else ""
+    message = f"{what} ({counted}): {cause.message}{rule}{instead}"
     kind = "Warning" if cause.counted else "Normal"
     return _event(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
+
+
+def _fallback_event(state: JobState, plan: RestartPlan, pods: int) -> Emit:
+    message = (
+        f"restarting all {pods} pod(s) of the job by recreating them, not in place: {plan.fallback}"
+    )
+    return _event(state, state.workloads[0], "Warning", "Restarting", message, key=message)
 
 
 # --- a running job ------------------------------------------------------------------------
@@ -380,10 +501,18 @@ def _running(
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
     counts = tally(state, now, succeeded)
+    in_place_step = None
+    if plan is not None and plan.in_place is not None and not state.deleting:
+        in_place_step = step(state, plan.in_place, now)
+        if in_place_step.fallback:
+            plan = replace(plan, since=now, in_place=None, fallback=in_place_step.fallback)
+            in_place_step = None
+        else:
+            plan = replace(plan, in_place=in_place_step.in_place)
     restarting = _restart_pods(state, plan) if plan is not None else []
     if plan is not None:
         restarts = plan.restarts
-    elif state.setting("restart_policy") == RESTART_JOB:
+    elif restarts_whole_job(state):
         restarts = _count(recorded.get("restarts"))
     else:
         restarts = counts.settled
@@ -403,10 +532,13 @@ def _running(
         start,
         plan.since if plan else None,
         plan.cause if plan else "",
+        plan.extra() if plan else None,
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:
         events.append(_restart_event(state, plan, plan.new, len(restarting)))
+    elif plan is not None and plan.fallback:
+        events.append(_fallback_event(state, plan, len(restarting)))
     elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
         events.append(_state_event(state, phase, reason, message, restarts))
     try:
@@ -429,9 +561,14 @@ def _running(
         return Decision((invalid,), phase="Invalid")
     actions = _merge_records(state, actions, events, _records(state, counts, status))
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    in_place_deadline = None
+    if in_place_step is not None:
+        actions += in_place_step.actions
+        if not in_place_step.in_place.released:
+            in_place_deadline = in_place_step.in_place.started + IN_PLACE_TIMEOUT
     rechecks = [
         moment
-        for moment in (settled, counts.pending, _deadline_at(state, start))
+        for moment in (settled, counts.pending, _deadline_at(state, start), in_place_deadline)
         if moment is not None and moment > now
     ]
     return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)

@@ -5,12 +5,30 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Final
 
 from webhook.core import contract
+from webhook.core.failure_rules import (
+    COUNTED,
+    FAIL,
+    RESTART_IN_PLACE,
+    RESTART_ROLE,
+    WHOLE_JOB,
+    Rule,
+)
 from webhook.core.frameworks import Framework
-from webhook.sweeper.state import FailedRuns, JobState, PodView, Run
+from webhook.sweeper.failures import (
+    GRACE,
+    Replica,
+    container_name,
+    counts_restarts,
+    early_exit,
+    fired_rules,
+    job_failure_policy,
+    settled,
+)
+from webhook.sweeper.state import FailedRuns, JobState, PodView
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
@@ -20,12 +38,7 @@ PHASES: Final = (SUCCEEDED, FAILED)
 # training containers are retried without limit, and a finished job stays until deleted.
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
-RESTART_JOB: Final = "RestartJob"
-# A peer that crashes because the replica deciding success has just exited can be seen before
-# that exit 0: a failed run counts only once it is this old.
-GRACE: Final = timedelta(seconds=10)
-
-Replica = tuple[str, int]  # (role, index in the role)
+__all__ = ["GRACE", "Replica", "settled"]
 
 
 @dataclass(frozen=True)
@@ -121,12 +134,23 @@ def counted_pods(state: JobState) -> list[PodView]:
     return [pod for pod in state.pods if pod.counts]
 
 
+def _exits_early(state: JobState) -> set[str]:
+    """Pods whose exit 0 a rule of the user's failure policy takes for a failure."""
+    if not state.setting("failure_rules"):
+        return set()
+    policy = job_failure_policy(state)
+    return {pod.name for pod in state.pods if early_exit(state, pod, policy) is not None}
+
+
 def observed_successes(state: JobState) -> dict[str, set[int]]:
     """Per StatefulSet, the role indexes whose training container is seen to have exited 0 now
     (Kubernetes restarts them, so the sweeper records them the first time it sees them)."""
     found: dict[str, set[int]] = {}
+    early = _exits_early(state)
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
+            continue
+        if pod.name in early:
             continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
@@ -139,8 +163,9 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     status for Jobs and bare Pods. A pod being deleted or evicted never counts: it may exit 0
     on SIGTERM."""
     done: set[Replica] = set()
+    early = _exits_early(state)
     for pod in counted_pods(state):
-        if pod.role is None or pod.index is None:
+        if pod.role is None or pod.index is None or pod.name in early:
             continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded
@@ -170,11 +195,6 @@ def judge(state: JobState, now: datetime | None = None) -> Verdict | None:
         message = f"{rule.describe} succeeded (success policy: {source})"
         return Verdict(SUCCEEDED, "Completed", message)
     return failure(state, now, succeeded)
-
-
-def settled(run: Run, now: datetime | None) -> bool:
-    """Whether a failed run is older than the grace period (a run of unknown time is)."""
-    return now is None or run.finished is None or run.finished <= now - GRACE
 
 
 @dataclass(frozen=True)
@@ -244,38 +264,16 @@ def failure(
     # the whole pod group, the controllers recreate the pods), it is not failed.
     if succeeded is None:
         succeeded = succeeded_replicas(state)
-    live = [
-        pod
-        for pod in counted_pods(state)
-        if pod.training is not None and (pod.role, pod.index) not in succeeded
-    ]
     for pod in counted_pods(state):
         if pod.owner_kind == "Pod" and pod.phase == "Failed":
             runs = pod.training.failed_runs() if pod.training else ()
             if all(settled(run, now) for run in runs):
                 return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
-    restart_policy = state.setting("restart_policy") or DEFAULT_RESTART_POLICY
-    if restart_policy == "ExitCode":
-        for pod in live:
-            for run in _settled_runs(pod, now):
-                if 1 <= run.exit_code <= 127:
-                    return Verdict(
-                        FAILED,
-                        "ExitCode",
-                        f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
-                        f"with {contract.RESTART_POLICY} ExitCode, codes 1-127 are permanent",
-                    )
-    if restart_policy == "Never":
-        for pod in live:
-            for run in _settled_runs(pod, now):
-                return Verdict(
-                    FAILED,
-                    "PodFailed",
-                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
-                    f"{contract.RESTART_POLICY} is Never",
-                )
+    for fired in fired_rules(state, now, succeeded):
+        if fired.action == FAIL:
+            return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {fired.rule.name}")
     limit = state.setting("backoff_limit")
-    if limit is not None and restart_policy != RESTART_JOB:
+    if limit is not None and not counts_restarts(state):
         failures = tally(state, now, succeeded).settled
         if failures > limit:
             return Verdict(
@@ -287,32 +285,11 @@ def failure(
     return None
 
 
-def _settled_runs(pod: PodView, now: datetime | None) -> list[Run]:
-    runs = pod.training.failed_runs() if pod.training else ()
-    return [run for run in runs if settled(run, now)]
-
-
-def _container(pod: PodView, run: Run | None = None) -> str:
-    if pod.training is None:
-        return "?"
-    if (
-        run is not None
-        and run is pod.training.init_failed
-        and run
-        not in (
-            pod.training.current,
-            pod.training.last,
-        )
-    ):
-        return f"{pod.training.name} (an init container)"
-    return pod.training.name
-
-
 def _exit_detail(pod: PodView) -> str:
     if pod.training is None:
         return ""
     runs = pod.training.failed_runs()
-    return f": container {_container(pod, runs[0])} {runs[0].describe()}" if runs else ""
+    return f": container {container_name(pod, runs[0])} {runs[0].describe()}" if runs else ""
 
 
 # --- whole-job restarts ---------------------------------------------------------------------
@@ -320,43 +297,44 @@ def _exit_detail(pod: PodView) -> str:
 
 @dataclass(frozen=True)
 class RestartCause:
-    """Why the whole job restarts: a failed training container (counted against the backoff
-    limit), or a pod evicted or preempted (not counted)."""
+    """Why the job restarts, and the rule that says how: a whole-job restart, counted against
+    the budgets or free (a pod stopped from outside), in place or by recreating the pods, or one
+    role's pods only."""
 
     key: str  # identifies the cause, so one cause restarts the job once
     counted: bool
-    reason: str  # OOMKilled, Error, Evicted, ...
+    reason: str  # OOMKilled, Error, Preempted, ...
     message: str
+    rule: Rule | None = None
+    in_place: bool = False
+    role: str | None = None  # restart-role: the only role restarted
+    disruption: str | None = None  # preemption, drain, node-loss, kubelet
 
 
 def restart_cause(
-    state: JobState, now: datetime, succeeded: set[Replica], since: datetime | None, handled: str
+    state: JobState,
+    now: datetime,
+    succeeded: set[Replica],
+    since: datetime | None,
+    handled: str,
+    in_place: bool = False,
 ) -> RestartCause | None:
-    """The first cause for a whole-job restart not handled yet. `since`: when the job was last
-    restarted (pods created before it are on their way out); `handled`: that restart's cause."""
-    for pod in state.pods:
-        if pod.owner_kind not in ("StatefulSet", "Job") or (pod.role, pod.index) in succeeded:
+    """The first cause for a restart not handled yet. `since`: when the job was last restarted
+    (pods created before it are on their way out, runs ended before it were part of it);
+    `handled`: that restart's cause; `in_place`: it kept the pods."""
+    for fired in fired_rules(state, now, succeeded, since, in_place):
+        if fired.pod.owner_kind not in ("StatefulSet", "Job") or fired.key == handled:
             continue
-        if since is not None and (pod.created is None or pod.created < since):
+        if fired.action not in (*WHOLE_JOB, RESTART_ROLE):
             continue
-        if pod.disrupted:
-            key = f"{pod.uid8}/disrupted"
-            if key != handled:
-                return RestartCause(
-                    key, False, "Disrupted", f"pod {pod.name} was evicted or preempted"
-                )
-            continue
-        if pod.terminating or pod.training is None:
-            continue
-        runs = _settled_runs(pod, now)
-        if runs:
-            key = f"{pod.uid8}/{pod.training.failures}"
-            if key != handled:
-                run = runs[0]
-                return RestartCause(
-                    key,
-                    True,
-                    run.reason or "Error",
-                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}",
-                )
+        return RestartCause(
+            fired.key,
+            fired.action in COUNTED,
+            fired.reason,
+            fired.message,
+            fired.rule,
+            in_place=fired.action == RESTART_IN_PLACE,
+            role=fired.pod.role if fired.action == RESTART_ROLE else None,
+            disruption=fired.disruption,
+        )
     return None

@@ -18,6 +18,7 @@ from webhook.core.objects import annotations_of, labels_of, parse_time
 from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
+from webhook.core.restart_in_place import BARRIER
 from webhook.core.settings import Settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.kube.resources import (
@@ -35,6 +36,9 @@ JobKey = tuple[str, str]  # (namespace, job)
 # the DisruptionTarget condition.
 DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
+# What the sweeper writes on pods and reads back: an in-place restart's attempt and its release,
+# and the Kueue marker that ends a pod group.
+POD_RECORDS = (contract.ATTEMPT, contract.RELEASED_ATTEMPT, contract.KUEUE_RETRIABLE_IN_GROUP)
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,13 @@ class PodView:
     peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+    status_reason: str = ""  # the pod's status.reason: Evicted, UnexpectedAdmissionError, ...
+    # (type, reason) of its True DisruptionTarget and TerminationTarget conditions
+    stop_conditions: tuple[tuple[str, str], ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # its trainhook.io/ ones
+    has_barrier: bool = False  # it carries the in-place restart's barrier
+    # When its barrier started waiting, while it waits (an in-place restart under way).
+    barrier_waiting: datetime | None = None
 
     @cached_property
     def uid8(self) -> str:
@@ -329,7 +340,7 @@ def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
 
 
 # What the sweeper keeps of a pod's status conditions, and how much of a termination message.
-KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
+KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled", "TerminationTarget")
 # Where pods made before peers ConfigMaps held their large env values, one annotation each.
 LARGE_VALUES = "trainhook.io/env."
 MESSAGE_KEPT = 512
@@ -358,7 +369,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     kept_metadata["annotations"] = {
         key: value
         for key, value in (metadata.get("annotations") or {}).items()
-        if key == contract.JOB_COMPLETION_INDEX
+        if key in (contract.JOB_COMPLETION_INDEX, contract.KUEUE_RETRIABLE_IN_GROUP)
         or (
             key.startswith(contract.PREFIX)
             and key != contract.HOSTFILE
@@ -740,7 +751,28 @@ def _read_pod(
             "",
         ),
         peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        status_reason=str(status.get("reason") or ""),
+        stop_conditions=tuple(
+            (str(c.get("type")), str(c.get("reason") or ""))
+            for c in conditions
+            if c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+            and c.get("status") == "True"
+        ),
+        annotations={k: v for k, v in annotations.items() if k in POD_RECORDS},
+        has_barrier=any(
+            c.get("name") == BARRIER for c in (pod.get("spec") or {}).get("initContainers") or []
+        ),
+        barrier_waiting=_barrier_waiting(status),
     )
+
+
+def _barrier_waiting(status: Mapping[str, Any]) -> datetime | None:
+    for container in status.get("initContainerStatuses") or []:
+        if container.get("name") == BARRIER:
+            running = (container.get("state") or {}).get("running")
+            if isinstance(running, dict):
+                return parse_time(running.get("startedAt")) or datetime.min.replace(tzinfo=UTC)
+    return None
 
 
 def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: WorkloadView | None) -> int | None:
@@ -787,11 +819,12 @@ def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training |
 
 
 def _init_failures(pod: Mapping[str, Any]) -> tuple[int, Run | None]:
-    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) left out."""
+    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) and the
+    in-place barrier (stopped by every in-place restart) left out."""
     sidecars = {
         c.get("name")
         for c in (pod.get("spec") or {}).get("initContainers") or []
-        if c.get("restartPolicy") == "Always"
+        if c.get("restartPolicy") == "Always" or c.get("name") == BARRIER
     }
     count = 0
     newest: Run | None = None
