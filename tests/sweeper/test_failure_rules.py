@@ -209,7 +209,7 @@ def test_without_a_rule_an_exit_0_is_a_success_as_before() -> None:
     pods = [pod(master, 0), pod(workers, 0), terminated(pod(workers, 1), 0, reason="Completed")]
     actions = decision("pt", workloads, pods, records=True).actions
     assert not of_type(actions, Delete)
-    worker_patch = [p for p in of_type(actions, Patch) if p.name == "pt-worker"][0]
+    worker_patch = next(p for p in of_type(actions, Patch) if p.name == "pt-worker")
     assert worker_patch.patch["metadata"]["annotations"][contract.SUCCEEDED] == "1"
 
 
