@@ -47,6 +47,7 @@ from webhook.sweeper.actions import (
 )
 from webhook.sweeper.failures import counts_restarts, restarts_whole_job
 from webhook.sweeper.inplace import IN_PLACE_TIMEOUT, InPlace, last_attempt, start_in_place, step
+from webhook.sweeper.kueue import finished_marker
 from webhook.sweeper.policy import (
     DEFAULT_CLEAN_POD_POLICY,
     FAILED,
@@ -1154,7 +1155,14 @@ def _finished(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
     if expires is not None and now >= expires and not patches:
         return Decision(tuple(_delete_job(state)))
-    actions = (*events, *patches, *_clean_pods(state, clean), *_release_gang(state))
+    # The Kueue marker before the pods go: Kueue must see it on a pod of the group.
+    actions = (
+        *events,
+        *finished_marker(state),
+        *patches,
+        *_clean_pods(state, clean),
+        *_release_gang(state),
+    )
     return Decision(actions, recheck_at=expires, phase=outcome.phase)
 
 
