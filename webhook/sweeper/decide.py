@@ -118,7 +118,13 @@ def _decide(state: JobState, now: datetime) -> Decision:
         plan, verdict = _plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = _restarts(state, now, recorded, succeeded)
-        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        # what the restarts recorded stays; the rule named is the one that ended the job
+        extra: dict[str, Any] = {k: recorded[k] for k in ("fired", "disruptions") if k in recorded}
+        if verdict.rule:
+            extra["rule"] = verdict.rule
+        status = status_json(
+            verdict.phase, verdict.reason, verdict.message, restarts, start, extra=extra
+        )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return _finished(state, outcome, now)
     return _running(state, now, recorded, start, succeeded, plan)
@@ -362,6 +368,7 @@ def _plan_restart(
                 FAILED,
                 "BackoffLimitExceeded",
                 f"{cause.message}; {rule.name} has acted {used} time(s), its max is {rule.budget}",
+                rule.name,
             )
             return None, verdict
         fired = {**fired, rule.key: used + 1}
@@ -372,6 +379,7 @@ def _plan_restart(
             f"{cause.message}; the job was restarted {restarts} time(s) "
             f"and {contract.BACKOFF_LIMIT} is {limit}"
             + (f" ({rule.name})" if rule is not None else ""),
+            rule.name if rule is not None else "",
         )
         return None, verdict
     if cause.disruption is not None:

@@ -46,6 +46,7 @@ class Verdict:
     phase: str  # Succeeded or Failed
     reason: str  # CamelCase, recorded in trainhook.io/reason and on the Event
     message: str  # one line for a person
+    rule: str = ""  # the failure rule that decided it, by name
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,8 @@ def failure(
                 return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
     for fired in fired_rules(state, now, succeeded):
         if fired.action == FAIL:
-            return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {fired.rule.name}")
+            rule = fired.rule.name
+            return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {rule}", rule)
     limit = state.setting("backoff_limit")
     if limit is not None and not counts_restarts(state):
         failures = tally(state, now, succeeded).settled
