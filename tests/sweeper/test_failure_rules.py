@@ -54,6 +54,7 @@ def test_an_oomkilled_rank_fails_the_job_naming_the_rule() -> None:
         "FailurePolicy",
         "pod pt-worker-1: container pytorch exited with code 137 (OOMKilled): CUDA out of "
         "memory; failure-policy rule 1 (reason=OOMKilled -> fail)",
+        "failure-policy rule 1 (reason=OOMKilled -> fail)",
     )
     actions = decision("pt", workloads, pods, records=True).actions
     failed = [e for e in of_type(actions, Emit) if e.reason == "FailurePolicy"]
@@ -181,6 +182,7 @@ def test_a_rule_may_fail_a_job_whose_pod_lost_its_node() -> None:
         "FailurePolicy",
         "pod pt-worker-1 lost its node (DisruptionTarget DeletionByPodGC); failure-policy rule 1 "
         "(disrupted=node-loss -> fail)",
+        "failure-policy rule 1 (disrupted=node-loss -> fail)",
     )
 
 

@@ -30,7 +30,7 @@ def restarted_job() -> tuple[list, list]:
         "restartedAt": "2025-01-01T01:00:00Z",
         "cause": "abcd1234/1",
         "rule": 'failure-policy rule 2 (message~"NCCL*timed out" -> restart-job max=3)',
-        "fired": {"failure-policy/2": 1},
+        "fired": {"policy/2": 1},
         "disruptions": {"preemption": 2, "drain": 1},
     }
     for workload in (master, workers):
