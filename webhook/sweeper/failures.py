@@ -125,8 +125,9 @@ def fired_rules(
     in_place: bool = False,
 ) -> Iterator[Fired]:
     """Every rule that fires now, pod by pod (newest run first). `since`: when the job was last
-    restarted; runs that ended before it, and pods created before it (unless the job restarted
-    in place, keeping its pods), are part of that restart."""
+    restarted; pods created before it (recreated) or, in place, runs that ended by then (when it
+    was released) are part of that restart."""
+    runs_since = since if in_place else None
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
     for pod in state.pods:
@@ -148,11 +149,11 @@ def fired_rules(
         early = early_exit(state, pod, policy)
         if training is not None and early is not None:
             run = training.current if training.exit_code == 0 else training.last
-            if run is not None and settled(run, now) and _after(run, since):
+            if run is not None and settled(run, now) and _after(run, runs_since):
                 message = f"pod {pod.name}: container {training.name} {run.describe()}"
                 key = f"{pod.uid8}/exit0/{training.restarts}"
                 yield Fired(pod, early, key, "Completed", message)
-        runs = [r for r in _failed_runs(pod) if settled(r, now) and _after(r, since)]
+        runs = [r for r in _failed_runs(pod) if settled(r, now) and _after(r, runs_since)]
         for run in runs:
             rule = policy.first(_facts(pod, run))
             if rule is not None and training is not None:
@@ -175,7 +176,7 @@ def _failed_runs(pod: PodView) -> tuple[Run, ...]:
 
 
 def _after(run: Run, since: datetime | None) -> bool:
-    return since is None or run.finished is None or run.finished >= since
+    return since is None or run.finished is None or run.finished > since
 
 
 def container_name(pod: PodView, run: Run | None = None) -> str:
