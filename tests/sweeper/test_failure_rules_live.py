@@ -62,7 +62,7 @@ def recreate(kube: Any, workloads: tuple[Any, ...]) -> None:
 
 def test_a_rank_oomkilled_fails_the_job_with_events_naming_the_rule(emulator, kube):
     settings = {contract.FAILURE_POLICY: "reason=OOMKilled -> fail"}
-    _, _, pods = create_pytorch_job(kube, settings)
+    create_pytorch_job(kube, settings)
     with sweeping(kube):
         eventually(lambda: status_of(emulator).get("state") == "Running", what="Running")
         exited(kube, "pt-worker-1", 137, "OOMKilled", "CUDA out of memory")
