@@ -11,7 +11,9 @@
 6. per framework, jobs of 64 to 8,192 pods: bytes one pod holds, bytes the job writes to the
    API, admission time per pod and the sweeper's memory for the job (bench/sizes.py);
 7. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
-   1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own).
+   1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own);
+8. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
+   rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
+from bench.restarts import restart_costs
+from bench.restarts import table as restarts_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
@@ -294,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 7. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
+    print("\n## 8. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
+    restarts = restart_costs()
+    print(restarts_table(restarts))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
@@ -303,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
+            "restarts": [dataclasses.asdict(c) for c in restarts],
             "attacks": [
                 {
                     "attack": r.attack,

@@ -5,95 +5,19 @@ kubelet played by the test that restarts every container of a pod when its attem
 from __future__ import annotations
 
 import json
-import threading
-from datetime import UTC, datetime
 from typing import Any
 
-from tests.support.stored import pod, stamped, statefulset
+from tests.support.played_cluster import PlayedCluster, in_place_pod
+from tests.support.stored import stamped, statefulset
 from tests.support.waiting import eventually
 from webhook.core import contract
-from webhook.core.restart_in_place import BARRIER, RESTARTER
+from webhook.core.restart_in_place import BARRIER
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
-from webhook.sweeper.state import format_time
 
 from .live import sweeping
 from .test_sweeper_api import annotations_on
 
 SETTINGS = {contract.RESTART_POLICY: "RestartJobInPlace", contract.BACKOFF_LIMIT: "2"}
-
-
-def now() -> str:
-    return format_time(datetime.now(UTC))
-
-
-def in_place_pod(owner: dict[str, Any], index: int, node: str) -> dict[str, Any]:
-    obj = pod(owner, index)
-    obj["spec"]["nodeName"] = node
-    obj["spec"]["initContainers"] = [
-        {"name": RESTARTER, "image": "trainer:1", "restartPolicy": "Always"},
-        {"name": BARRIER, "image": "trainer:1"},
-    ]
-    obj["status"]["initContainerStatuses"] = [
-        {"name": RESTARTER, "restartCount": 0, "state": {"running": {}}},
-        {"name": BARRIER, "restartCount": 0, "state": {"terminated": {"exitCode": 0}}},
-    ]
-    return obj
-
-
-class Kubelet:
-    """Restarts every container of a pod whose attempt changed, then keeps its barrier waiting
-    until the attempt is released; pods in `held` are slow to restart."""
-
-    def __init__(self, emulator: Any, kube: Any) -> None:
-        self.emulator, self.kube = emulator, kube
-        self.held: set[str] = set()
-        self.restarted: dict[str, int] = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run)
-
-    def __enter__(self) -> Kubelet:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-
-    def run(self) -> None:
-        while not self.stop.wait(0.05):
-            for obj in self.emulator.objects(PODS, "ml"):
-                self.sync(obj)
-
-    def sync(self, obj: dict[str, Any]) -> None:
-        name = obj["metadata"]["name"]
-        annotations = obj["metadata"].get("annotations") or {}
-        wanted = int(annotations.get(contract.ATTEMPT) or 0)
-        released = int(annotations.get(contract.RELEASED_ATTEMPT) or 0)
-        status = obj["status"]
-        training = status["containerStatuses"][0]
-        if wanted > self.restarted.get(name, 0) and name not in self.held:
-            self.restarted[name] = wanted
-            killed = {"exitCode": 137, "reason": "Error", "finishedAt": now()}
-            training = {
-                **training,
-                "restartCount": training["restartCount"] + 1,
-                "state": {"waiting": {"reason": "PodInitializing"}},
-                "lastState": {"terminated": killed},
-            }
-            barrier = {
-                "name": BARRIER,
-                "restartCount": 0,
-                "state": {"running": {"startedAt": now()}},
-            }
-            self.report(name, training, barrier)
-        elif released >= wanted > 0 and "running" in status["initContainerStatuses"][1]["state"]:
-            barrier = {"name": BARRIER, "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}
-            self.report(name, {**training, "state": {"running": {"startedAt": now()}}}, barrier)
-
-    def report(self, name: str, training: dict[str, Any], barrier: dict[str, Any]) -> None:
-        restarter = {"name": RESTARTER, "restartCount": 0, "state": {"running": {}}}
-        status = {"containerStatuses": [training], "initContainerStatuses": [restarter, barrier]}
-        self.kube.patch(PODS, "ml", name, {"status": status})
 
 
 def pods_seen(emulator: Any) -> dict[str, tuple[str, str, dict[str, str]]]:
@@ -131,20 +55,16 @@ def test_a_multi_role_job_restarts_in_place_and_starts_again_only_when_every_ran
     for owner, index, node in placed:
         kube.create(PODS, "ml", in_place_pod(owner, index, node))
     before = pods_seen(emulator)
-    with Kubelet(emulator, kube) as kubelet, sweeping(kube) as sweeper:
+    with PlayedCluster(emulator, kube, [master, workers]) as kubelet, sweeping(kube) as sweeper:
         eventually(lambda: status_of(emulator).get("state") == "Running", what="Running")
         kubelet.held.add("pt-master-0")  # its node is slow to restart its containers
         crashed = {"exitCode": 1, "reason": "Error", "finishedAt": "2025-01-01T00:00:00Z"}
         training = {"name": "pytorch", "restartCount": 1, "state": {"running": {}}}
-        kubelet.report(
-            "pt-worker-1",
-            {**training, "lastState": {"terminated": crashed}},
-            {
-                "name": BARRIER,
-                "restartCount": 0,
-                "state": {"terminated": {"exitCode": 0}},
-            },
+        finished = {"name": BARRIER, "state": {"terminated": {"exitCode": 0}}}
+        _, name, crash = kubelet.report(
+            "pt-worker-1", {**training, "lastState": {"terminated": crashed}}, finished
         )
+        kube.patch(PODS, "ml", name, crash)
         eventually(
             lambda: kubelet.restarted == {"pt-worker-0": 1, "pt-worker-1": 1},
             what="the workers restarted for attempt 1",
