@@ -93,3 +93,19 @@ def test_a_preempted_kueue_job_restarts_free_and_leaves_its_group_retriable() ->
         ][contract.STATUS]
     )
     assert (status["restarts"], status["disruptions"]) == (0, {"preemption": 1})
+
+
+def test_the_sweeper_cache_keeps_what_says_kueue_stopped_a_pod() -> None:
+    from webhook.sweeper.state import slim_pod
+
+    [master] = stamped(statefulset("pt-master", role="master", job="pt", annotations=KUEUE))
+    stopped = pod(master, 0, exit_code=137)
+    stopped["status"]["conditions"].append(
+        {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted"}
+    )
+    stopped["metadata"]["annotations"].update(MARKER)
+    held = slim_pod(stopped)
+    assert {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvicted"} in held[
+        "status"
+    ]["conditions"]
+    assert held["metadata"]["annotations"][contract.KUEUE_RETRIABLE_IN_GROUP] == "false"
