@@ -18,6 +18,7 @@ from webhook.core.failure_rules import (
     RESTART_JOB_FREE,
     RETRY,
     Failure,
+    Rule,
     failure_policy,
     parse_rules,
 )
@@ -30,6 +31,11 @@ condition=DisruptionTarget:PreemptionByScheduler -> restart-job-free max=10
 exit=0 role=worker -> ignore
 exit=1-127,255 -> fail
 """
+
+
+def action(rule: Rule | None) -> str:
+    assert rule is not None
+    return rule.action
 
 
 def fired(failure: Failure, restart_policy: str | None = "RestartJob") -> str:
@@ -92,8 +98,8 @@ def test_without_a_restart_policy_the_onfailure_preset_retries_and_ignores_disru
     policy = failure_policy(None, None)
     node_lost = Failure("worker", None, conditions=(("DisruptionTarget", "DeletionByPodGC"),))
     assert [r.action for r in policy.rules] == [IGNORE, RETRY]
-    assert policy.first(node_lost).action == IGNORE  # type: ignore[union-attr]
-    assert policy.first(Failure("worker", 1)).action == RETRY  # type: ignore[union-attr]
+    assert action(policy.first(node_lost)) == IGNORE
+    assert action(policy.first(Failure("worker", 1))) == RETRY
 
 
 @pytest.mark.parametrize(
@@ -110,8 +116,9 @@ def test_each_restart_policy_is_a_preset_of_rules(restart_policy: str, actions: 
 
 def test_exitcode_fails_codes_below_128_and_retries_signals() -> None:
     policy = failure_policy(None, "ExitCode")
-    assert policy.first(Failure("worker", 1)).verdict_reason == "ExitCode"  # type: ignore[union-attr]
-    assert policy.first(Failure("worker", 137)).action == RETRY  # type: ignore[union-attr]
+    first = policy.first(Failure("worker", 1))
+    assert first is not None and first.verdict_reason == "ExitCode"
+    assert action(policy.first(Failure("worker", 137))) == RETRY
 
 
 def test_a_message_pattern_is_matched_without_backtracking_on_hostile_text() -> None:
@@ -119,11 +126,9 @@ def test_a_message_pattern_is_matched_without_backtracking_on_hostile_text() -> 
     # pattern's pieces are searched for in order, once each.
     rules = parse_rules('message~"a*a*a*a*a*a*a*a*a*a*a*a*b" -> fail')
     hostile = Failure("worker", 1, message="a" * 100_000)
-    assert failure_policy(rules, None).first(hostile).action == RETRY  # type: ignore[union-attr]
-    assert (
-        failure_policy(rules, None).first(Failure("worker", 1, message="a" * 12 + "b")).action
-        == FAIL
-    )  # type: ignore[union-attr]
+    assert action(failure_policy(rules, None).first(hostile)) == RETRY
+    found = failure_policy(rules, None).first(Failure("worker", 1, message="a" * 12 + "b"))
+    assert action(found) == FAIL
 
 
 def refusal(annotations: dict[str, str], framework: str = "pytorch") -> str:

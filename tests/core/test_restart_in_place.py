@@ -77,6 +77,25 @@ def test_a_job_restarted_in_place_gets_a_restarter_the_users_init_containers_the
     assert len(template_of(original)["initContainers"]) == 1
 
 
+def test_the_helpers_run_with_the_training_containers_image_and_security_context() -> None:
+    obj = in_place_job(IN_PLACE)
+    restricted = {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    trainer = template_of(obj)["containers"][0]
+    trainer.update(securityContext=restricted, imagePullPolicy="IfNotPresent")
+    spec = template_of(mutate_workload(obj, "CREATE", "default").workload)
+    for helper in (spec["initContainers"][0], spec["initContainers"][-1]):
+        assert (helper["image"], helper["imagePullPolicy"], helper["securityContext"]) == (
+            trainer["image"],
+            "IfNotPresent",
+            restricted,
+        )
+
+
 def test_a_rule_that_restarts_in_place_adds_the_same_and_the_pods_are_valid_kubernetes_136() -> (
     None
 ):

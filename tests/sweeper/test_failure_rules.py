@@ -35,6 +35,7 @@ def condition(obj: dict[str, Any], kind: str, reason: str) -> dict[str, Any]:
 
 def restart_event(actions: Any) -> Emit:
     (event,) = [e for e in of_type(actions, Emit) if e.reason == "Restarting"]
+    assert isinstance(event, Emit)
     return event
 
 

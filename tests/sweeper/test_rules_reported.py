@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
@@ -15,7 +16,7 @@ NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 POLICY = 'reason=OOMKilled -> fail\nmessage~"NCCL*timed out" -> restart-job max=3'
 
 
-def restarted_job() -> tuple[list, list]:
+def restarted_job() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     annotations = {contract.FAILURE_POLICY: POLICY, contract.RESTART_POLICY: "RestartJob"}
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt", annotations=annotations),

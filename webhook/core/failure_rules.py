@@ -11,6 +11,7 @@ backtracking regular expression.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -377,6 +378,7 @@ _PRESETS: Final = {
 }
 
 
+@functools.cache
 def preset(restart_policy: str) -> tuple[Rule, ...]:
     return tuple(
         _rule(number, text, restart_policy, reason or "FailurePolicy")
@@ -384,6 +386,7 @@ def preset(restart_policy: str) -> tuple[Rule, ...]:
     )
 
 
+@functools.lru_cache(maxsize=256)
 def failure_policy(rules: tuple[Rule, ...] | None, restart_policy: str | None) -> FailurePolicy:
     """The user's rules, then the restart policy's (OnFailure when unset)."""
     return FailurePolicy((*(rules or ()), *preset(restart_policy or "OnFailure")))

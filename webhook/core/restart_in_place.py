@@ -69,7 +69,14 @@ def add_restart_plumbing(draft: Draft, template: Mapping[str, Any], training: in
     ):
         return
     position = training if training is not None else 0
-    image = containers[position].get("image")
+    trainer = containers[position]
+    # The helpers run like the training container: its image, pull policy and security context
+    # (a namespace that enforces the restricted Pod Security Standard admits them as it does it).
+    same = {
+        key: trainer[key]
+        for key in ("image", "imagePullPolicy", "securityContext")
+        if trainer.get(key) is not None
+    }
     base = ("spec", "template", "spec")
     draft.list_at(*base, "volumes").append(
         {
@@ -84,7 +91,7 @@ def add_restart_plumbing(draft: Draft, template: Mapping[str, Any], training: in
     )
     restarter = {
         "name": RESTARTER,
-        "image": image,
+        **same,
         "volumeMounts": [_mount()],
         "command": ["sh", "-c", RESTARTER_SCRIPT],
         "restartPolicy": "Always",
@@ -98,7 +105,7 @@ def add_restart_plumbing(draft: Draft, template: Mapping[str, Any], training: in
     }
     barrier = {
         "name": BARRIER,
-        "image": image,
+        **same,
         "volumeMounts": [_mount()],
         "command": ["sh", "-c", BARRIER_SCRIPT],
         "resources": _resources(),
