@@ -153,14 +153,14 @@ def refusal(annotations: dict[str, str], framework: str = "pytorch") -> str:
         (
             "* -> reboot",
             "trainhook.io/failure-policy: invalid value '* -> reboot': rule 1: action 'reboot': "
-            "one of fail, restart-job, restart-job-free, restart-in-place, restart-role, retry, "
-            "ignore",
+            "one of fail, restart-job, restart-job-free, restart-in-place, restart-role, "
+            "restart-pod, retry, ignore",
         ),
         (
             "exit=1 -> fail max=2",
             "trainhook.io/failure-policy: invalid value 'exit=1 -> fail max=2': rule 1: max= is "
-            "for restart-job, restart-job-free, restart-in-place, restart-role; retry counts "
-            "against trainhook.io/backoff-limit, fail and ignore need none",
+            "for restart-job, restart-job-free, restart-in-place, restart-role, restart-pod; retry "
+            "counts against trainhook.io/backoff-limit, fail and ignore need none",
         ),
         (
             "status=Failed -> fail",
@@ -180,7 +180,7 @@ def refusal(annotations: dict[str, str], framework: str = "pytorch") -> str:
         (
             "exit=1 -> restart-role",
             "trainhook.io/failure-policy: invalid value 'exit=1 -> restart-role': rule 1: "
-            "restart-role needs a job that takes a restarted role back: elastic pytorch "
+            "restart-role needs a job that takes restarted pods back: elastic pytorch "
             "(trainhook.io/elastic) or a tensorflow or paddle parameter-server job, not a "
             "pytorch job without trainhook.io/elastic",
         ),

@@ -242,3 +242,30 @@ def test_restart_role_restarts_only_the_failed_pods_role_of_a_parameter_server_j
     assert restart_event(actions).message.startswith(
         "restarting the 2 pod(s) of role ps (restart 1)"
     )
+
+
+def test_restart_pod_replaces_the_failed_pod_alone_and_keeps_watching_the_others() -> None:
+    annotations = {contract.FAILURE_POLICY: "reason=Error -> restart-pod max=5"}
+    annotations[contract.ELASTIC] = "2:4"
+    master = statefulset("pt-master", role="master", job="pt", annotations=annotations, rv="41")
+    worker = statefulset(
+        "pt-worker", role="worker", job="pt", replicas=2, annotations=annotations, rv="42"
+    )
+    workloads = stamped(master, worker)
+    master, workers = workloads
+    crashed = terminated(pod(workers, 1, restarts=1), 1, last=True)
+    pods = [pod(master, 0), pod(workers, 0), crashed]
+    actions = decision("pt", workloads, pods, records=True).actions
+    assert [d.name for d in of_type(actions, Delete)] == ["pt-worker-1"]
+    assert restart_event(actions).message.startswith("restarting pod pt-worker-1 alone (restart 1)")
+    status = status_of(actions)
+    assert (status["pod"], status["fired"]) == ("pt-worker-1", {"policy/1": 1})
+    # Later a pod the restart left alone fails: it is a new cause, not part of that restart.
+    for workload in workloads:
+        workload["metadata"]["annotations"][contract.STATUS] = json.dumps(status)
+        workload["metadata"]["resourceVersion"] += "1"
+    replaced = pod(workers, 1)
+    replaced["metadata"]["creationTimestamp"] = "2025-01-01T01:00:05Z"
+    other = terminated(pod(workers, 0, restarts=1), 1, last=True)
+    actions = decision("pt", workloads, [pod(master, 0), other, replaced], records=True).actions
+    assert [d.name for d in of_type(actions, Delete)] == ["pt-worker-0"]

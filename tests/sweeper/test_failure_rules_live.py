@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.support.stored import pod
+from tests.support.stored import pod, stamped, statefulset
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
@@ -25,7 +25,13 @@ def report(kube: Any, name: str, **status: Any) -> None:
 
 
 def exited(
-    kube: Any, name: str, code: int, reason: str = "Error", message: str = "", at: str = LONG_AGO
+    kube: Any,
+    name: str,
+    code: int,
+    reason: str = "Error",
+    message: str = "",
+    at: str = LONG_AGO,
+    container: str = "pytorch",
 ) -> None:
     run: dict[str, Any] = {"exitCode": code, "reason": reason, "finishedAt": at}
     if message:
@@ -35,7 +41,7 @@ def exited(
         name,
         containerStatuses=[
             {
-                "name": "pytorch",
+                "name": container,
                 "restartCount": 1,
                 "state": {"running": {}},
                 "lastState": {"terminated": run},
@@ -177,3 +183,91 @@ def test_a_worker_that_exits_0_early_restarts_the_job(emulator, kube):
         "pytorch exited with code 0; failure-policy rule 1 (exit=0 role=worker -> restart-job)"
     )
     assert contract.SUCCEEDED not in annotations_on(emulator, STATEFULSETS, "pt-worker")
+
+
+def create_tensorflow_ps_job(kube: Any, settings: dict[str, str]) -> list[dict[str, Any]]:
+    workloads = stamped(
+        statefulset(
+            "tf-chief", framework="tensorflow", role="chief", job="tf", annotations=settings
+        ),
+        statefulset(
+            "tf-ps", framework="tensorflow", role="ps", job="tf", replicas=2, annotations=settings
+        ),
+        statefulset(
+            "tf-worker",
+            framework="tensorflow",
+            role="worker",
+            job="tf",
+            replicas=2,
+            annotations=settings,
+        ),
+    )
+    created = [kube.create(STATEFULSETS, "ml", w) for w in workloads]
+    for owner in created:
+        for index in range(owner["spec"]["replicas"]):
+            kube.create(PODS, "ml", pod(owner, index))
+    return created
+
+
+def tf_status(emulator: Any) -> dict[str, Any]:
+    return status_of(emulator, "tf-chief")
+
+
+def test_a_parameter_server_that_fails_restarts_its_role_alone(emulator, kube):
+    create_tensorflow_ps_job(kube, {contract.FAILURE_POLICY: "role=ps -> restart-role max=2"})
+    with sweeping(kube) as sweeper:
+        eventually(lambda: tf_status(emulator).get("state") == "Running", what="Running")
+        exited(kube, "tf-ps-1", 1, message="OSError: address in use", container="tensorflow")
+        eventually(
+            lambda: names(emulator, PODS) == ["tf-chief-0", "tf-worker-0", "tf-worker-1"],
+            what="the parameter servers deleted",
+        )
+        eventually(lambda: tf_status(emulator).get("role") == "ps", what="recorded")
+    assert not [
+        a
+        for a in sweeper.actions
+        if a.startswith(("delete Pod ml/tf-worker", "delete Pod ml/tf-chief"))
+    ]
+    (event,) = events(emulator, "Restarting")
+    assert event["message"].startswith(
+        "restarting the 2 pod(s) of role ps (restart 1): pod tf-ps-1"
+    )
+
+
+def test_ignored_and_retried_failures_leave_the_pods_to_kubernetes(emulator, kube):
+    policy = "exit=143 -> ignore\nexit=1 -> retry"
+    settings = {contract.FAILURE_POLICY: policy, contract.RESTART_POLICY: "RestartJob"}
+    create_pytorch_job(kube, settings)
+    with sweeping(kube) as sweeper:
+        eventually(lambda: status_of(emulator).get("state") == "Running", what="Running")
+        exited(kube, "pt-worker-0", 143)
+        exited(kube, "pt-worker-1", 1)
+        sweeper.reconciled("ml", "pt", times=3)
+    assert not [a for a in sweeper.actions if a.startswith("delete Pod")]
+    assert not events(emulator, "Restarting")
+    assert not annotations_on(emulator, STATEFULSETS, "pt-master").get(contract.PHASE)
+
+
+def test_a_kueue_job_that_ends_marks_its_pod_group_finished(emulator, kube):
+    settings = {contract.SCHEDULER: "kueue", contract.QUEUE: "team-a"}
+    create_pytorch_job(kube, settings)
+    with sweeping(kube):
+        eventually(lambda: status_of(emulator).get("state") == "Running", what="Running")
+        exited(kube, "pt-master-0", 0, "Completed")
+        eventually(
+            lambda: annotations_on(emulator, PODS, "pt-master-0").get(
+                contract.KUEUE_RETRIABLE_IN_GROUP
+            ),
+            what="the Kueue marker",
+        )
+        eventually(
+            lambda: annotations_on(emulator, STATEFULSETS, "pt-master").get(contract.PHASE),
+            what="the outcome",
+        )
+    marked = [
+        p["metadata"]["name"]
+        for p in emulator.objects(PODS, "ml")
+        if (p["metadata"].get("annotations") or {}).get(contract.KUEUE_RETRIABLE_IN_GROUP)
+        == "false"
+    ]
+    assert marked == ["pt-master-0"]

@@ -26,6 +26,7 @@ RESTART_JOB: Final = "restart-job"
 RESTART_JOB_FREE: Final = "restart-job-free"  # a whole-job restart not counted against a budget
 RESTART_IN_PLACE: Final = "restart-in-place"  # a whole-job restart that keeps the pods
 RESTART_ROLE: Final = "restart-role"  # the failed pod's role only (elastic or parameter servers)
+RESTART_POD: Final = "restart-pod"  # the failed pod only, recreated (elastic or parameter servers)
 RETRY: Final = "retry"  # Kubernetes restarts the container; counted against the backoff limit
 IGNORE: Final = "ignore"  # nothing is done and nothing counted
 ACTIONS: Final = (
@@ -34,12 +35,14 @@ ACTIONS: Final = (
     RESTART_JOB_FREE,
     RESTART_IN_PLACE,
     RESTART_ROLE,
+    RESTART_POD,
     RETRY,
     IGNORE,
 )
+PARTIAL: Final = (RESTART_ROLE, RESTART_POD)  # for jobs that take restarted pods back
 WHOLE_JOB: Final = (RESTART_JOB, RESTART_JOB_FREE, RESTART_IN_PLACE)
-BUDGETED: Final = (RESTART_JOB, RESTART_JOB_FREE, RESTART_IN_PLACE, RESTART_ROLE)
-COUNTED: Final = (RESTART_JOB, RESTART_IN_PLACE, RESTART_ROLE)  # against the backoff limit
+BUDGETED: Final = (RESTART_JOB, RESTART_JOB_FREE, RESTART_IN_PLACE, *PARTIAL)
+COUNTED: Final = (RESTART_JOB, RESTART_IN_PLACE, *PARTIAL)  # against the backoff limit
 
 # Why a pod was stopped from outside: the DisruptionTarget condition's reason (Kubernetes), the
 # TerminationTarget condition (Kueue), or the pod's status.reason (the kubelet).
@@ -393,6 +396,7 @@ def failure_policy(rules: tuple[Rule, ...] | None, restart_policy: str | None) -
 
 
 def partial_restart_allowed(framework: str, elastic: bool) -> bool:
-    """Whether restarting one role alone can work: torchrun's elastic rendezvous takes pods
-    back, and parameter-server jobs (TensorFlow, Paddle) take workers and servers back."""
+    """Whether restarting one role or one pod alone can work: torchrun's elastic rendezvous
+    takes pods back, and parameter-server jobs (TensorFlow, Paddle) take workers and servers
+    back."""
     return elastic or framework in ("tensorflow", "paddle")

@@ -10,8 +10,8 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.failure_rules import (
+    PARTIAL,
     RESTART_POLICIES,
-    RESTART_ROLE,
     Rule,
     parse_rules,
     partial_restart_allowed,
@@ -186,13 +186,13 @@ def _failure_rules(
                 f"rule {rule.number}: role {strangers[0]}: {framework.name} roles are "
                 + ", ".join(framework.roles),
             )
-        if rule.action == RESTART_ROLE and not partial_restart_allowed(
+        if rule.action in PARTIAL and not partial_restart_allowed(
             framework.name, elastic is not None
         ):
             raise InvalidSetting(
                 contract.FAILURE_POLICY,
                 rule.text,
-                f"rule {rule.number}: {RESTART_ROLE} needs a job that takes a restarted role "
+                f"rule {rule.number}: {rule.action} needs a job that takes restarted pods "
                 f"back: elastic pytorch ({contract.ELASTIC}) or a tensorflow or paddle "
                 f"parameter-server job, not a {framework.name} job"
                 + (f" without {contract.ELASTIC}" if framework.elastic else ""),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -322,6 +322,7 @@ class RestartPlan:
     fired: dict[str, int] = field(default_factory=dict)  # per budgeted rule: times it acted
     disruptions: dict[str, int] = field(default_factory=dict)  # free restarts, by kind
     role: str | None = None  # restart-role: the only role whose pods are deleted
+    pod: str | None = None  # restart-pod: the only pod deleted
     in_place: InPlace | None = None
     fallback: str = ""  # why the pods are recreated although the rule restarts in place
 
@@ -336,6 +337,8 @@ class RestartPlan:
             value["disruptions"] = self.disruptions
         if self.role:
             value["role"] = self.role
+        if self.pod:
+            value["pod"] = self.pod
         if self.in_place is not None:
             value.update(self.in_place.recorded())
         return value
@@ -354,7 +357,15 @@ def _plan_restart(
         # Every rank is on its way back to the barrier: what happens meanwhile is the restart's.
         return _current_plan(state, recorded, since, handled, restarts, in_place), None
     runs_since = in_place.released_at if in_place is not None else since
-    cause = restart_cause(state, now, succeeded, runs_since, handled, in_place=in_place is not None)
+    cause = restart_cause(
+        state,
+        now,
+        succeeded,
+        runs_since,
+        handled,
+        in_place=in_place is not None,
+        restarted=_restarted_by(recorded.get("role"), recorded.get("pod")),
+    )
     if cause is None:
         plan = _current_plan(state, recorded, since, handled, restarts, in_place)
         return plan, None
@@ -396,10 +407,20 @@ def _plan_restart(
         fired,
         disruptions,
         cause.role,
+        cause.pod,
         in_place_now,
         fallback,
     )
     return plan, None
+
+
+def _restarted_by(role: object, pod: object) -> Callable[[PodView], bool] | None:
+    """The pods a partial restart restarted: one role's, or one pod."""
+    if isinstance(pod, str):
+        return lambda view: view.name == pod
+    if isinstance(role, str):
+        return lambda view: view.role == role
+    return None
 
 
 def _current_plan(
@@ -413,7 +434,7 @@ def _current_plan(
     """The restart recorded last, while it is under way or once it is done (its counts stay)."""
     if since is None:
         return None
-    role = recorded.get("role")
+    role, pod = recorded.get("role"), recorded.get("pod")
     return RestartPlan(
         since,
         handled,
@@ -423,6 +444,7 @@ def _current_plan(
         _counts(recorded.get("fired")),
         _counts(recorded.get("disruptions")),
         role if isinstance(role, str) else None,
+        pod if isinstance(pod, str) else None,
         in_place,
     )
 
@@ -444,6 +466,7 @@ def _restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
         for pod in state.pods
         if pod.owner_kind in ("StatefulSet", "Job")
         and (plan.role is None or pod.role == plan.role)
+        and (plan.pod is None or pod.name == plan.pod)
         and not pod.terminating
         and pod.phase not in ("Succeeded", "Failed")
         and (pod.created is None or pod.created < plan.since)
@@ -478,6 +501,8 @@ def _restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods
             f"restarting all {plan.in_place.pods} pod(s) of the job in place "
             f"(attempt {plan.in_place.attempt})"
         )
+    elif plan.pod is not None:
+        what = f"restarting pod {plan.pod} alone"
     elif plan.role is not None:
         what = f"restarting the {pods} pod(s) of role {plan.role}"
     else:

@@ -6,14 +6,14 @@ The rules are the job's `trainhook.io/failure-policy` followed by its restart po
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
 from webhook.core.failure_rules import (
+    PARTIAL,
     RESTART_IN_PLACE,
-    RESTART_ROLE,
     WHOLE_JOB,
     Failure,
     FailurePolicy,
@@ -48,9 +48,7 @@ def job_failure_policy(state: JobState) -> FailurePolicy:
 
 def restarts_whole_job(state: JobState) -> bool:
     """Whether a failure may restart the whole job or a role (the sweeper then counts restarts)."""
-    return any(
-        rule.action in (*WHOLE_JOB, RESTART_ROLE) for rule in job_failure_policy(state).rules
-    )
+    return any(rule.action in (*WHOLE_JOB, *PARTIAL) for rule in job_failure_policy(state).rules)
 
 
 def counts_restarts(state: JobState) -> bool:
@@ -123,17 +121,20 @@ def fired_rules(
     succeeded: set[Replica],
     since: datetime | None = None,
     in_place: bool = False,
+    restarted: Callable[[PodView], bool] | None = None,
 ) -> Iterator[Fired]:
     """Every rule that fires now, pod by pod (newest run first). `since`: when the job was last
     restarted; pods created before it (recreated) or, in place, runs that ended by then (when it
-    was released) are part of that restart."""
+    was released) are part of that restart; `restarted`: which pods it restarted, when only some
+    (a role, a pod)."""
     runs_since = since if in_place else None
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
     for pod in state.pods:
         if (pod.role, pod.index) in succeeded:
             continue
-        if since is not None and not in_place and (pod.created is None or pod.created < since):
+        old = pod.created is None or (since is not None and pod.created < since)
+        if since is not None and not in_place and old and (restarted is None or restarted(pod)):
             continue
         if pod.disrupted:
             facts = _facts(pod, pod.training.current if pod.training else None)

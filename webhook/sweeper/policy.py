@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -12,7 +12,9 @@ from webhook.core import contract
 from webhook.core.failure_rules import (
     COUNTED,
     FAIL,
+    PARTIAL,
     RESTART_IN_PLACE,
+    RESTART_POD,
     RESTART_ROLE,
     WHOLE_JOB,
     Rule,
@@ -310,6 +312,7 @@ class RestartCause:
     rule: Rule | None = None
     in_place: bool = False
     role: str | None = None  # restart-role: the only role restarted
+    pod: str | None = None  # restart-pod: the only pod restarted
     disruption: str | None = None  # preemption, drain, node-loss, kubelet
 
 
@@ -320,14 +323,16 @@ def restart_cause(
     since: datetime | None,
     handled: str,
     in_place: bool = False,
+    restarted: Callable[[PodView], bool] | None = None,
 ) -> RestartCause | None:
     """The first cause for a restart not handled yet. `since`: when the job was last restarted
     (pods created before it are on their way out, runs ended before it were part of it);
-    `handled`: that restart's cause; `in_place`: it kept the pods."""
-    for fired in fired_rules(state, now, succeeded, since, in_place):
+    `handled`: that restart's cause; `in_place`: it kept the pods; `restarted`: the pods it
+    restarted, when only some."""
+    for fired in fired_rules(state, now, succeeded, since, in_place, restarted):
         if fired.pod.owner_kind not in ("StatefulSet", "Job") or fired.key == handled:
             continue
-        if fired.action not in (*WHOLE_JOB, RESTART_ROLE):
+        if fired.action not in (*WHOLE_JOB, *PARTIAL):
             continue
         return RestartCause(
             fired.key,
@@ -337,6 +342,7 @@ def restart_cause(
             fired.rule,
             in_place=fired.action == RESTART_IN_PLACE,
             role=fired.pod.role if fired.action == RESTART_ROLE else None,
+            pod=fired.pod.name if fired.action == RESTART_POD else None,
             disruption=fired.disruption,
         )
     return None
