@@ -96,7 +96,7 @@ def test_a_preempted_kueue_job_restarts_free_and_leaves_its_group_retriable() ->
 
 
 def test_the_sweeper_cache_keeps_what_says_kueue_stopped_a_pod() -> None:
-    from webhook.sweeper.state import slim_pod
+    from webhook.sweeper.informers import slim_pod
 
     [master] = stamped(statefulset("pt-master", role="master", job="pt", annotations=KUEUE))
     stopped = pod(master, 0, exit_code=137)

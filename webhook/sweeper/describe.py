@@ -123,7 +123,7 @@ def _failure_rules(objects: JobObjects) -> list[str]:
     state = read_job_state(objects.namespace, objects.job, workloads=workloads, pods=())
     if not state.workloads or state.problems:
         return []
-    if not (state.setting("failure_rules") or state.setting("restart_policy")):
+    if not (state.settings.failure_rules or state.settings.restart_policy):
         return []
     lines = ["Failure rules (first match wins):"]
     lines += _indent(job_failure_policy(state).lines())

@@ -20,7 +20,8 @@ from webhook.core.failure_rules import (
     Rule,
     failure_policy,
 )
-from webhook.sweeper.state import JobState, PodView, Run
+from webhook.sweeper.pods import PodView, Run
+from webhook.sweeper.state import JobState
 
 # A peer that crashes because the replica deciding success has just exited can be seen before
 # that exit 0: a failed run counts only once it is this old.
@@ -43,7 +44,7 @@ def settled(run: Run, now: datetime | None) -> bool:
 
 
 def job_failure_policy(state: JobState) -> FailurePolicy:
-    return failure_policy(state.setting("failure_rules"), state.setting("restart_policy"))
+    return failure_policy(state.settings.failure_rules, state.settings.restart_policy)
 
 
 def restarts_whole_job(state: JobState) -> bool:
@@ -55,8 +56,8 @@ def counts_restarts(state: JobState) -> bool:
     """Whether the job's restarts, not its failed runs, are what its backoff limit counts: its
     restart policy restarts the whole job, or a rule restarts it in place (which stops every
     container: not a failed run)."""
-    return state.setting("restart_policy") in ("RestartJob", "RestartJobInPlace") or any(
-        rule.action == RESTART_IN_PLACE for rule in state.setting("failure_rules") or ()
+    return state.settings.restart_policy in ("RestartJob", "RestartJobInPlace") or any(
+        rule.action == RESTART_IN_PLACE for rule in state.settings.failure_rules or ()
     )
 
 

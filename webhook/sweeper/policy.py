@@ -30,7 +30,8 @@ from webhook.sweeper.failures import (
     job_failure_policy,
     settled,
 )
-from webhook.sweeper.state import FailedRuns, JobState, PodView
+from webhook.sweeper.pods import PodView
+from webhook.sweeper.state import FailedRuns, JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
@@ -97,7 +98,7 @@ def _stamp_counts(raw: str | None) -> dict[str, int] | None:
 
 def success_rule(state: JobState) -> SuccessRule:
     counts = role_counts(state)
-    policy = state.setting("success_policy")
+    policy = state.settings.success_policy
     if policy == "all":
         return _every_pod(counts)
     if policy == "rank0":
@@ -139,7 +140,7 @@ def counted_pods(state: JobState) -> list[PodView]:
 
 def _exits_early(state: JobState) -> set[str]:
     """Pods whose exit 0 a rule of the user's failure policy takes for a failure."""
-    if not state.setting("failure_rules"):
+    if not state.settings.failure_rules:
         return set()
     policy = job_failure_policy(state)
     return {pod.name for pod in state.pods if early_exit(state, pod, policy) is not None}
@@ -193,7 +194,7 @@ def judge(state: JobState, now: datetime | None = None) -> Verdict | None:
     rule = success_rule(state)
     succeeded = succeeded_replicas(state)
     if rule.met(succeeded):
-        policy = state.setting("success_policy")
+        policy = state.settings.success_policy
         source = f"{contract.SUCCESS_POLICY} {policy}" if policy else "the framework default"
         message = f"{rule.describe} succeeded (success policy: {source})"
         return Verdict(SUCCEEDED, "Completed", message)
@@ -276,7 +277,7 @@ def failure(
         if fired.action == FAIL:
             rule = fired.rule.name
             return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {rule}", rule)
-    limit = state.setting("backoff_limit")
+    limit = state.settings.backoff_limit
     if limit is not None and not counts_restarts(state):
         failures = tally(state, now, succeeded).settled
         if failures > limit:

@@ -20,7 +20,8 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Patch
 from webhook.sweeper.failures import disruption_of
-from webhook.sweeper.state import JobState, PodView, format_time
+from webhook.sweeper.pods import PodView
+from webhook.sweeper.state import JobState, format_time
 
 IN_PLACE_TIMEOUT: Final = timedelta(seconds=60)
 # The kubelet's clock may run behind the sweeper's: a barrier that started waiting this much
@@ -107,7 +108,7 @@ class Step:
     waiting_for: int = 0  # ranks not at their barrier yet
 
 
-def step(state: JobState, in_place: InPlace, now: datetime) -> Step:
+def in_place_actions(state: JobState, in_place: InPlace, now: datetime) -> Step:
     pods = members(state)
     attempt = str(in_place.attempt)
     if in_place.released:
