@@ -269,3 +269,24 @@ def test_restart_pod_replaces_the_failed_pod_alone_and_keeps_watching_the_others
     other = terminated(pod(workers, 0, restarts=1), 1, last=True)
     actions = decision("pt", workloads, [pod(master, 0), other, replaced], records=True).actions
     assert [d.name for d in of_type(actions, Delete)] == ["pt-worker-0"]
+
+
+def test_a_drained_pod_is_reported_as_drained_not_as_a_failure() -> None:
+    workloads = pytorch(None)  # OnFailure: the StatefulSet replaces the pod
+    master, workers = workloads
+    drained = condition(
+        pod(workers, 1, terminating=True), "DisruptionTarget", "EvictionByEvictionAPI"
+    )
+    actions = decision(
+        "pt", workloads, [pod(master, 0), pod(workers, 0), drained], records=True
+    ).actions
+    status = status_of(actions)
+    assert (status["state"], status["reason"], status["message"], status["restarts"]) == (
+        "Restarting",
+        "Drained",
+        "pod pt-worker-1 was evicted by a drain (DisruptionTarget EvictionByEvictionAPI)",
+        0,
+    )
+    (event,) = [e for e in of_type(actions, Emit) if e.reason == "Restarting"]
+    assert event.type == "Normal"
+    assert not of_type(actions, Delete)

@@ -38,6 +38,9 @@ DISRUPTION_REPORTS: Final = {
 }
 
 
+DISRUPTION_REASONS: Final = tuple(reason for reason, _ in DISRUPTION_REPORTS.values())
+
+
 def settled(run: Run, now: datetime | None) -> bool:
     """Whether a failed run is older than the grace period (a run of unknown time is)."""
     return now is None or run.finished is None or run.finished <= now - GRACE

@@ -14,7 +14,12 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.failures import restarts_whole_job
+from webhook.sweeper.failures import (
+    DISRUPTION_REASONS,
+    describe_disruption,
+    disruption_of,
+    restarts_whole_job,
+)
 from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, tally
 from webhook.sweeper.state import JobState, format_indexes, format_time
 
@@ -143,7 +148,11 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
             if training.waiting == "CrashLoopBackOff" and reason == "Error":
                 reason = "CrashLoopBackOff"
             return "Restarting", reason, f"pod {pod.name}: container {container} {run.describe()}"
-    if any(p.terminating or p.disrupted for p in pods):
+    for pod in pods:
+        kind = disruption_of(pod)
+        if kind is not None:  # preempted, drained, its node lost: said apart from failures
+            return ("Restarting", *describe_disruption(pod, kind))
+    if any(p.terminating for p in pods):
         return "Restarting", "PodsRestarting", ""
     for pod in counted:
         training = pod.training
@@ -231,7 +240,8 @@ def merge_records(
 
 
 def state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
-    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting", SUSPENDED) else "Warning"
+    normal = ("Running", "Pending", "PodsRestarting", SUSPENDED, *DISRUPTION_REASONS)
+    kind = "Normal" if reason in normal else "Warning"
     text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
     if message:
         text += f": {message}"
