@@ -104,7 +104,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         if key in (contract.JOB_COMPLETION_INDEX, contract.KUEUE_RETRIABLE_IN_GROUP)
         or (
             key.startswith(contract.PREFIX)
-            and key != contract.HOSTFILE
+            and key not in (contract.HOSTFILE, contract.DISCOVER_HOSTS)
             and not key.startswith(LARGE_VALUES)
         )
     }
