@@ -12,8 +12,13 @@
    API, admission time per pod and the sweeper's memory for the job (bench/sizes.py);
 7. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
    1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own);
-8. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
-   rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
+8. a real `trainhook sweep` process holding one job of 10,000 pods and 1,000 jobs of 8: its
+   memory after listing, after pod events, after a relist, and at its peak, against the
+   chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
+9. what one pod event costs the sweeper at 10,000 pods, trickled, in a burst, or ignored
+   (bench/pod_events.py, also `python -m bench.pod_events`).
+10. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
+    rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from pathlib import Path
 
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
+from bench.pod_events import event_costs, events_table
 from bench.restarts import restart_costs
 from bench.restarts import table as restarts_table
 from bench.reviews import headline_cases
@@ -38,6 +44,7 @@ from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
+from bench.sweeper_process import process_memory, process_table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
 from tests.support.serving import serving
@@ -298,7 +305,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 7. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
-    print("\n## 8. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
+    print("\n## 8. A trainhook sweep process at 10,000 pods and at 1,000 jobs\n", flush=True)
+    process = process_memory()
+    print(process_table(process))
+    print("\n## 9. What a pod event costs the sweeper at 10,000 pods\n", flush=True)
+    events = event_costs()
+    print(events_table(events, 10_000))
+    print("\n## 10. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
     restarts = restart_costs()
     print(restarts_table(restarts))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
@@ -310,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
+            "sweep_process": [dataclasses.asdict(p) for p in process],
+            "pod_events": [dataclasses.asdict(e) for e in events],
             "restarts": [dataclasses.asdict(c) for c in restarts],
             "attacks": [
                 {

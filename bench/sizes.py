@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.peers import configmap
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
@@ -71,15 +71,15 @@ def compact(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":")))
 
 
-def workloads(framework: str, pods: int) -> list[dict[str, Any]]:
+def workloads(framework: str, pods: int, job: str = JOB) -> list[dict[str, Any]]:
     roles = ROLES[framework]
     fixed = sum(roles.values())
     documents = []
     for role, count in roles.items():
-        name = f"{JOB}-{role}"
+        name = f"{job}-{role}"
         labels = {
             "trainhook.io/framework": framework,
-            "trainhook.io/job": JOB,
+            "trainhook.io/job": job,
             "trainhook.io/role": role,
         }
         documents.append(
@@ -128,7 +128,7 @@ def measure(framework: str, pods: int) -> JobSize:
     gc.collect()
     started = time.thread_time()
     for pod in raw:
-        admit(pod, kind="Pod", operation="CREATE", namespace=NAMESPACE)
+        admit(Request("Pod", "CREATE", pod, NAMESPACE))
     admission_us = (time.thread_time() - started) / len(raw) * 1e6
     results = [mutate_pod(pod, NAMESPACE) for pod in raw]
     added = [compact(r.pod) - compact(pod) for r, pod in zip(results, raw, strict=True)]

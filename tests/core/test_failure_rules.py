@@ -9,7 +9,7 @@ import pytest
 from tests.support.builders import statefulset
 from webhook.cli import main
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.failure_rules import (
     FAIL,
@@ -134,10 +134,12 @@ def test_a_message_pattern_is_matched_without_backtracking_on_hostile_text() -> 
 def refusal(annotations: dict[str, str], framework: str = "pytorch") -> str:
     with pytest.raises(TrainhookError) as caught:
         admit(
-            statefulset("t", framework, role="worker", annotations=annotations),
-            kind="StatefulSet",
-            operation="CREATE",
-            namespace="default",
+            Request(
+                "StatefulSet",
+                "CREATE",
+                statefulset("t", framework, role="worker", annotations=annotations),
+                "default",
+            )
         )
     return str(caught.value)
 
@@ -200,17 +202,13 @@ def test_an_invalid_rule_is_refused_at_admission_in_one_line_naming_it(
 
 def test_restart_role_is_admitted_for_an_elastic_pytorch_job_and_parameter_servers() -> None:
     for framework, extra in (("pytorch", {contract.ELASTIC: "1:4"}), ("tensorflow", {})):
-        admit(
-            statefulset(
-                "t",
-                framework,
-                role="worker",
-                annotations={contract.FAILURE_POLICY: "exit=1-255 -> restart-role max=5", **extra},
-            ),
-            kind="StatefulSet",
-            operation="CREATE",
-            namespace="default",
+        workload = statefulset(
+            "t",
+            framework,
+            role="worker",
+            annotations={contract.FAILURE_POLICY: "exit=1-255 -> restart-role max=5", **extra},
         )
+        assert admit(Request("StatefulSet", "CREATE", workload, "default")) is not None
 
 
 def test_render_prints_the_parsed_rules_and_refuses_a_bad_one_in_one_line(

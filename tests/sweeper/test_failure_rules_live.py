@@ -10,6 +10,7 @@ from typing import Any
 from tests.support.stored import pod, stamped, statefulset
 from tests.support.waiting import eventually
 from webhook.core import contract
+from webhook.core.objects import parse_time
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
 from webhook.sweeper.state import format_time
 
@@ -59,8 +60,13 @@ def events(emulator: Any, reason: str) -> list[dict[str, Any]]:
     return [e for e in emulator.objects(EVENTS, "ml") if e["reason"] == reason]
 
 
-def recreate(kube: Any, workloads: tuple[Any, ...]) -> None:
-    """What the StatefulSet controller does once the pods are gone."""
+def recreate(kube: Any, workloads: tuple[Any, ...], restarted_at: str) -> None:
+    """What the StatefulSet controller does once the pods are gone: new pods, created once the
+    restart has begun (`restarted_at`, which the sweeper rounds up to the next second; the API
+    server stamps creation times to the second)."""
+    began = parse_time(restarted_at)
+    assert began is not None
+    eventually(lambda: datetime.now(UTC) >= began, what="the restart's second")
     master, workers = workloads
     for obj in (pod(master, 0), pod(workers, 0), pod(workers, 1)):
         obj["metadata"]["creationTimestamp"] = format_time(datetime.now(UTC))
@@ -153,7 +159,7 @@ def test_an_nccl_timeout_restarts_the_job_until_the_rules_budget_is_spent(emulat
         exited(kube, "pt-worker-1", 1, message=NCCL)
         eventually(lambda: names(emulator, PODS) == [], what="every pod deleted")
         eventually(lambda: status_of(emulator).get("fired") == {"policy/1": 1}, what="counted")
-        recreate(kube, (master, workers))
+        recreate(kube, (master, workers), status_of(emulator)["restartedAt"])
         exited(kube, "pt-worker-0", 1, message=NCCL, at=format_time(datetime.now(UTC)))
         eventually(
             lambda: annotations_on(emulator, STATEFULSETS, "pt-master").get(contract.PHASE),

@@ -154,11 +154,25 @@ def observed_successes(state: JobState) -> dict[str, set[int]]:
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
             continue
-        if pod.name in early:
+        if pod.name in early or _before_attempt(state, pod):
             continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
     return found
+
+
+def _before_attempt(state: JobState, pod: PodView) -> bool:
+    """Whether a pod's success, if any, was of an earlier attempt: the pod was created before
+    the job's current whole-job restart, and did not restart in place since (a pod restarted
+    in place keeps its creation time: its run that exited 0 must have ended after it)."""
+    began = state.attempt_began
+    if began is None or pod.created is None or pod.created >= began:
+        return False
+    training = pod.training
+    if pod.has_barrier and training is not None:
+        run = training.current if training.exit_code == 0 else training.last
+        return run is None or run.finished is None or run.finished < began
+    return True
 
 
 def succeeded_replicas(state: JobState) -> set[Replica]:
@@ -171,14 +185,18 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     for pod in counted_pods(state):
         if pod.role is None or pod.index is None or pod.name in early:
             continue
+        if _before_attempt(state, pod):
+            continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded
         else:
             ok = pod.phase == "Succeeded"
         if ok:
             done.add((pod.role, pod.index))
+    attempt = state.attempt
     for workload in state.workloads:
-        done.update((workload.role, i) for i in workload.succeeded)
+        if workload.attempt == attempt:  # successes of an earlier attempt count for nothing
+            done.update((workload.role, i) for i in workload.succeeded)
         status = workload.job_status
         if status is None:
             continue

@@ -15,7 +15,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
-from webhook.core.peers import configmap_prefix
+from webhook.core.peers import configmap_prefix, proven
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
@@ -95,6 +95,9 @@ class WorkloadView:
     job_status: JobStatus | None = None
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
+    # The whole-job restart its recorded status names (restartedAt, "" before any): the
+    # attempt its recorded successes belong to.
+    attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
 
     @property
@@ -174,15 +177,32 @@ class JobState:
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
     # that another user created than the job's first creator: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
+    # Workloads of a job whose other workloads record their creator, that record none: the
+    # webhook did not admit them into the job (made before it recorded creators, or while it was
+    # not asked). Kept in the job, as old workloads are, and said so.
+    unattributed: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
     peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
+    # ConfigMaps labelled as the job's peer lists whose content is not what their name says:
+    # made by someone else (the label is anyone's to write), never mounted as the job's.
+    forged_peers: tuple[Owned, ...] = ()
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
     @property
     def key(self) -> JobKey:
         return (self.namespace, self.job)
+
+    @property
+    def attempt(self) -> str:
+        """The job's current attempt: the latest whole-job restart any workload records (a
+        restart's record may have reached only some of them)."""
+        return max((workload.attempt for workload in self.workloads), default="")
+
+    @property
+    def attempt_began(self) -> datetime | None:
+        return parse_time(self.attempt) if self.attempt else None
 
     @property
     def framework(self) -> Framework:
@@ -233,7 +253,7 @@ def read_job_state(
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
-    workloads, strangers = _claimed(list(workloads), job)
+    workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
@@ -245,6 +265,7 @@ def read_job_state(
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
     if members:
         owned = []
+        deleted_roles = _stamped_pod_owners(workloads)
         for candidate in pods:
             controller = controller_of(candidate)
             if controller in members:
@@ -252,6 +273,12 @@ def read_job_state(
                 continue
             if controller in ignored:
                 continue  # a pod of another user's workload: that workload has the Warning
+            if controller[0] in ("StatefulSet", "Job") and controller[1] in deleted_roles:
+                # A role the job's stamp still names whose workload is gone: its pods wait for
+                # the garbage collector, and the job is not restamped for the roles left until
+                # they are gone.
+                deleting = True
+                continue
             intruders.append(_intruder(candidate, job, members))
             if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
@@ -304,28 +331,65 @@ def read_job_state(
             if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
+        unattributed=tuple(unattributed),
         peers=_peers(configmaps, job),
+        forged_peers=_peers(configmaps, job, forged=True),
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
 
 
+def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The workloads (their names are the pods' prefixes) the job's topology stamps name."""
+    names: set[str] = set()
+    for obj in workloads:
+        template = (obj.get("spec") or {}).get("template") or {}
+        try:
+            hosts = json.loads(annotations_of(template).get(contract.HOSTS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(hosts, dict):
+            names.update(
+                str(entry["pod"])
+                for entry in hosts.values()
+                if isinstance(entry, dict) and entry.get("pod")
+            )
+    return names - {metadata_of(obj).get("name") or "" for obj in workloads}
+
+
 def _claimed(
     workloads: list[Mapping[str, Any]], job: str
-) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]]]:
+) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
     """The job's workloads: those its first creator created (and those created before the webhook
-    recorded creators); the others, each with why it is ignored."""
+    recorded creators); the others, each with why it is ignored; and, when the job has a
+    creator, why each kept workload without a record is kept."""
     claim = claim_of(workloads)
     if claim is None:
-        return workloads, []
-    kept, strangers = [], []
+        return workloads, [], []
+    kept, strangers, unattributed = [], [], []
     for obj in workloads:
         creator = creator_of(obj)
         if creator is None or creator == claim.creator:
             kept.append(obj)
+            if creator is None:
+                unattributed.append(_unattributed(obj, job, claim))
         else:
             strangers.append((obj, _stranger(obj, creator, job, claim)))
-    return kept, strangers
+    return kept, strangers, unattributed
+
+
+def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
+    metadata = metadata_of(obj)
+    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
+    return Problem(
+        kind,
+        name,
+        metadata.get("uid") or "",
+        f"{kind} {name} is labelled {contract.JOB}={job} but records no creator "
+        f"({contract.CREATED_BY}): the webhook did not admit it into the job, which belongs to "
+        f"{claim.creator}; the sweeper takes it as the job's, as it does workloads made before "
+        "creators were recorded; recreate it if that is wrong",
+    )
 
 
 def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
@@ -388,8 +452,19 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
+        attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
     )
+
+
+def _attempt(status: str | None) -> str:
+    """The restartedAt of a recorded trainhook.io/status, "" when it names none."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    restarted = value.get("restartedAt") if isinstance(value, dict) else None
+    return restarted if isinstance(restarted, str) else ""
 
 
 def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:
@@ -479,12 +554,16 @@ def _as_owned(obj: Mapping[str, Any]) -> Owned:
     )
 
 
-def _peers(objects: Iterable[Mapping[str, Any]], job: str) -> tuple[Owned, ...]:
-    """The job's managed peers ConfigMaps (their names only: the data stays in the cache)."""
+def _peers(
+    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False
+) -> tuple[Owned, ...]:
+    """The job's managed peers ConfigMaps whose content proves them (their names only: the data
+    stays in the cache); with `forged`, those whose content does not."""
     found = [
         _as_owned(obj)
         for obj in objects
         if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
         and not metadata_of(obj).get("deletionTimestamp")
+        and proven(obj, job) != forged
     ]
     return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))

@@ -15,7 +15,12 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Decision, Delete
 from webhook.sweeper.decide.agreement import agreement_warnings
-from webhook.sweeper.decide.events import event_on, intruder_events, problem_events
+from webhook.sweeper.decide.events import (
+    event_on,
+    intruder_events,
+    problem_events,
+    unattributed_events,
+)
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans
 from webhook.sweeper.decide.lifecycle.in_place import IN_PLACE_TIMEOUT, in_place_actions
@@ -25,6 +30,7 @@ from webhook.sweeper.decide.lifecycle.restart import (
     plan_restart,
     restart_event,
     restart_pods,
+    restart_time,
     restart_took,
 )
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
@@ -60,11 +66,10 @@ SETTLE = timedelta(seconds=5)
 
 def decide(state: JobState, now: datetime) -> Decision:
     decision = _decide(state, now)
-    if not state.intruders:
+    if not state.intruders and not state.unattributed:
         return decision
-    return Decision(
-        (*intruder_events(state), *decision.actions), decision.recheck_at, decision.phase
-    )
+    said = (*intruder_events(state), *unattributed_events(state))
+    return Decision((*said, *decision.actions), decision.recheck_at, decision.phase)
 
 
 def _decide(state: JobState, now: datetime) -> Decision:
@@ -78,13 +83,14 @@ def _decide(state: JobState, now: datetime) -> Decision:
     recorded = recorded_status(state)
     suspend = bool(state.settings.suspend)
     start = parse_time(recorded.get("startTime")) or now
+    resumed = parse_time(recorded.get("resumedAt"))
     if recorded.get("state") == SUSPENDED and not suspend:
-        start = now  # as for a Job, the deadline counts from the resume
+        start = resumed = now  # as for a Job, the deadline counts from the resume
     succeeded = succeeded_replicas(state)
     verdict = judge(state, now) or (None if suspend else deadline_verdict(state, now, start))
     plan: RestartPlan | None = None
     if verdict is None and suspend:
-        return suspend_job(state, now, recorded, start, succeeded)
+        return suspend_job(state, now, recorded, start, succeeded, resumed)
     if verdict is None and restarts_whole_job(state) and not state.deleting:
         plan, verdict = plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
@@ -94,11 +100,17 @@ def _decide(state: JobState, now: datetime) -> Decision:
         if verdict.rule:
             extra["rule"] = verdict.rule
         status = status_json(
-            verdict.phase, verdict.reason, verdict.message, restarts, start, extra=extra
+            verdict.phase,
+            verdict.reason,
+            verdict.message,
+            restarts,
+            start,
+            resumed=resumed,
+            extra=extra,
         )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return finish_job(state, outcome, now)
-    return _running(state, now, recorded, start, succeeded, plan)
+    return _running(state, now, recorded, start, succeeded, plan, resumed)
 
 
 def _running(
@@ -108,6 +120,7 @@ def _running(
     start: datetime,
     succeeded: set[Replica],
     plan: RestartPlan | None,
+    resumed: datetime | None,
 ) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
@@ -116,7 +129,8 @@ def _running(
     if plan is not None and plan.in_place is not None and not state.deleting:
         in_place_step = in_place_actions(state, plan.in_place, now)
         if in_place_step.fallback:
-            plan = replace(plan, since=now, in_place=None, fallback=in_place_step.fallback)
+            since = restart_time(now)
+            plan = replace(plan, since=since, in_place=None, fallback=in_place_step.fallback)
             in_place_step = None
         else:
             plan = replace(plan, in_place=in_place_step.in_place)
@@ -143,7 +157,8 @@ def _running(
         start,
         plan.since if plan else None,
         plan.cause if plan else "",
-        plan.extra() if plan else None,
+        resumed=resumed,
+        extra=plan.extra() if plan else None,
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:

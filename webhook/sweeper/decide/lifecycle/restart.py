@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
@@ -109,8 +109,10 @@ def plan_restart(
     in_place_now, fallback = (
         start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
     )
+    # Recreated pods are kept to the second: a recreating restart begins at the next one. In
+    # place no pod is created, and the release must not come before the restart it ends.
     plan = RestartPlan(
-        now,
+        now if in_place_now is not None else restart_time(now),
         cause.key,
         count,
         cause,
@@ -164,6 +166,13 @@ def _counts(value: object) -> dict[str, int]:
     if not isinstance(value, dict):
         return {}
     return {str(k): v for k, v in value.items() if positive_count(v)}
+
+
+def restart_time(moment: datetime) -> datetime:
+    """`moment` rounded up to a whole second: restart times are recorded, and pods' creation
+    times kept, to the second, so every pod created before the restart is older than it."""
+    whole = moment.replace(microsecond=0)
+    return whole if whole == moment else whole + timedelta(seconds=1)
 
 
 def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
