@@ -12,9 +12,10 @@ from webhook.core import contract
 from webhook.core.restart_in_place import BARRIER, RESTARTER
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Delete, Emit, Patch
+from webhook.sweeper.policy import judge
 from webhook.sweeper.state import format_time
 
-from .helpers import NOW, decision, of_type, status_of, terminated
+from .helpers import NOW, decision, of_type, state_of, status_of, terminated
 
 IN_PLACE = {contract.RESTART_POLICY: "RestartJobInPlace", contract.BACKOFF_LIMIT: "3"}
 STARTED = NOW - timedelta(seconds=20)
@@ -221,3 +222,17 @@ def test_pods_without_the_barrier_are_recreated_at_once() -> None:
         "; not in place: pod pt-master-0 has no restart barrier (created before the job "
         "restarted in place)"
     )
+
+
+def test_a_pod_restarted_in_place_succeeds_by_a_run_that_ended_after_the_restart() -> None:
+    workloads = pytorch()
+    master, workers = workloads
+    restarting(workloads, releasedAt=format_time(STARTED + timedelta(seconds=6)))
+    after = terminated(ranked(pod(master, 0), attempt=1, released=1), 0, reason="Completed", ago=5)
+    pods = [after, ranked(pod(workers, 0), attempt=1), ranked(pod(workers, 1), attempt=1)]
+    assert judge(state_of("pt", workloads, pods), NOW) is not None  # master 0 decides: done
+    before = terminated(
+        ranked(pod(master, 0), attempt=1, released=1), 0, reason="Completed", ago=40
+    )
+    pods[0] = before  # that exit 0 was the attempt before the restart
+    assert judge(state_of("pt", workloads, pods), NOW) is None
