@@ -42,12 +42,24 @@ def restarted_job() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def test_status_shows_the_rule_that_fired_in_a_rule_column() -> None:
     workloads, pods = restarted_job()
     rows = job_rows(workloads, pods, NOW)
-    assert format_table(rows, with_namespace=False).splitlines() == [
-        "JOB   FRAMEWORK   ROLES                    PHASE     REASON    RULE                    "
-        "RESTARTS   START    AGE   FINISHED",
-        "pt    pytorch     master 1/1, worker 2/2   Running   Running   failure-policy rule 2   "
-        "1          2h ago   2h    -",
+    header, row = format_table(rows, with_namespace=False).splitlines()
+    assert header.split() == [
+        "JOB",
+        "FRAMEWORK",
+        "ROLES",
+        "PHASE",
+        "REASON",
+        "RULE",
+        "RESTARTS",
+        "PROGRESS",
+        "ETA",
+        "CHECKPOINT",
+        "START",
+        "AGE",
+        "FINISHED",
     ]
+    rule = header.index("RULE")
+    assert row[rule : header.index("RESTARTS")].rstrip() == "failure-policy rule 2"
 
 
 def test_describe_lists_the_rules_the_one_that_fired_and_the_restarts_not_counted() -> None:

@@ -36,6 +36,8 @@ FAILURE_POLICY: Final = "trainhook.io/failure-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
+# The roles the job has ("launcher,worker"): its pods wait until every one has its workload.
+ROLES: Final = "trainhook.io/roles"
 # MPI: which MPI reads the launcher's hostfile (OpenMPI, Intel, MPICH), job-wide, and where the
 # job's SSH keys are mounted for a training container that does not run as root.
 MPI_IMPLEMENTATION: Final = "trainhook.io/mpi-implementation"
@@ -43,8 +45,15 @@ SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
 # The variables and files of the scheduler or operator a job comes from (volcano,
 # paddle-operator), job-wide.
 COMPAT: Final = "trainhook.io/compat"
+# "true": the job's pods get Kubeflow Trainer v2's three KUBEFLOW_TRAINER_STATUS_* variables, a
+# token whose audience names the job, and the CA of the sweeper's progress endpoint.
+REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 
 # Annotations the webhook writes.
+# The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
+# created suspended for the same reason (its value names the missing roles); the sweeper lifts
+# both once every role is there.
+WAITING_FOR_ROLES: Final = "trainhook.io/waiting-for-roles"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
@@ -57,7 +66,11 @@ VOLCANO_HOSTS_PREFIX: Final = "volcano.trainhook.io/"
 # the creator of its first workload; nobody else writes or changes it.
 CREATED_BY: Final = "trainhook.io/created-by"
 
-# Annotations the sweeper writes on workloads.
+# On a pod that reports progress: the progress endpoint's CA (PEM), projected as its ca.crt.
+PROGRESS_CA: Final = "trainhook.io/progress-ca"
+
+# Annotations the sweeper writes on workloads. The phase is a label too, for selectors
+# (`kubectl get sts -l trainhook.io/phase=Failed`) and `kubectl wait`.
 PHASE: Final = "trainhook.io/phase"
 FINISHED_AT: Final = "trainhook.io/finished-at"
 REASON: Final = "trainhook.io/reason"
@@ -73,6 +86,13 @@ FAILED_RUNS: Final = "trainhook.io/failed-runs"
 # a downward API volume, which the kubelet keeps up to date.
 ATTEMPT: Final = "trainhook.io/attempt"
 RELEASED_ATTEMPT: Final = "trainhook.io/released-attempt"
+# The job's last progress report, compact JSON (see docs/progress.md); on workloads and pods.
+PROGRESS: Final = "trainhook.io/progress"
+# The same in a few words ("45%, step 450/1000, 13m left"), for Argo CD's health message.
+PROGRESS_TEXT: Final = "trainhook.io/progress-text"
+# On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
+# that prefer to preempt a pod which has just saved its work.
+LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 
@@ -88,13 +108,18 @@ POD_SETTINGS: Final = (
     ELASTIC,
     MAX_RESTARTS,
     QUEUE,
+    ROLES,
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
     COMPAT,
+    REPORT_PROGRESS,
 )
 
-# The labels among the keys above; every other key is an annotation.
-LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX)
+# The labels among the keys above; every other key is an annotation, except these, both.
+LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX, PHASE)
+LABELS_AND_ANNOTATIONS: Final = (PHASE,)
+# Labels of a workload that stay off its pod template (a change would roll its pods).
+WORKLOAD_ONLY_LABELS: Final = (PHASE,)
 
 # Controllers whose pods are interchangeable (no stable name or index): never a training job.
 REPLICA_CONTROLLERS: Final = ("Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")

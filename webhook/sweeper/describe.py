@@ -4,6 +4,7 @@ failure's message."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,12 +12,13 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
+from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.decide import recorded_status
 from webhook.sweeper.failures import job_failure_policy
 from webhook.sweeper.state import job_key, read_job_state
-from webhook.sweeper.status import human_duration, job_rows
+from webhook.sweeper.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
 
@@ -86,6 +88,13 @@ def describe(objects: JobObjects, now: datetime) -> str:
         f"Roles:        {row.roles if row else '-'}",
         f"Age:          {row.age if row else '-'}",
     ]
+    summary = job_progress(
+        read_job_state(
+            objects.namespace, objects.job, workloads=objects.workloads, pods=objects.pods
+        )
+    )
+    if summary is not None:
+        lines += progress_lines(summary, now)
     if objects.workloads:
         lines.append("Workloads:")
         lines += _indent(_table(["KIND", "NAME", "ROLE", "REPLICAS"], _workload_rows(objects)))
@@ -137,20 +146,81 @@ def _failure_rules(objects: JobObjects) -> list[str]:
     return lines
 
 
+def progress_lines(summary: Mapping[str, Any], now: datetime) -> list[str]:
+    """The job's last progress report: how far, how long left, its metrics, its checkpoint,
+    and what the last restart lost."""
+    done = []
+    if isinstance(summary.get("progress"), int):
+        done.append(f"{summary['progress']}%")
+    counts = [
+        f"{what} {summary[key]}"
+        + (f"/{summary[total]}" if isinstance(summary.get(total), int) else "")
+        for what, key, total in (("step", "step", "totalSteps"), ("epoch", "epoch", "totalEpochs"))
+        if isinstance(summary.get(key), int)
+    ]
+    text = " ".join(done) + (f" ({', '.join(counts)})" if done and counts else ", ".join(counts))
+    if isinstance(summary.get("etaSeconds"), int):
+        text += f", {human_duration(summary['etaSeconds'])} left"
+    updated = parse_time(summary.get("updated"))
+    if updated is not None:
+        text += f", reported {_ago(updated, now)}"
+    lines = [f"Progress:     {text.strip(', ') or '-'}"]
+    metrics = summary.get("metrics")
+    if isinstance(metrics, dict) and metrics:
+        lines.append("Metrics:      " + ", ".join(f"{k}={v}" for k, v in metrics.items()))
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        parts = [f"step {checkpoint['step']}"] if isinstance(checkpoint.get("step"), int) else []
+        saved = parse_time(checkpoint.get("time"))
+        if saved is not None:
+            parts.append(f"saved {_ago(saved, now)}")
+        lines.append(f"Checkpoint:   {', '.join(parts) or '-'}")
+    restart = summary.get("restart")
+    if isinstance(restart, dict) and isinstance(restart.get("lostSteps"), int):
+        at = parse_time(restart.get("at"))
+        since = (
+            f"last checkpoint step {restart['checkpointStep']}"
+            if isinstance(restart.get("checkpointStep"), int)
+            else "no checkpoint"
+        )
+        when = f"the restart {_ago(at, now)}" if at else "the last restart"
+        lines.append(
+            f"Lost work:    {when} lost {restart['lostSteps']} steps "
+            f"(step {restart.get('reachedStep')} reached, {since})"
+        )
+    return lines
+
+
+def _ago(when: datetime, now: datetime) -> str:
+    return f"{human_duration((now - when).total_seconds())} ago"
+
+
 def last_failure(objects: JobObjects) -> str | None:
-    """What went wrong last: the failure the sweeper recorded, and the last container that
-    exited with an error (its termination message when it left one)."""
+    """What went wrong last: the failure the sweeper recorded (with the failing rank's message,
+    kept once its pods are gone), and the last container that exited with an error (its
+    termination message when it left one)."""
     parts = []
     for workload in objects.workloads:
         annotations = _metadata(workload).get("annotations") or {}
         if annotations.get(contract.PHASE) == "Failed":
-            parts.append(f"job failed: {annotations.get(contract.REASON) or 'Failed'}")
+            said = _recorded_message(annotations.get(contract.STATUS))
+            reason = annotations.get(contract.REASON) or "Failed"
+            parts.append(f"job failed: {reason}" + (f": {said}" if said else ""))
             break
     exits = [exit for pod in objects.pods for exit in _failed_exits(pod)]
     if exits:
         _, text = max(exits, key=lambda found: found[0])
         parts.append(text)
     return "; ".join(parts) or None
+
+
+def _recorded_message(status: str | None) -> str:
+    try:
+        recorded = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    message = recorded.get("message") if isinstance(recorded, dict) else None
+    return message if isinstance(message, str) else ""
 
 
 def _failed_exits(pod: Mapping[str, Any]) -> Iterable[tuple[datetime, str]]:

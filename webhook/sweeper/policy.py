@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 from webhook.core import contract
@@ -279,8 +279,11 @@ def failure(
 ) -> Verdict | None:
     for workload in state.workloads:
         if workload.job_status is not None and workload.job_status.failed is not None:
+            pods = [p for p in state.pods if p.owner_name == workload.name]
             return Verdict(
-                FAILED, "JobFailed", f"Job {workload.name} failed: {workload.job_status.failed}"
+                FAILED,
+                "JobFailed",
+                f"Job {workload.name} failed: {workload.job_status.failed}" + _last_failure(pods),
             )
     # A pod evicted, preempted or stopped by Kueue did not fail: its job restarts (Kueue requeues
     # the whole pod group, the controllers recreate the pods), it is not failed.
@@ -297,15 +300,31 @@ def failure(
             return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {rule}", rule)
     limit = state.settings.backoff_limit
     if limit is not None and not counts_restarts(state):
+        live = [
+            pod
+            for pod in counted_pods(state)
+            if pod.training is not None and (pod.role, pod.index) not in succeeded
+        ]
         failures = tally(state, now, succeeded).settled
         if failures > limit:
             return Verdict(
                 FAILED,
                 "BackoffLimitExceeded",
                 f"{failures} failed runs of the training containers exceed "
-                f"{contract.BACKOFF_LIMIT} {limit}",
+                f"{contract.BACKOFF_LIMIT} {limit}" + _last_failure(live),
             )
     return None
+
+
+def _last_failure(pods: Sequence[PodView]) -> str:
+    """`; last: pod P: container C exited with code N: <its message>`, for the latest failed
+    run among `pods`, or nothing."""
+    runs = [(run, pod) for pod in pods if pod.training for run in pod.training.failed_runs()]
+    if not runs:
+        return ""
+    oldest = datetime.min.replace(tzinfo=UTC)
+    run, pod = max(runs, key=lambda found: found[0].finished or oldest)
+    return f"; last: pod {pod.name}: container {container_name(pod, run)} {run.describe()}"
 
 
 def _exit_detail(pod: PodView) -> str:
