@@ -13,7 +13,8 @@ from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
-from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
+from webhook.core.pod_mutation import owner_to_resolve
+from webhook.core.pod_patches import pod_patch
 from webhook.core.workload import job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
@@ -65,7 +66,7 @@ def admit(
         return None
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
         # A pod named by generateName has no name yet: the job it belongs to is checked there.
-        pod = mutate_pod(
+        patch, warnings = pod_patch(
             obj,
             namespace,
             owner=owner,
@@ -73,7 +74,7 @@ def admit(
             cluster_domain=cluster_domain,
             coscheduling_scheduler=coscheduling_scheduler,
         )
-        return Outcome(diff(obj, pod.pod), pod.warnings)
+        return Outcome(patch, warnings)
     if kind == "Pod":
         return None
     if job_of(obj) is None:

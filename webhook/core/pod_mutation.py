@@ -62,6 +62,32 @@ def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return identity.owner_kind, identity.owner_name
 
 
+@dataclass(frozen=True)
+class PodReading:
+    """What a pod's labels, annotations, owner and containers say: the same for every pod of
+    one workload revision (its index aside)."""
+
+    identity: PodIdentity
+    framework: Framework
+    role: str
+    settings: Settings
+    topology: Topology  # before an elastic pod beyond the stamp grows its role
+    training: int | None
+    gpus: int
+    nproc: int
+    service_links: bool
+
+
+@dataclass(frozen=True)
+class Place:
+    """One pod's place and the env it gets there."""
+
+    placement: Placement
+    env: dict[str, str]
+    field_env: dict[str, str]
+    files: PeerFiles | None
+
+
 def mutate_pod(
     pod: Mapping[str, Any],
     namespace: str,
@@ -71,6 +97,24 @@ def mutate_pod(
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
 ) -> PodMutation:
+    reading = read_pod(pod, namespace, owner, siblings, cluster_domain)
+    place = place_pod(reading, reading.identity, pod)
+    draft = Draft(pod)
+    warnings: list[str] = []
+    write_own(draft, pod, reading.identity, place, warnings)
+    write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
+    check_annotation_size(annotations_of(draft.root))
+    return PodMutation(draft.root, warnings, place.placement, place.env, place.files)
+
+
+def read_pod(
+    pod: Mapping[str, Any],
+    namespace: str,
+    owner: Mapping[str, Any] | None,
+    siblings: Sequence[Mapping[str, Any]],
+    cluster_domain: str,
+) -> PodReading:
+    """Read and check everything but the pod's index; raise a one-line error for bad input."""
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or namespace
     labels = labels_of(pod)
@@ -95,7 +139,24 @@ def mutate_pod(
                 f"{framework.name} job has one {single}, which the other pods connect to: run "
                 f"the others as {framework.default_role}s"
             )
-    topology = _elastic_reach(topology, identity, role, settings.elastic)
+    training = training_container(pod, framework.container, settings.container)
+    return PodReading(
+        identity,
+        framework,
+        role,
+        settings,
+        topology,
+        training,
+        gpu_count(pod, training, settings),
+        processes_per_pod(pod, training, settings),
+        (pod.get("spec") or {}).get("enableServiceLinks") is not False,
+    )
+
+
+def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]) -> Place:
+    """The pod's index in its role, its placement and its env."""
+    framework, role, settings = reading.framework, reading.role, reading.settings
+    topology = _elastic_reach(reading.topology, identity, role, settings.elastic)
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = topology.role(role).port  # the stamp's, when the job's roles differ in port
@@ -104,13 +165,10 @@ def mutate_pod(
     elif settings.port is not None and settings.port != port:
         raise InvalidSetting(
             contract.PORT,
-            annotations.get(contract.PORT),
+            annotations_of(pod).get(contract.PORT),
             f"{contract.HOSTS} gives role {role} port {port}, where its peers reach it: "
             "set the same",
         )
-    training = training_container(pod, framework.container, settings.container)
-    gpus = gpu_count(pod, training, settings)
-    nproc = processes_per_pod(pod, training, settings)
     files = None if inline(topology) else peer_files(topology, port, framework.lists)
     placement = Placement(
         topology,
@@ -118,29 +176,48 @@ def mutate_pod(
         index,
         hostname,
         port,
-        nproc,
+        reading.nproc,
         settings.elastic,
-        gpus=gpus,
-        service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
+        gpus=reading.gpus,
+        service_links=reading.service_links,
         peers=files.name if files else None,
         max_restarts=settings.max_restarts,
     )
     env = common_env(placement) | framework.env(placement)
     field_env = framework.field_env(placement) if framework.field_env is not None else {}
+    return Place(placement, env, field_env, files)
 
-    draft = Draft(pod)
-    warnings: list[str] = []
-    _set_identity(draft, pod, placement, identity, warnings)
-    _set_env(draft, pod, env, field_env, warnings)
-    if files is not None:
-        _mount_peers(draft, pod, files)
-    _set_gpus(draft, pod, training, settings)
+
+def write_own(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    identity: PodIdentity,
+    place: Place,
+    warnings: list[str],
+) -> None:
+    """What differs between the pods of one workload: their labels, hostname and env."""
+    _set_identity(draft, pod, place.placement, identity, warnings)
+    _set_env(draft, pod, place.env, place.field_env, warnings)
+
+
+def write_shared(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    reading: PodReading,
+    place: Place,
+    coscheduling_scheduler: str,
+    warnings: list[str],
+) -> None:
+    """What every pod of one workload gets alike: volumes, mounts, GPUs and its scheduler.
+    (A framework's `pod_extras` reads only the role-wide part of the placement.)"""
+    settings, placement = reading.settings, place.placement
+    if place.files is not None:
+        _mount_peers(draft, pod, place.files)
+    _set_gpus(draft, pod, reading.training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
-    if framework.pod_extras is not None:
-        framework.pod_extras(draft, pod, placement)
-    _check_annotation_size(draft.root)
-    return PodMutation(draft.root, warnings, placement, env, files)
+    if reading.framework.pod_extras is not None:
+        reading.framework.pod_extras(draft, pod, placement)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
@@ -421,8 +498,13 @@ def _join_kueue_group(
         draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
 
 
-def _check_annotation_size(pod: Mapping[str, Any]) -> None:
-    total = sum(len(k) + len(v) for k, v in annotations_of(pod).items())
+def annotation_bytes(annotations: Mapping[str, str]) -> int:
+    return sum(len(k) + len(v) for k, v in annotations.items())
+
+
+def check_annotation_size(annotations: Mapping[str, str], added: int = 0) -> None:
+    """Refuse a pod whose annotations (and `added` bytes more) exceed what Kubernetes allows."""
+    total = annotation_bytes(annotations) + added
     if total > contract.ANNOTATIONS_TOTAL_LIMIT:
         raise Refused(
             f"the job is too large for one pod's annotations ({total} bytes of the "

@@ -1,0 +1,252 @@
+"""A pod's patch, made once per workload revision and filled in for each of its pods.
+
+Every pod of a StatefulSet revision or an Indexed Job reaches the webhook with the same template,
+and differs only by what its index makes (its name, index labels, hostname and the name the API
+server gives its token volume). Its patch differs only in the ops that `write_own` makes (the
+rank labels, the hostname, the env). So the patch of a job's first pod is kept, keyed by a digest
+of the pod with those fields left out, and each later pod computes its own place and env, makes
+those ops alone and takes every other op from the kept patch.
+
+A kept patch is used only where it provably gives the bytes a full mutation would: each own op
+of the first pod sits unchanged in its patch, no other op carries a value that varies by pod, and
+a later pod's own ops have the same paths in the same order; anything else is mutated in full.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook.core import contract, jsoncodec
+from webhook.core.draft import Draft
+from webhook.core.errors import TrainhookError
+from webhook.core.patch import PatchOp, diff
+from webhook.core.pod_mutation import (
+    PodReading,
+    annotation_bytes,
+    check_annotation_size,
+    mutate_pod,
+    place_pod,
+    read_pod,
+    write_own,
+)
+from webhook.core.pods import PodIdentity, identify
+
+# One entry per workload revision being rolled out, with room for many jobs at once; an entry
+# holds one patch and the reading of one pod (a few KB).
+MAX_KEPT: Final = 256
+# What the API server names the projected service-account token volume: a prefix and five
+# random characters, different for every pod.
+TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
+# Set by the controllers per pod; read only to find the pod's index.
+_PER_POD_LABELS: Final = frozenset(
+    {contract.STATEFULSET_POD_NAME, contract.STATEFULSET_POD_INDEX, contract.JOB_COMPLETION_INDEX}
+)
+_PER_POD_ANNOTATIONS: Final = frozenset({contract.JOB_COMPLETION_INDEX})
+_PER_POD_METADATA: Final = frozenset({"name", "uid", "creationTimestamp", "labels", "annotations"})
+
+
+@dataclass(frozen=True)
+class _Kept:
+    reading: PodReading
+    ops: list[PatchOp]
+    own_at: tuple[int, ...]  # where the first pod's own ops sit in `ops`
+    own_shape: tuple[tuple[str, str], ...]  # their (op, path), which a later pod's must match
+    shared_warnings: list[str]
+    added_annotation_bytes: int
+
+
+_kept: OrderedDict[tuple[bytes, str, str, str], _Kept] = OrderedDict()
+_lock = threading.Lock()
+
+
+def pod_patch(
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    owner: Mapping[str, Any] | None = None,
+    siblings: Sequence[Mapping[str, Any]] = (),
+    cluster_domain: str = "",
+    coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+) -> tuple[list[PatchOp], list[str]]:
+    """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
+    pod of the same workload revision made."""
+    key = None
+    try:
+        identity = identify(pod)
+    except TrainhookError:
+        identity = None  # refused below, by the full mutation, with its checks in their order
+    if owner is None and identity is not None and identity.owner_kind != "Pod":
+        key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
+        with _lock:
+            kept = _kept.get(key)
+            if kept is not None:
+                _kept.move_to_end(key)
+        if kept is not None and _owner(kept.reading.identity) == _owner(identity):
+            filled = _fill(kept, identity, pod)
+            if filled is not None:
+                return filled
+    mutation = mutate_pod(
+        pod,
+        namespace,
+        owner=owner,
+        siblings=siblings,
+        cluster_domain=cluster_domain,
+        coscheduling_scheduler=coscheduling_scheduler,
+    )
+    ops = diff(pod, mutation.pod)
+    if key is not None:
+        kept = _keep(pod, namespace, cluster_domain, mutation.pod, ops, mutation.warnings)
+        if kept is not None:
+            with _lock:
+                _kept[key] = kept
+                if len(_kept) > MAX_KEPT:
+                    _kept.popitem(last=False)
+    return ops, mutation.warnings
+
+
+def kept_count() -> int:
+    return len(_kept)
+
+
+def forget() -> None:
+    """Drop every kept patch (for measuring a job's first pod)."""
+    with _lock:
+        _kept.clear()
+
+
+def _owner(identity: PodIdentity) -> tuple[str, str]:
+    return identity.owner_kind, identity.owner_name
+
+
+def _fill(
+    kept: _Kept, identity: PodIdentity, pod: Mapping[str, Any]
+) -> tuple[list[PatchOp], list[str]] | None:
+    place = place_pod(kept.reading, identity, pod)
+    if place.placement.topology is not kept.reading.topology:
+        return None  # an elastic pod beyond the stamp: its job's lists differ
+    draft = Draft(pod)
+    warnings: list[str] = []
+    write_own(draft, pod, identity, place, warnings)
+    own = diff(pod, draft.root)
+    if tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
+        return None
+    check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
+    ops = list(kept.ops)
+    for position, op in zip(kept.own_at, own, strict=True):
+        ops[position] = op
+    return ops, warnings + kept.shared_warnings
+
+
+def _keep(
+    pod: Mapping[str, Any],
+    namespace: str,
+    cluster_domain: str,
+    mutated: Mapping[str, Any],
+    ops: list[PatchOp],
+    warnings: list[str],
+) -> _Kept | None:
+    """What a later pod of the workload can take from this one's patch; None when its patch
+    cannot be split into its own ops and ops every pod shares."""
+    reading = read_pod(pod, namespace, None, (), cluster_domain)
+    place = place_pod(reading, reading.identity, pod)
+    draft = Draft(pod)
+    own_warnings: list[str] = []
+    write_own(draft, pod, reading.identity, place, own_warnings)
+    own = diff(pod, draft.root)
+    paths = [op["path"] for op in ops]
+    own_at = []
+    for op in own:
+        if op["path"].endswith("/-") or op["path"] not in paths:
+            return None
+        position = paths.index(op["path"])
+        if ops[position] != op:
+            return None
+        own_at.append(position)
+    if warnings[: len(own_warnings)] != own_warnings:
+        return None
+    shared = [op for position, op in enumerate(ops) if position not in own_at]
+    if any(_varies(pod, op["path"]) for op in shared):
+        return None
+    encoded = jsoncodec.dumps(shared)
+    if any(value.encode() in encoded for value in _per_pod_values(pod)):
+        return None
+    return _Kept(
+        reading,
+        ops,
+        tuple(own_at),
+        tuple((op["op"], op["path"]) for op in own),
+        warnings[len(own_warnings) :],
+        annotation_bytes(_annotations(mutated)) - annotation_bytes(_annotations(pod)),
+    )
+
+
+def _varies(pod: Mapping[str, Any], path: str) -> bool:
+    """Whether an op at `path` touches what differs between pods."""
+    return path.startswith(("/metadata/name", "/spec/hostname")) or any(
+        path.startswith(f"/metadata/{field}/{key.replace('/', '~1')}")
+        for field, keys in (("labels", _PER_POD_LABELS), ("annotations", _PER_POD_ANNOTATIONS))
+        for key in keys
+    )
+
+
+def _per_pod_values(pod: Mapping[str, Any]) -> list[str]:
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    values = [metadata.get("name"), spec.get("hostname")]
+    values += [v.get("name") for v in spec.get("volumes") or [] if _is_token(v)]
+    return [v for v in values if isinstance(v, str) and v]
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _is_token(volume: object) -> bool:
+    name = volume.get("name") if isinstance(volume, dict) else None
+    return isinstance(name, str) and name.startswith(TOKEN_VOLUME_PREFIX)
+
+
+def _digest(pod: Mapping[str, Any]) -> bytes:
+    """A digest of everything in the pod but what differs by its index; keys keep their order
+    (the patch follows it). Its cost is bounded by the pod's size, whatever the pod claims."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    same = dict(pod)
+    if isinstance(metadata, dict):
+        kept = {k: v for k, v in metadata.items() if k not in _PER_POD_METADATA}
+        kept["labels"] = _without(metadata.get("labels"), _PER_POD_LABELS)
+        kept["annotations"] = _without(metadata.get("annotations"), _PER_POD_ANNOTATIONS)
+        same["metadata"] = kept
+    if isinstance(spec, dict):
+        spec = {k: v for k, v in spec.items() if k != "hostname"}
+        tokens = {v["name"] for v in spec.get("volumes") or [] if _is_token(v)}
+        if tokens:
+            spec["volumes"] = [_renamed(v, tokens) for v in spec["volumes"]]
+            for field in ("initContainers", "containers"):
+                if isinstance(spec.get(field), list):
+                    spec[field] = [_mounts_renamed(c, tokens) for c in spec[field]]
+        same["spec"] = spec
+    return hashlib.sha256(jsoncodec.dumps(same)).digest()
+
+
+def _without(pairs: object, keys: frozenset[str]) -> object:
+    if not isinstance(pairs, dict):
+        return pairs
+    return {k: v for k, v in pairs.items() if k not in keys}
+
+
+def _renamed(item: object, tokens: set[str]) -> object:
+    if isinstance(item, dict) and item.get("name") in tokens:
+        return {**item, "name": TOKEN_VOLUME_PREFIX}
+    return item
+
+
+def _mounts_renamed(container: object, tokens: set[str]) -> object:
+    if not isinstance(container, dict) or not isinstance(container.get("volumeMounts"), list):
+        return container
+    return {**container, "volumeMounts": [_renamed(m, tokens) for m in container["volumeMounts"]]}
