@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, TypedDict
 
-from webhook.core import contract
+from webhook.core import contract, jsoncodec
 from webhook.core.errors import InvalidName, InvalidSetting, Refused
 from webhook.core.limits import (
     MAX_INT32,
@@ -154,9 +154,10 @@ def stamp(topology: Topology) -> dict[str, str]:
     counts = {role.name: role.replicas for role in topology.roles}
     ports = len({role.port for role in topology.roles}) > 1
     hosts = {role.name: _hosts_entry(role, ports) for role in topology.roles}
+    # Compact JSON; every name in it is a DNS label, so orjson writes the json module's bytes.
     return {
-        contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
-        contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
+        contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
+        contract.HOSTS: jsoncodec.dumps(hosts).decode(),
     }
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from webhook.core import contract
 from webhook.core.draft import Draft
@@ -137,8 +138,32 @@ def sibling_workloads(workload: Workload, siblings: Sequence[Mapping[str, Any]])
             continue
         if (metadata.get("namespace") or workload.namespace) != workload.namespace:
             continue
-        found.append(read_workload(sibling, workload.namespace))
+        found.append(_read_stored(sibling, workload.namespace))
     return found
+
+
+def _read_stored(obj: Mapping[str, Any], namespace: str) -> Workload:
+    """`read_workload` of a stored object, read once per version: the API server gives every
+    change a new resourceVersion, so a uid and resourceVersion name one content for good."""
+    metadata = obj.get("metadata") or {}
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
+        return read_workload(obj, namespace)
+    key = (uid, version, namespace)
+    found = _stored.get(key)
+    if found is None:
+        found = read_workload(obj, namespace)
+        with _stored_lock:
+            _stored[key] = found
+            if len(_stored) > MAX_STORED_READ:
+                del _stored[next(iter(_stored))]  # the oldest read
+    return found
+
+
+# The workloads of the jobs being admitted at once, each a few hundred bytes.
+MAX_STORED_READ: Final = 512
+_stored: dict[tuple[str, str, str], Workload] = {}
+_stored_lock = threading.Lock()
 
 
 def template_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
