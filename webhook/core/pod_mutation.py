@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ class PodMutation:
     placement: Placement
     env: dict[str, str]
     peers: PeerFiles | None = None  # the job's peers ConfigMap, for a job past the inline bound
+    reading: PodReading | None = None
 
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -96,15 +97,20 @@ def mutate_pod(
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    own_written: Callable[[Mapping[str, Any], list[str]], None] | None = None,
 ) -> PodMutation:
+    """Mutate a labelled pod; `own_written`, when given, sees the pod and the warnings as they
+    are once what differs between the pods of its workload is written, before the rest."""
     reading = read_pod(pod, namespace, owner, siblings, cluster_domain)
     place = place_pod(reading, reading.identity, pod)
     draft = Draft(pod)
     warnings: list[str] = []
     write_own(draft, pod, reading.identity, place, warnings)
+    if own_written is not None:
+        own_written(draft.root, warnings)
     write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
     check_annotation_size(annotations_of(draft.root))
-    return PodMutation(draft.root, warnings, place.placement, place.env, place.files)
+    return PodMutation(draft.root, warnings, place.placement, place.env, place.files, reading)
 
 
 def read_pod(

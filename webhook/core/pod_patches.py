@@ -31,7 +31,6 @@ from webhook.core.pod_mutation import (
     check_annotation_size,
     mutate_pod,
     place_pod,
-    read_pod,
     write_own,
 )
 from webhook.core.pods import PodIdentity, identify
@@ -90,6 +89,12 @@ def pod_patch(
             filled = _fill(kept, identity, pod)
             if filled is not None:
                 return filled
+    own: list[tuple[list[PatchOp], bytes, int]] = []
+
+    def own_written(written: Mapping[str, Any], warnings: list[str]) -> None:
+        ops = diff(pod, written)  # encoded now: what is written next may share their values
+        own.append((ops, jsoncodec.dumps(ops), len(warnings)))
+
     mutation = mutate_pod(
         pod,
         namespace,
@@ -97,10 +102,11 @@ def pod_patch(
         siblings=siblings,
         cluster_domain=cluster_domain,
         coscheduling_scheduler=coscheduling_scheduler,
+        own_written=own_written if key is not None else None,
     )
     ops = diff(pod, mutation.pod)
-    if key is not None:
-        kept = _keep(pod, namespace, cluster_domain, mutation.pod, ops, mutation.warnings)
+    if key is not None and mutation.reading is not None:
+        kept = _keep(pod, mutation.reading, mutation.pod, ops, mutation.warnings, *own[0])
         if kept is not None:
             with _lock:
                 _kept[key] = kept
@@ -132,8 +138,8 @@ def _fill(
     draft = Draft(pod)
     warnings: list[str] = []
     write_own(draft, pod, identity, place, warnings)
-    own = diff(pod, draft.root)
-    if tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
+    own = _own_ops(pod, draft.root)
+    if own is None or tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
         return None
     check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
     ops = list(kept.ops)
@@ -142,35 +148,50 @@ def _fill(
     return ops, warnings + kept.shared_warnings
 
 
+def _own_ops(pod: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[PatchOp] | None:
+    """`diff(pod, mutated)` for a pod that `write_own` alone changed, walking only what it
+    writes (the labels, the containers' env) in the order the full diff walks them; None for a
+    pod it gave a field the pod did not have."""
+    if len(mutated) != len(pod) or not isinstance(pod.get("spec"), dict):
+        return None
+    ops: list[PatchOp] = []
+    for key in pod:
+        if key == "metadata":
+            ops += diff(pod[key], mutated[key], "/metadata")
+        elif key == "spec":
+            spec, changed = pod[key], mutated[key]
+            if len(changed) != len(spec):
+                return None
+            for field in spec:
+                if field in ("initContainers", "containers") and spec[field] is not changed[field]:
+                    for position, container in enumerate(spec[field]):
+                        after = changed[field][position]
+                        ops += diff(container, after, f"/spec/{field}/{position}")
+    return ops
+
+
 def _keep(
     pod: Mapping[str, Any],
-    namespace: str,
-    cluster_domain: str,
+    reading: PodReading,
     mutated: Mapping[str, Any],
     ops: list[PatchOp],
     warnings: list[str],
+    own: list[PatchOp],
+    own_encoded: bytes,
+    own_warnings: int,
 ) -> _Kept | None:
     """What a later pod of the workload can take from this one's patch; None when its patch
     cannot be split into its own ops and ops every pod shares."""
-    reading = read_pod(pod, namespace, None, (), cluster_domain)
-    place = place_pod(reading, reading.identity, pod)
-    draft = Draft(pod)
-    own_warnings: list[str] = []
-    write_own(draft, pod, reading.identity, place, own_warnings)
-    own = diff(pod, draft.root)
     paths = [op["path"] for op in ops]
     own_at = []
     for op in own:
         if op["path"].endswith("/-") or op["path"] not in paths:
             return None
-        position = paths.index(op["path"])
-        if ops[position] != op:
-            return None
-        own_at.append(position)
-    if warnings[: len(own_warnings)] != own_warnings:
-        return None
+        own_at.append(paths.index(op["path"]))
+    if jsoncodec.dumps([ops[position] for position in own_at]) != own_encoded:
+        return None  # an own op was changed or joined by what was written after it
     shared = [op for position, op in enumerate(ops) if position not in own_at]
-    if any(_varies(pod, op["path"]) for op in shared):
+    if any(_varies(op["path"]) for op in shared):
         return None
     encoded = jsoncodec.dumps(shared)
     if any(value.encode() in encoded for value in _per_pod_values(pod)):
@@ -180,12 +201,12 @@ def _keep(
         ops,
         tuple(own_at),
         tuple((op["op"], op["path"]) for op in own),
-        warnings[len(own_warnings) :],
+        warnings[own_warnings:],
         annotation_bytes(_annotations(mutated)) - annotation_bytes(_annotations(pod)),
     )
 
 
-def _varies(pod: Mapping[str, Any], path: str) -> bool:
+def _varies(path: str) -> bool:
     """Whether an op at `path` touches what differs between pods."""
     return path.startswith(("/metadata/name", "/spec/hostname")) or any(
         path.startswith(f"/metadata/{field}/{key.replace('/', '~1')}")
@@ -214,39 +235,47 @@ def _is_token(volume: object) -> bool:
 def _digest(pod: Mapping[str, Any]) -> bytes:
     """A digest of everything in the pod but what differs by its index; keys keep their order
     (the patch follows it). Its cost is bounded by the pod's size, whatever the pod claims."""
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
     same = dict(pod)
+    metadata = pod.get("metadata")
     if isinstance(metadata, dict):
-        kept = {k: v for k, v in metadata.items() if k not in _PER_POD_METADATA}
-        kept["labels"] = _without(metadata.get("labels"), _PER_POD_LABELS)
-        kept["annotations"] = _without(metadata.get("annotations"), _PER_POD_ANNOTATIONS)
-        same["metadata"] = kept
+        metadata = same["metadata"] = dict(metadata)
+        for key in _PER_POD_METADATA:
+            metadata.pop(key, None)
+        metadata["labels"] = _without(pod["metadata"].get("labels"), _PER_POD_LABELS)
+        metadata["annotations"] = _without(pod["metadata"].get("annotations"), _PER_POD_ANNOTATIONS)
+    spec = pod.get("spec")
     if isinstance(spec, dict):
-        spec = {k: v for k, v in spec.items() if k != "hostname"}
-        tokens = {v["name"] for v in spec.get("volumes") or [] if _is_token(v)}
-        if tokens:
-            spec["volumes"] = [_renamed(v, tokens) for v in spec["volumes"]]
+        spec = same["spec"] = dict(spec)
+        spec.pop("hostname", None)
+        volumes = spec.get("volumes")
+        tokens = {v["name"] for v in volumes if _is_token(v)} if isinstance(volumes, list) else ()
+        if tokens and isinstance(volumes, list):
+            spec["volumes"] = _renamed(volumes, tokens)
             for field in ("initContainers", "containers"):
                 if isinstance(spec.get(field), list):
                     spec[field] = [_mounts_renamed(c, tokens) for c in spec[field]]
-        same["spec"] = spec
     return hashlib.sha256(jsoncodec.dumps(same)).digest()
 
 
 def _without(pairs: object, keys: frozenset[str]) -> object:
-    if not isinstance(pairs, dict):
+    if not isinstance(pairs, dict) or keys.isdisjoint(pairs):
         return pairs
-    return {k: v for k, v in pairs.items() if k not in keys}
+    kept = dict(pairs)
+    for key in keys:
+        kept.pop(key, None)
+    return kept
 
 
-def _renamed(item: object, tokens: set[str]) -> object:
-    if isinstance(item, dict) and item.get("name") in tokens:
-        return {**item, "name": TOKEN_VOLUME_PREFIX}
-    return item
+def _renamed(items: list[Any], tokens: set[str] | tuple[()]) -> list[Any]:
+    return [
+        {**item, "name": TOKEN_VOLUME_PREFIX}
+        if isinstance(item, dict) and item.get("name") in tokens
+        else item
+        for item in items
+    ]
 
 
-def _mounts_renamed(container: object, tokens: set[str]) -> object:
+def _mounts_renamed(container: object, tokens: set[str] | tuple[()]) -> object:
     if not isinstance(container, dict) or not isinstance(container.get("volumeMounts"), list):
         return container
-    return {**container, "volumeMounts": [_renamed(m, tokens) for m in container["volumeMounts"]]}
+    return {**container, "volumeMounts": _renamed(container["volumeMounts"], tokens)}
