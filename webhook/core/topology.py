@@ -101,6 +101,18 @@ class Topology:
             )
 
     @cached_property
+    def stamped(self) -> dict[str, str]:
+        """`stamp(self)`, made once; read it through `stamp`, which hands out a copy."""
+        counts = {role.name: role.replicas for role in self.roles}
+        ports = len({role.port for role in self.roles}) > 1
+        hosts = {role.name: _hosts_entry(role, ports) for role in self.roles}
+        # Compact JSON; every name in it is a DNS label, so orjson writes the json module's bytes.
+        return {
+            contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
+            contract.HOSTS: jsoncodec.dumps(hosts).decode(),
+        }
+
+    @cached_property
     def total(self) -> int:
         return sum(role.replicas for role in self.roles)
 
@@ -151,14 +163,7 @@ class Topology:
 
 def stamp(topology: Topology) -> dict[str, str]:
     """The annotations that carry a topology on a pod template (compact JSON, role order)."""
-    counts = {role.name: role.replicas for role in topology.roles}
-    ports = len({role.port for role in topology.roles}) > 1
-    hosts = {role.name: _hosts_entry(role, ports) for role in topology.roles}
-    # Compact JSON; every name in it is a DNS label, so orjson writes the json module's bytes.
-    return {
-        contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
-        contract.HOSTS: jsoncodec.dumps(hosts).decode(),
-    }
+    return dict(topology.stamped)
 
 
 def _hosts_entry(role: Role, ports: bool) -> HostsEntry:
