@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from webhook.core import contract
 from webhook.core.limits import shown
@@ -40,7 +40,7 @@ def creator_of(obj: Mapping[str, Any] | None) -> str | None:
     return creator if isinstance(creator, str) else None
 
 
-def _is_mapping(value: object) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     # A decoded review holds dicts; the abstract check costs more than the rest of the read.
     return type(value) is dict or isinstance(value, Mapping)
 

@@ -14,9 +14,8 @@ a later pod's own ops have the same paths in the same order; anything else is mu
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -59,8 +58,14 @@ class _Kept:
     added_annotation_bytes: int
 
 
-_kept: OrderedDict[tuple[bytes, str, str, str], _Kept] = OrderedDict()
-_lock = threading.Lock()
+Key = tuple[bytes, str, str, str]
+
+
+@functools.lru_cache(maxsize=MAX_KEPT)
+def _slot(key: Key) -> list[_Kept | None]:
+    """The place of one kept patch: lru_cache bounds them and drops the least recently used,
+    safely across the serving threads."""
+    return [None]
 
 
 def pod_patch(
@@ -81,10 +86,7 @@ def pod_patch(
         identity = None  # refused below, by the full mutation, with its checks in their order
     if owner is None and identity is not None and identity.owner_kind != "Pod":
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
-        with _lock:
-            kept = _kept.get(key)
-            if kept is not None:
-                _kept.move_to_end(key)
+        kept = _slot(key)[0]
         if kept is not None and _owner(kept.reading.identity) == _owner(identity):
             filled = _fill(kept, identity, pod)
             if filled is not None:
@@ -108,21 +110,17 @@ def pod_patch(
     if key is not None and mutation.reading is not None:
         kept = _keep(pod, mutation.reading, mutation.pod, ops, mutation.warnings, *own[0])
         if kept is not None:
-            with _lock:
-                _kept[key] = kept
-                if len(_kept) > MAX_KEPT:
-                    _kept.popitem(last=False)
+            _slot(key)[0] = kept
     return ops, mutation.warnings
 
 
 def kept_count() -> int:
-    return len(_kept)
+    return _slot.cache_info().currsize
 
 
 def forget() -> None:
     """Drop every kept patch (for measuring a job's first pod)."""
-    with _lock:
-        _kept.clear()
+    _slot.cache_clear()
 
 
 def _owner(identity: PodIdentity) -> tuple[str, str]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from functools import lru_cache
+from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
@@ -149,21 +149,18 @@ def _read_stored(obj: Mapping[str, Any], namespace: str) -> Workload:
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
         return read_workload(obj, namespace)
-    key = (uid, version, namespace)
-    found = _stored.get(key)
+    slot = _stored(uid, version, namespace)
+    found = slot[0]
     if found is None:
-        found = read_workload(obj, namespace)
-        with _stored_lock:
-            _stored[key] = found
-            if len(_stored) > MAX_STORED_READ:
-                del _stored[next(iter(_stored))]  # the oldest read
+        found = slot[0] = read_workload(obj, namespace)
     return found
 
 
-# The workloads of the jobs being admitted at once, each a few hundred bytes.
-MAX_STORED_READ: Final = 512
-_stored: dict[tuple[str, str, str], Workload] = {}
-_stored_lock = threading.Lock()
+# The workloads of the jobs being admitted at once, each a few hundred bytes; lru_cache bounds
+# them and drops the least recently read, safely across the serving threads.
+@lru_cache(maxsize=512)
+def _stored(uid: str, version: str, namespace: str) -> list[Workload | None]:
+    return [None]
 
 
 def template_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
