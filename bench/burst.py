@@ -12,9 +12,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.reviews import admitted, container, controller_pod, review, statefulset
+from bench.reviews import NAMESPACE, admitted, as_served, container, review, statefulset
 from bench.served import Server
 from webhook.core import contract, jsoncodec
+from webhook.core.render import expand
 
 IN_FLIGHT = 16
 SIZES = (1_000, 8_192)
@@ -37,8 +38,8 @@ def job_bodies(pods: int) -> list[bytes]:
     worker = statefulset("pytorch", job, "worker", pods - 1, copy.deepcopy(containers), settings)
     bodies = []
     for workload in (admitted(master, [master, worker]), admitted(worker, [master, worker])):
-        for ordinal in range(workload["spec"]["replicas"]):
-            pod = controller_pod(workload, ordinal)
+        for ordinal, made in enumerate(expand(workload, NAMESPACE)):
+            pod = as_served(workload, made)
             token = f"kube-api-access-{ordinal:05x}"
             for volume in pod["spec"]["volumes"]:
                 if volume["name"].startswith("kube-api-access-"):

@@ -154,6 +154,12 @@ def controller_pod(workload: dict[str, Any], ordinal: int) -> dict[str, Any]:
     pod = next(
         p for p in expand(workload, NAMESPACE) if p["metadata"]["name"].endswith(f"-{ordinal}")
     )
+    return as_served(workload, pod)
+
+
+def as_served(workload: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod the StatefulSet controller made, as it reaches the webhooks: created and
+    defaulted (changed in place)."""
     name = workload["metadata"]["name"]
     metadata = pod["metadata"]
     metadata["generateName"] = f"{name}-"
