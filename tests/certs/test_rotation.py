@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime
-import http.client
 import itertools
-import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -17,12 +15,13 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
 
 from tests.support.emulator import EmulatorThread as Emulator
 from tests.support.emulator import emulator
+from tests.support.load import AdmissionLoop
 from tests.support.reviews import encoded, review
 from tests.support.serving import Webhook, serving
+from tests.support.waiting import eventually
 from webhook.certs.material import RenewalPolicy, write_private
 from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 
@@ -39,13 +38,9 @@ class ApiServerSide:
 
     def __init__(self, api: Emulator, webhook: Webhook, bundle_file: Path) -> None:
         self.api = api
-        self.webhook = webhook
         self.bundle_file = bundle_file
-        self.failures: list[str] = []
-        self.served: list[str] = []  # each certificate fresh connections were served, in turn
-        self.issuers: list[str] = []  # the CAs that signed them, in turn
+        self.admissions = AdmissionLoop(webhook, bundle_file, encoded(review(POD)))
         self.bundles: list[int] = []  # how many CAs each published caBundle held
-        self.requests = 0
         self._stop = threading.Event()
 
     def follow_bundle(self) -> None:
@@ -59,51 +54,17 @@ class ApiServerSide:
                 self.bundles.append(len(x509.load_pem_x509_certificates(bundle)))
             self._stop.wait(0.05)
 
-    def connect(self) -> http.client.HTTPSConnection:
-        context = ssl.create_default_context(cafile=str(self.bundle_file))
-        return http.client.HTTPSConnection("127.0.0.1", self.webhook.port, context=context)
-
-    def admit(self, connection: http.client.HTTPSConnection) -> None:
-        try:
-            status, answer, _ = self.webhook.post(encoded(review(POD)), connection=connection)
-            if status != 200 or answer["response"]["allowed"] is not True:
-                self.failures.append(f"{status}: {answer}")
-        except (OSError, http.client.HTTPException) as error:
-            self.failures.append(repr(error))
-            connection.close()
-        self.requests += 1
-
-    def send(self) -> None:
-        kept_alive = self.connect()
-        while not self._stop.is_set():
-            fresh = self.connect()
-            self.admit(fresh)
-            self.admit(kept_alive)
-            if isinstance(fresh.sock, ssl.SSLSocket):
-                der = fresh.sock.getpeercert(binary_form=True)
-                assert der is not None
-                cert = x509.load_der_x509_certificate(der)
-                for seen, value in (
-                    (self.served, cert.fingerprint(hashes.SHA256()).hex()),
-                    (self.issuers, cert.issuer.rfc4514_string()),
-                ):
-                    if not seen or seen[-1] != value:
-                        seen.append(value)
-            fresh.close()
-        kept_alive.close()
-
     @contextmanager
     def running(self) -> Iterator[ApiServerSide]:
-        threads = [threading.Thread(target=t, daemon=True) for t in (self.follow_bundle, self.send)]
-        threads[0].start()
-        time.sleep(0.2)
-        threads[1].start()
+        follower = threading.Thread(target=self.follow_bundle, daemon=True)
+        follower.start()
         try:
-            yield self
+            eventually(self.bundle_file.exists, what="the first caBundle")
+            with self.admissions.running():
+                yield self
         finally:
             self._stop.set()
-            for thread in threads:
-                thread.join(20)
+            follower.join(20)
 
 
 @pytest.fixture
@@ -169,10 +130,10 @@ def test_serving_certificate_renewed_every_second_and_a_half_costs_no_request(
     )
     client = client_loop_while_rotating(api, tmp_path, policy, seconds=5)
 
-    assert client.failures == []
-    assert client.requests > 50
-    assert len(client.served) >= 3  # renewed at least twice
-    assert len(client.issuers) == 1  # by the same CA
+    assert client.admissions.failures == []
+    assert client.admissions.requests > 50
+    assert len(client.admissions.served) >= 3  # renewed at least twice
+    assert len(client.admissions.issuers) == 1  # by the same CA
     assert client.bundles == [1]
 
 
@@ -190,9 +151,9 @@ def test_ca_rotating_every_three_seconds_costs_no_request_to_a_client_that_follo
     )
     client = client_loop_while_rotating(api, tmp_path, policy, seconds=9)
 
-    assert client.failures == []
-    assert client.requests > 100
-    assert len(client.issuers) >= 3  # served by at least three successive CAs
+    assert client.admissions.failures == []
+    assert client.admissions.requests > 100
+    assert len(client.admissions.issuers) >= 3  # served by at least three successive CAs
     assert len(client.bundles) >= 3
     assert min(client.bundles[1:]) >= 2  # once rotating, old and new CAs are trusted together
     assert any(b < a for a, b in itertools.pairwise(client.bundles))  # expired CAs leave

@@ -8,7 +8,6 @@ import datetime
 import os
 import socket
 import stat
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from cryptography import x509
 
 from tests.support.emulator import EmulatorThread as Emulator
 from tests.support.emulator import emulator
+from tests.support.waiting import eventually
 from webhook.certs import material as certs
 from webhook.certs.material import CertificateError, RenewalPolicy
 from webhook.certs.selfmanaged import (
@@ -95,15 +95,6 @@ def served(directory: Path) -> x509.Certificate:
 
 def issuer_cn(cert: x509.Certificate) -> str:
     return cert.issuer.rfc4514_string()
-
-
-def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.support import builders
 from tests.support.reviews import StoredWorkloads, encoded, is_review, patched, review
 from webhook.core import contract
 from webhook.server.admission import Context
@@ -24,25 +25,18 @@ def statefulset(
     annotations: dict[str, str] | None = None,
     created: str | None = None,
 ) -> dict[str, Any]:
-    labels = {contract.FRAMEWORK: "pytorch", contract.JOB: job, contract.ROLE: role}
-    metadata: dict[str, Any] = {"name": name, "namespace": "ml", "labels": labels}
+    made = builders.statefulset(
+        name,
+        "pytorch",
+        role=role,
+        job=job,
+        namespace="ml",
+        created=created,
+        labelled_template=True,
+    )
     if annotations is not None:
-        metadata["annotations"] = annotations
-    if created is not None:
-        metadata["creationTimestamp"] = created
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata,
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name, **labels}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
-    }
+        made["metadata"]["annotations"] = annotations
+    return made
 
 
 def answer(

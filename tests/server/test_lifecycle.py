@@ -7,13 +7,9 @@ import datetime
 import http.client
 import signal
 import socket
-import ssl
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,8 +17,9 @@ from cryptography.hazmat.primitives import hashes
 
 from tests.server.test_review import labelled_pod
 from tests.support.emulator import emulator, kubeconfig
+from tests.support.load import AdmissionLoop
 from tests.support.reviews import encoded, review
-from tests.support.serving import ROOT, Webhook, serving
+from tests.support.serving import ROOT, serving
 from webhook.certs.material import (
     Issued,
     bundle_pem,
@@ -67,61 +64,6 @@ def install(directory: Path, serving_pair: Issued, *, key_too: bool = True) -> s
     return serving_pair.cert.fingerprint(hashes.SHA256()).hex()
 
 
-class ClientLoop:
-    """Admissions back to back, as the API server sends them, recording what failed and which
-    certificate each new connection was served with."""
-
-    def __init__(self, webhook: Webhook, ca_file: Path) -> None:
-        self.webhook = webhook
-        self.ca_file = ca_file
-        self.failures: list[str] = []
-        self.seen: list[str] = []
-        self.requests = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        kept_alive = self.webhook.connect(self.ca_file)
-        while not self._stop.is_set():
-            fresh = self.webhook.connect(self.ca_file)
-            for connection in (fresh, kept_alive):
-                try:
-                    status, answer, _ = self.webhook.post(
-                        encoded(review(labelled_pod())), connection=connection
-                    )
-                    if status != 200 or answer["response"]["allowed"] is not True:
-                        self.failures.append(f"{status}: {answer}")
-                except (OSError, http.client.HTTPException) as error:
-                    self.failures.append(repr(error))
-                    connection.close()
-                self.requests += 1
-            assert isinstance(fresh.sock, ssl.SSLSocket)
-            self.seen.append(fingerprint(fresh.sock.getpeercert(binary_form=True)))
-            fresh.close()
-        kept_alive.close()
-
-    def wait_for(self, wanted: str) -> None:
-        deadline = time.monotonic() + ROTATION_SECONDS
-        while wanted not in self.seen[-3:] and time.monotonic() < deadline:
-            time.sleep(0.05)
-
-    def settle(self, requests: int = 20) -> None:
-        """Let at least `requests` more admissions go through."""
-        target = self.requests + requests
-        deadline = time.monotonic() + ROTATION_SECONDS
-        while self.requests < target and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-    @contextmanager
-    def running(self) -> Iterator[ClientLoop]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join(timeout=30)
-
-
 @pytest.fixture
 def own_certs(tmp_path: Path) -> Path:
     directory = tmp_path / "certs"
@@ -134,7 +76,9 @@ def test_swapped_serving_certificate_is_served_without_restart_or_a_failed_reque
 ) -> None:
     with serving(own_certs, tmp_path / "serve.log", "--workers=2") as webhook:
         old = fingerprint_of_file(own_certs / "tls.crt")
-        with ClientLoop(webhook, own_certs / "ca.crt").running() as loop:
+        with AdmissionLoop(
+            webhook, own_certs / "ca.crt", encoded(review(labelled_pod()))
+        ).running() as loop:
             loop.settle()
             replacement = new_serving(ca_of(own_certs))
             new = install(own_certs, replacement, key_too=False)
@@ -164,7 +108,7 @@ def test_certificate_from_a_new_ca_is_served_without_a_failed_request_while_both
 
     with (
         serving(own_certs, tmp_path / "serve.log", "--workers=2") as webhook,
-        ClientLoop(webhook, bundle).running() as loop,
+        AdmissionLoop(webhook, bundle, encoded(review(labelled_pod()))).running() as loop,
     ):
         loop.settle()
         new = install(own_certs, new_serving(new_ca))

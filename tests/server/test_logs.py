@@ -15,12 +15,11 @@ import pytest
 from gunicorn import glogging
 from gunicorn.config import Config
 
+from webhook.logs import JsonFormatter, JsonLines
 from webhook.server.admission import Record
 from webhook.server.logs import (
     ADMISSION_LOGGER,
     GunicornLogger,
-    JsonFormatter,
-    JsonLines,
     _only_handler,
     log_admission,
     logging_config,

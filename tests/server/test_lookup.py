@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import builders
 from tests.support.emulator import EmulatorThread as Emulator
 from tests.support.emulator import emulator, kubeconfig
 from tests.support.reviews import (
@@ -33,24 +34,15 @@ STATEFULSETS = "/apis/apps/v1/namespaces/{ns}/statefulsets"
 
 
 def role(name: str, role: str, replicas: int, job: str = "pt") -> dict[str, Any]:
-    labels = {contract.FRAMEWORK: "pytorch", contract.JOB: job, contract.ROLE: role}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": name,
-            "namespace": "ml",
-            "labels": labels,
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name, **labels}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
-    }
+    return builders.statefulset(
+        name,
+        "pytorch",
+        role=role,
+        job=job,
+        replicas=replicas,
+        namespace="ml",
+        labelled_template=True,
+    )
 
 
 MASTER = role("pt-master", "master", 1)

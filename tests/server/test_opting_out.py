@@ -7,6 +7,7 @@ import copy
 import json
 from typing import Any
 
+from tests.support import builders
 from tests.support.reviews import encoded, is_review, patched, review, validate
 from webhook.core import contract
 from webhook.server.admission import Context
@@ -19,25 +20,9 @@ TEMPLATE_LABELS = "/spec/template/metadata/labels"
 
 
 def workload(annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": "ddp",
-            "namespace": "ml",
-            "labels": {contract.FRAMEWORK: "pytorch"},
-            "annotations": annotations,
-        },
-        "spec": {
-            "replicas": 2,
-            "serviceName": "ddp",
-            "selector": {"matchLabels": {"app": "ddp"}},
-            "template": {
-                "metadata": {"labels": {"app": "ddp"}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
-    }
+    made = builders.statefulset("ddp", "pytorch", replicas=2, namespace="ml", service_name="ddp")
+    made["metadata"]["annotations"] = annotations
+    return made
 
 
 def answer(obj: dict[str, Any], **kw: Any) -> AdmissionReview:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.support import builders
 from tests.support.reviews import encoded, is_review, review
 from webhook.core import contract
 from webhook.server.admission import Context
@@ -17,20 +18,11 @@ CONTEXT = Context(sweeper_username=SWEEPER)
 
 
 def statefulset(annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": "ddp",
-            "namespace": "ml",
-            "labels": {contract.FRAMEWORK: "pytorch"},
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "replicas": 2,
-            "template": {"spec": {"containers": [{"name": "pytorch", "image": "t"}]}},
-        },
-    }
+    made = builders.statefulset(
+        "ddp", "pytorch", replicas=2, namespace="ml", image="t", selector=False
+    )
+    made["metadata"]["annotations"] = annotations or {}
+    return made
 
 
 def forged_pod() -> dict[str, Any]:

@@ -17,7 +17,14 @@ def statefulset(
     annotations: dict[str, str] | None = None,
     containers: list[dict[str, Any]] | None = None,
     namespace: str = "default",
+    image: str = "trainer:1",
+    created: str | None = None,
+    service_name: str | None = None,
+    labelled_template: bool = False,
+    selector: bool = True,
 ) -> dict[str, Any]:
+    """A StatefulSet as a user writes it; `labelled_template` repeats the trainhook.io/ labels
+    on the pod template, as many manifests do."""
     labels = {"trainhook.io/framework": framework}
     if role:
         labels["trainhook.io/role"] = role
@@ -26,19 +33,20 @@ def statefulset(
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
     if annotations:
         metadata["annotations"] = annotations
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata,
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": containers or [{"name": framework, "image": "trainer:1"}]},
-            },
-        },
+    if created is not None:
+        metadata["creationTimestamp"] = created
+    template: dict[str, Any] = {
+        "spec": {"containers": containers or [{"name": framework, "image": image}]}
     }
+    spec: dict[str, Any] = {"replicas": replicas}
+    if service_name is not None:
+        spec["serviceName"] = service_name
+    if selector:
+        spec["selector"] = {"matchLabels": {"app": name}}
+        template_labels = {"app": name, **(labels if labelled_template else {})}
+        template = {"metadata": {"labels": template_labels}, **template}
+    spec["template"] = template
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": metadata, "spec": spec}
 
 
 def indexed_job(

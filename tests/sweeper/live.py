@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tests.support.waiting import eventually
 from webhook.kube.client import Kube
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
@@ -47,6 +49,16 @@ class Running:
             return done
 
         self.sweeper.executor._apply = recording  # type: ignore[method-assign]
+        self.reconciles: Counter[tuple[str, str]] = Counter()
+        reconcile_one = self.sweeper.reconcile
+
+        def counting(key: tuple[str, str]) -> None:
+            try:
+                reconcile_one(key)
+            finally:
+                self.reconciles[key] += 1
+
+        self.sweeper.reconcile = counting  # type: ignore[method-assign]
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.sweeper.run, args=(self.stop_event,))
 
@@ -62,6 +74,25 @@ class Running:
     def leads(self) -> bool:
         return self.sweeper.elector.is_leader()
 
+    def reconciled(self, namespace: str, job: str, times: int = 2, timeout: float = 10.0) -> None:
+        """Have the job looked at `times` more times, one after the other, and wait until it has.
+
+        What a check that something did *not* happen waits for: the sweeper has decided on
+        everything it was shown, twice over, rather than a guessed number of seconds.
+        """
+        key = (namespace, job)
+        for _ in range(times):
+            target = self.reconciles[key] + 1
+            self.sweeper.queue.add(key)
+            eventually(
+                partial(self._reconciled_at_least, key, target),
+                timeout,
+                what=f"another reconcile of job {namespace}/{job}",
+            )
+
+    def _reconciled_at_least(self, key: tuple[str, str], times: int) -> bool:
+        return self.reconciles[key] >= times
+
 
 @contextlib.contextmanager
 def sweeping(kube: Kube, identity: str = "sweeper-a", **overrides: Any) -> Iterator[Running]:
@@ -70,18 +101,6 @@ def sweeping(kube: Kube, identity: str = "sweeper-a", **overrides: Any) -> Itera
         yield running
     finally:
         running.stop()
-
-
-def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    """Poll until `check()` is truthy; return its value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what or check}")
-        time.sleep(0.05)
 
 
 class SweeperProcess:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
+from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
 from webhook.sweeper import decide
 
-from .live import eventually, sweeping
+from .live import sweeping
 
 
 def names(emulator, resource):
@@ -42,7 +42,7 @@ FORGED = {
 def test_a_forged_bare_pod_claiming_a_job_is_ignored_with_a_warning_and_deletes_nothing(
     emulator, kube
 ):
-    with sweeping(kube):
+    with sweeping(kube) as sweeper:
         create_victim(kube)
         eventually(lambda: names(emulator, SERVICES) == ["victim"], what="the victim's Service")
         forged = bare_pod("intruder", framework="pytorch", job="victim", annotations=dict(FORGED))
@@ -70,7 +70,7 @@ def test_a_forged_bare_pod_claiming_a_job_is_ignored_with_a_warning_and_deletes_
             ],
             what="a Warning Event on the forged pod",
         )
-        time.sleep(1.5)  # long enough for a sweeper that trusted the pod to act on it
+        sweeper.reconciled("ml", "victim")  # a sweeper that trusted the pod would act on it
 
     assert warnings[0]["type"] == "Warning"
     assert warnings[0]["message"] == (
@@ -101,7 +101,7 @@ def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_l
         indexed_job("hvd-launcher", role="launcher", job="hvd"),
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
     )
-    with sweeping(kube):
+    with sweeping(kube) as sweeper:
         kube.create(JOBS, "ml", launcher)
         kube.create(STATEFULSETS, "ml", workers)
         warnings = eventually(
@@ -109,7 +109,7 @@ def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_l
             what="a ForeignSecret Warning",
         )
         eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="the job's Service")
-        time.sleep(1.0)  # reconciles keep coming; none may try to create the Secret
+        sweeper.reconciled("ml", "hvd")  # reconciles keep coming; none may try to create the Secret
 
     assert [(e["type"], e["involvedObject"]["name"]) for e in warnings] == [
         ("Warning", "hvd-launcher")
@@ -146,7 +146,13 @@ def test_a_failing_podgroup_create_neither_holds_back_the_service_nor_deafens_th
     with sweeping(kube, backoff_base=5.0):  # a job backing off waits 5 s, then 10 s...
         kube.create(STATEFULSETS, "ml", workers)
         eventually(lambda: names(emulator, SERVICES) == ["gang"], timeout=3, what="Service")
-        time.sleep(0.5)  # the job now backs off after its PodGroup failed
+        eventually(  # the job now backs off after its PodGroup failed
+            lambda: any(
+                method == "POST" and path.endswith("/podgroups")
+                for method, path, _, _ in emulator.emulator.log
+            ),
+            what="a failed PodGroup create",
+        )
         before = len(emulator.emulator.log)  # taken first: the sweeper may answer at once
         kube.create(PODS, "ml", pod(the(emulator, STATEFULSETS, "gang"), 0, phase="Failed"))
         # The new pod is news: the job is decided on again at once, not after its backoff.
@@ -171,7 +177,7 @@ def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_dele
             "victim-worker", framework="tensorflow", role="worker", job="victim", replicas=2
         ),
     )
-    with sweeping(kube):
+    with sweeping(kube) as sweeper:
         for workload in (chief, workers):
             workload["metadata"]["annotations"].update(alice)
             created = kube.create(STATEFULSETS, "ml", workload)
@@ -207,7 +213,7 @@ def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_dele
             ],
             what="a Warning Event on Bob's StatefulSet",
         )
-        time.sleep(1.0)  # long enough for a sweeper that took it in to restamp the victim
+        sweeper.reconciled("ml", "victim")  # a sweeper that took it in would restamp the victim
         restamped = the(emulator, STATEFULSETS, "victim-chief")["spec"]["template"]["metadata"]
         # The victim's chief succeeds: the job is finished, with no TTL of its own.
         done = pod(the(emulator, STATEFULSETS, "victim-chief"), 0, phase="Succeeded", exit_code=0)
@@ -220,7 +226,7 @@ def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_dele
             ),
             what="the victim recorded as Succeeded",
         )
-        time.sleep(1.0)  # long enough for a TTL of 0 to delete it
+        sweeper.reconciled("ml", "victim")  # a TTL of 0 would delete it now
 
     assert (warnings[0]["type"], warnings[0]["involvedObject"]["kind"]) == (
         "Warning",

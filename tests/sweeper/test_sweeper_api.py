@@ -6,12 +6,14 @@ import base64
 import itertools
 import logging
 import time
+from functools import partial
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
 from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
+from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.core.pod_mutation import mutate_pod
@@ -34,7 +36,6 @@ from .live import (
     LEASE_NAMESPACE,
     Running,
     SweeperProcess,
-    eventually,
     fast_config,
     sweeping,
 )
@@ -373,7 +374,7 @@ def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(em
     second = Running(kube_for(emulator.url), fast_config("sweeper-b")).start()
     try:
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
-        time.sleep(0.5)
+        first.reconciled("ml", "pt")
         assert creations(first.actions) == ["create Service ml/pt"]
         assert second.actions == [] and not second.leads()
         first.stop()
@@ -393,7 +394,12 @@ def test_a_killed_leaders_lease_expires_and_the_standby_takes_over(emulator, kub
     leader = SweeperProcess(config, "sweeper-a", tmp_path / "a.log")
     eventually(lambda: lease_holder(emulator) == "sweeper-a", timeout=20, what="first leader")
     with sweeping(kube, "sweeper-b") as standby:
-        time.sleep(0.5)
+        for _ in range(2):  # the standby tries every 0.1 s while the leader renews
+            renewed = lease(emulator).get("renewTime")
+            eventually(
+                partial(renewed_since, emulator, renewed),
+                what="the leader renewing its lease while the standby watches",
+            )
         assert not standby.leads()
         leader.kill()
         killed = time.monotonic()
@@ -417,6 +423,10 @@ def lease(emulator):
 
 def lease_holder(emulator):
     return lease(emulator).get("holderIdentity")
+
+
+def renewed_since(emulator, renew_time):
+    return lease(emulator).get("renewTime") != renew_time
 
 
 def lease_transitions(emulator):

@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.cli.validators import log_level, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
-from webhook.server.logs import logging_config
+from webhook.logs import logging_config
 from webhook.sweeper.metrics import SweeperMetrics
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 

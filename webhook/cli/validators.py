@@ -7,7 +7,8 @@ import os
 import re
 import sys
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
+from webhook.logs import LEVELS
+
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -52,8 +53,8 @@ def positive_days(value: str) -> int:
 
 
 def log_level(value: str) -> str:
-    if value.lower() not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"invalid value {value!r}: one of {', '.join(LOG_LEVELS)}")
+    if value.lower() not in LEVELS:
+        raise argparse.ArgumentTypeError(f"invalid value {value!r}: one of {', '.join(LEVELS)}")
     return value.lower()
 
 

@@ -176,14 +176,12 @@ def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -
 
 def _api_problem() -> str | None:
     """Why no client for the Kubernetes API can be configured; None when one can."""
-    from kubernetes.config import ConfigException
-
-    from webhook.kube.client import load_api_client
+    from webhook.kube.client import ApiError, Kube
 
     try:
-        load_api_client().close()  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError) as error:
-        return f"no API server is configured ({error})"
+        Kube.from_environment().close()
+    except ApiError as error:
+        return f"no API server is configured ({error.message})"
     return None
 
 

@@ -1,77 +1,20 @@
-"""Structured logs: one JSON object per line, on stderr, for the server and gunicorn alike."""
+"""The server's logs: gunicorn's loggers and the one line each admission leaves, as JSON lines
+(webhook/logs.py)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import time
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
-import orjson
 from gunicorn import glogging
 
+from webhook import logs
+from webhook.logs import JsonLines
 from webhook.server.admission import Record
 
 ADMISSION_LOGGER: Final = "trainhook.admission"
-LEVELS: Final = ("debug", "info", "warning", "error")
-
-# Attributes every LogRecord has; anything else was passed through `extra=` and is logged too.
-_STANDARD: Final = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 _admissions = logging.getLogger(ADMISSION_LOGGER)
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        line = _head(
-            record.created, record.levelno, record.name, record.process, record.getMessage()
-        )
-        for key, value in vars(record).items():
-            if key not in _STANDARD:
-                line[key] = value
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return _encode(line)
-
-
-class JsonLines(logging.StreamHandler[TextIO]):
-    """A stream of JSON lines that can also take a line's fields directly.
-
-    `write_fields` writes what `JsonFormatter` makes of a record with those fields, without
-    making the record: the admission line is written once per request, and a LogRecord with
-    its handler and filter calls costs several times the line itself.
-    """
-
-    def write_fields(self, level: int, logger: str, message: str, fields: dict[str, Any]) -> None:
-        line = _head(time.time(), level, logger, os.getpid(), message) | fields
-        try:
-            text = _encode(line) + self.terminator
-            with self.lock:  # type: ignore[union-attr]
-                self.stream.write(text)
-                self.flush()
-        except RecursionError:
-            raise
-        except Exception:  # as `emit` does: a failed log write must not fail the request
-            self.handleError(logging.makeLogRecord({"name": logger, "levelno": level, **fields}))
-
-
-def _head(created: float, level: int, logger: str, pid: int | None, message: str) -> dict[str, Any]:
-    """What every line starts with, whichever way it is written."""
-    return {
-        "time": _timestamp(created),
-        "level": logging.getLevelName(level).lower(),
-        "logger": logger,
-        "pid": pid,
-        "message": message,
-    }
-
-
-def _encode(line: dict[str, Any]) -> str:
-    try:
-        return orjson.dumps(line, default=str).decode()
-    except TypeError:  # e.g. a dict with keys that are not strings, passed through `extra=`
-        return json.dumps(line, separators=(",", ":"), default=str)
 
 
 class GunicornLogger(glogging.Logger):  # type: ignore[misc]
@@ -166,33 +109,9 @@ def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:
 
 def logging_config(level: str) -> dict[str, Any]:
     """A `logging.config.dictConfig` for gunicorn's `logconfig_dict` setting."""
-    handler = {
-        "class": f"{__name__}.JsonLines",
-        "formatter": "json",
-        "filters": ["client_timeouts"],
-        "stream": "ext://sys.stderr",
+    config = logs.logging_config(level, {"client_timeouts": {"()": ClientTimeouts}})
+    config["loggers"] = {
+        "gunicorn.error": {"level": level.upper(), "handlers": [], "propagate": True},
+        "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
     }
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"json": {"()": JsonFormatter}},
-        "filters": {"client_timeouts": {"()": ClientTimeouts}},
-        "handlers": {"stderr": handler},
-        "root": {"level": level.upper(), "handlers": ["stderr"]},
-        "loggers": {
-            "gunicorn.error": {"level": level.upper(), "handlers": [], "propagate": True},
-            "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
-        },
-    }
-
-
-_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
-
-
-def _timestamp(created: float) -> str:
-    global _second
-    whole, text = _second
-    if int(created) != whole:
-        whole, text = int(created), time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
-        _second = (whole, text)
-    return f"{text}.{int(created % 1 * 1000):03d}Z"
+    return config

@@ -15,9 +15,7 @@ import os
 import ssl
 import threading
 
-from cryptography import x509
-
-from webhook.certs.material import CertificateError
+from webhook.certs.material import CertificateError, expires_at, load_certs
 from webhook.server import metrics
 
 log = logging.getLogger("trainhook.tls")
@@ -77,7 +75,7 @@ class ServingCertificate:
         self._loaded = signature
         self._failed = None
         # The certificate loaded; if its expiry cannot be read, only the metric goes without.
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, CertificateError):
             metrics.CERTIFICATE_EXPIRY.set(_expiry(self.cert_file))
 
     def _keep(self, error: CertificateError, signature: Signature | None) -> ssl.SSLContext:
@@ -142,8 +140,8 @@ def _context(cert_file: str, key_file: str) -> ssl.SSLContext:
 
 def _expiry(cert_file: str) -> float:
     with open(cert_file, "rb") as pem:
-        certificate = x509.load_pem_x509_certificate(pem.read())
-    return certificate.not_valid_after_utc.timestamp()
+        first, *_chain = load_certs(pem.read(), cert_file)
+    return expires_at(first).timestamp()
 
 
 _serving: dict[tuple[str, str], ServingCertificate] = {}

@@ -7,35 +7,15 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from webhook.certs.ssh import KeyPair as KeyPair
+from webhook.certs.ssh import new_key_pair as new_key_pair
 
 PRIVATE_KEY = "id_ed25519"
 PUBLIC_KEY = "id_ed25519.pub"
 AUTHORIZED_KEYS = "authorized_keys"
 CONFIG = "config"
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    private: str  # OpenSSH private key format
-    public: str  # one authorized_keys line
-
-
-def new_key_pair(comment: str) -> KeyPair:
-    key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption(),
-    ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    return KeyPair(private, f"{public.decode()} {comment}\n")
 
 
 def host_patterns(namespace: str, services: Iterable[str]) -> list[str]:

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from tests.support.emulator import EmulatorThread as Emulator
 from tests.support.emulator import emulator
+from tests.support.waiting import eventually
 from webhook.kube.client import Kube, api_client_for
 from webhook.kube.lookup import SiblingCache
 from webhook.kube.resources import JOBS as JOBS_RESOURCE
@@ -59,15 +60,6 @@ def stored(api: Emulator, obj: dict[str, Any]) -> Any:
 
 def names(objs: list[dict[str, Any]] | None) -> list[str] | None:
     return None if objs is None else [o["metadata"]["name"] for o in objs]
-
-
-def eventually(check: Callable[[], bool], timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def watching(cache: SiblingCache, api: Emulator) -> bool:
