@@ -30,7 +30,8 @@ from webhook.core import contract
 from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import job_key, read_job_state, slim_pod
+from webhook.sweeper.informers import slim_pod
+from webhook.sweeper.state import job_key, read_job_state
 
 NOW = datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC)
 CASES = (

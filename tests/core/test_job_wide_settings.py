@@ -9,6 +9,7 @@ from tests.support.builders import bare_pod, env, pods, statefulset
 from webhook.core.admit import admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import RenderError, render_all
+from webhook.core.settings import JobSettings, Settings, job_settings
 
 VOLCANO = {"trainhook.io/scheduler": "volcano"}
 
@@ -205,6 +206,55 @@ def test_a_lifecycle_setting_on_one_role_only_is_the_jobs() -> None:
     rendered = pods(*pytorch(master={"trainhook.io/ttl-seconds-after-finished": "60"}))
 
     assert len(rendered) == 3
+
+
+@pytest.mark.parametrize(
+    ("key", "master", "worker"),
+    [
+        ("trainhook.io/success-policy", "rank0", "all"),
+        ("trainhook.io/clean-pod-policy", "All", "None"),
+        ("trainhook.io/backoff-limit", "1", "2"),
+        ("trainhook.io/restart-policy", "Never", "RestartJob"),
+    ],
+)
+def test_each_lifecycle_setting_set_differently_on_two_roles_is_refused(
+    key: str, master: str, worker: str
+) -> None:
+    with pytest.raises(RenderError) as caught:
+        render_all(list(pytorch(master={key: master}, worker={key: worker})))
+
+    shown = (repr(master), repr(worker)) if not master.isdigit() else (master, worker)
+    assert str(caught.value) == (
+        f"{key} differs between the roles of job pt: master (StatefulSet pt-master) "
+        f"{shown[0]}, worker (StatefulSet pt-worker) {shown[1]}; set one value on every "
+        "workload of the job (the sweeper applies one to the whole job)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "master", "worker"),
+    [
+        ("trainhook.io/suspend", "false", "true"),
+        ("trainhook.io/active-deadline-seconds", "60", "3600"),
+    ],
+)
+def test_a_suspension_or_deadline_may_be_set_on_any_role(
+    key: str, master: str, worker: str
+) -> None:
+    rendered = pods(*pytorch(master={key: master}, worker={key: worker}))
+
+    assert sorted(rendered) == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
+
+
+def test_the_jobs_settings_are_each_the_first_set_in_role_order() -> None:
+    master = Settings(backoff_limit=2, suspend=None)
+    worker = Settings(backoff_limit=2, suspend=True, active_deadline_seconds=60)
+
+    assert job_settings([master, worker]) == JobSettings(
+        backoff_limit=2, suspend=True, active_deadline_seconds=60
+    )
+    assert job_settings([worker, master]).suspend is True
+    assert job_settings([Settings(suspend=False), worker]).suspend is False
 
 
 def test_per_role_settings_may_differ_between_roles() -> None:

@@ -5,7 +5,7 @@ import json
 from tests.support.stored import bare_pod, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import slim_pod
+from webhook.sweeper.informers import slim_pod
 
 from .helpers import NOW, evicted, state_of, terminated
 
@@ -75,7 +75,7 @@ def test_the_sweeper_decides_the_same_on_what_it_holds_as_on_whole_pods():
 
 
 def test_a_pod_event_reads_only_the_pod_that_changed(monkeypatch):
-    from webhook.sweeper import state as state_module
+    from webhook.sweeper import pods as state_module
 
     (workers,) = stamped(statefulset("big", role="worker", job="big", replicas=300))
     pods = [slim_pod(pod(workers, i)) for i in range(300)]

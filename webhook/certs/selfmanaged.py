@@ -47,6 +47,7 @@ from typing import Any
 
 from webhook.certs import material as certs
 from webhook.certs.material import CertificateError, Material, PemFiles, RenewalPolicy
+from webhook.core.patch import escape
 from webhook.kube.client import JSON_PATCH, ApiError, Kube
 from webhook.kube.informer import Informer
 from webhook.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, SECRETS
@@ -282,7 +283,7 @@ class SelfManagedCertificates:
             ops.append({"op": "test", "path": "/metadata/resourceVersion", "value": version})
         for key, value in (secret.get("data") or {}).items():
             if key in SECRET_KEYS:
-                ops.append({"op": "test", "path": f"/data/{_escape(key)}", "value": value})
+                ops.append({"op": "test", "path": f"/data/{escape(key)}", "value": value})
         ops.append({"op": "add", "path": "/data", "value": _secret_data(material)})
         try:
             self._kube.request(
@@ -386,10 +387,6 @@ def _secret_data(material: Material) -> dict[str, str]:
         "tls.key": pem.tls_key,
     }
     return {key: base64.b64encode(value).decode() for key, value in values.items()}
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def write_atomically(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> bool:

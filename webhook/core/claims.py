@@ -17,9 +17,7 @@ from typing import Any, TypeGuard
 from webhook.core import contract
 from webhook.core.limits import shown
 from webhook.core.objects import parse_time
-from webhook.core.workload import job_of
-
-WORKLOAD_KINDS = ("StatefulSet", "Job")
+from webhook.core.workload import WORKLOAD_KINDS, job_of
 
 
 @dataclass(frozen=True)

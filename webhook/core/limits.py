@@ -47,6 +47,7 @@ def shown(value: object) -> str:
 
 
 def one_line(message: str, at_most: int = 1024) -> str:
-    """A message as one line: runs of whitespace (newlines included) become one space."""
+    """A message as one line: runs of whitespace (newlines included) become one space, and
+    one longer than `at_most` characters is cut to them, ending in an ellipsis."""
     line = " ".join(message.split())
-    return line if len(line) <= at_most else line[: at_most - 3] + "..."
+    return line if len(line) <= at_most else line[: at_most - 1] + "…"

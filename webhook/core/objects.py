@@ -10,6 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 
+def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata: Mapping[str, Any] = obj.get("metadata") or {}
+    return metadata
+
+
 def labels_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from webhook.core import contract
@@ -33,9 +33,59 @@ INT32_MAX = 2**31 - 1
 NPROC_AUTO = "auto"  # one process per GPU of the training container, as when unset
 
 
+# How the roles of one job agree on a job-wide setting (the `agree` of its field below).
+EVERY_ROLE = "every role"  # one value on every workload; a role without it counts as unset
+ROLES_THAT_SET_IT = "roles that set it"  # set on one role, or on several with one value
+ANY_ROLE = "any role"  # set on any workload: the first in role order that sets it decides
+SWEEPER_APPLIES = "the sweeper applies one to the whole job"
+
+
+def _job_wide(key: str, agree: str, why: str = SWEEPER_APPLIES) -> Any:
+    """A JobSettings field: None when unset, with the annotation it is read from."""
+    return field(default=None, metadata={"key": key, "agree": agree, "why": why})
+
+
 @dataclass(frozen=True)
-class Settings:
-    """Every trainhook.io/ annotation, validated; None where the user set nothing."""
+class JobSettings:
+    """The settings one job has a single value of, whichever of its workloads sets them.
+
+    Each workload's `Settings` carries its own reading of them; `job_settings` merges those of
+    a job's workloads into the job's. The disagreement check reads its fields' `key`, `agree`
+    and `why`, so a new lifecycle annotation is one field here and its parsing in `_parse`.
+    """
+
+    elastic: tuple[int, int] | None = _job_wide(
+        contract.ELASTIC, EVERY_ROLE, "every pod joins one rendezvous"
+    )
+    success_policy: str | None = _job_wide(contract.SUCCESS_POLICY, ROLES_THAT_SET_IT)
+    clean_pod_policy: str | None = _job_wide(contract.CLEAN_POD_POLICY, ROLES_THAT_SET_IT)
+    backoff_limit: int | None = _job_wide(contract.BACKOFF_LIMIT, ROLES_THAT_SET_IT)
+    restart_policy: str | None = _job_wide(contract.RESTART_POLICY, ROLES_THAT_SET_IT)
+    ttl_seconds_after_finished: int | None = _job_wide(
+        contract.TTL_SECONDS_AFTER_FINISHED, ROLES_THAT_SET_IT
+    )
+    # A deadline or a suspension is often added to one workload of a running job.
+    active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
+    suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
+
+
+JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
+
+
+def job_settings(workloads: Iterable[JobSettings]) -> JobSettings:
+    """A job's settings from its workloads' in role order: each the first that sets it."""
+    merged: dict[str, Any] = {}
+    for settings in workloads:
+        for setting in JOB_SETTINGS:
+            if merged.get(setting.name) is None:
+                merged[setting.name] = getattr(settings, setting.name)
+    return JobSettings(**merged)
+
+
+@dataclass(frozen=True)
+class Settings(JobSettings):
+    """Every trainhook.io/ annotation of one workload, validated; None where the user set
+    nothing. The job-wide ones are those of JobSettings."""
 
     port: int | None = None
     gpus: int | None = None
@@ -44,20 +94,13 @@ class Settings:
     scheduler: str | None = None
     container: str | None = None
     nproc_per_node: int | None = None  # None: unset or `auto`, one process per GPU
-    elastic: tuple[int, int] | None = None
     max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
-    success_policy: str | None = None
-    clean_pod_policy: str | None = None
-    backoff_limit: int | None = None
-    restart_policy: str | None = None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    suspend: bool | None = None
 
 
+# Every annotation `read_settings` reads: the job-wide ones come with their fields.
 SETTING_KEYS = (
     contract.PORT,
     contract.GPUS,
@@ -66,18 +109,11 @@ SETTING_KEYS = (
     contract.SCHEDULER,
     contract.CONTAINER,
     contract.NPROC_PER_NODE,
-    contract.ELASTIC,
     contract.MAX_RESTARTS,
     contract.QUEUE,
     contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
-    contract.SUCCESS_POLICY,
-    contract.CLEAN_POD_POLICY,
-    contract.BACKOFF_LIMIT,
-    contract.RESTART_POLICY,
-    contract.TTL_SECONDS_AFTER_FINISHED,
-    contract.ACTIVE_DEADLINE_SECONDS,
-    contract.SUSPEND,
+    *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.

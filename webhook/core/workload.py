@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import Field, dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +16,9 @@ from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.pods import training_container
 from webhook.core.settings import (
     DNS_LABEL,
+    EVERY_ROLE,
+    JOB_SETTINGS,
+    ROLES_THAT_SET_IT,
     Settings,
     allowed_list,
     processes_per_pod,
@@ -165,19 +168,19 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
         service = spec.get("serviceName") or job
         _check_single(framework, role, replicas, kind, name)
         return Workload(
-            kind,
-            name,
-            namespace,
-            framework,
-            job,
-            role,
-            replicas,
-            settings,
-            name,
-            start,
-            service,
-            nproc,
-            priority,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            framework=framework,
+            job=job,
+            role=role,
+            replicas=replicas,
+            settings=settings,
+            pod_prefix=name,
+            ordinal_start=start,
+            service=service,
+            nproc=nproc,
+            priority_class=priority,
         )
     if kind == "Job":
         if spec.get("completionMode") != "Indexed":
@@ -196,19 +199,19 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
         service = (template_of(obj).get("spec") or {}).get("subdomain") or job
         _check_single(framework, role, completions, kind, name)
         return Workload(
-            kind,
-            name,
-            namespace,
-            framework,
-            job,
-            role,
-            completions,
-            settings,
-            name,
-            0,
-            service,
-            nproc,
-            priority,
+            kind=kind,
+            name=name,
+            namespace=namespace,
+            framework=framework,
+            job=job,
+            role=role,
+            replicas=completions,
+            settings=settings,
+            pod_prefix=name,
+            ordinal_start=0,
+            service=service,
+            nproc=nproc,
+            priority_class=priority,
         )
     raise ValueError(f"not a workload kind: {kind!r}")
 
@@ -272,21 +275,6 @@ def _topology(
     return Topology(job, namespace, framework, roles, cluster_domain)
 
 
-# Settings every pod of a job must share, with why; compared even where a role leaves them unset.
-# (The gang's scheduler, queue and timeout are checked by `webhook.core.gang.job_gang`.)
-JOB_WIDE: tuple[tuple[str, str, str], ...] = (
-    ("elastic", contract.ELASTIC, "every pod joins one rendezvous"),
-)
-# Read by the sweeper for the whole job: roles that set them must set the same.
-LIFECYCLE: tuple[tuple[str, str], ...] = (
-    ("success_policy", contract.SUCCESS_POLICY),
-    ("clean_pod_policy", contract.CLEAN_POD_POLICY),
-    ("backoff_limit", contract.BACKOFF_LIMIT),
-    ("restart_policy", contract.RESTART_POLICY),
-    ("ttl_seconds_after_finished", contract.TTL_SECONDS_AFTER_FINISHED),
-)
-
-
 @dataclass(frozen=True)
 class Member:
     """One workload (or bare pod) of a job, as far as the job-wide settings go."""
@@ -319,8 +307,9 @@ def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> s
         job_gang(job, [(m.what, m.settings) for m in members])
     except Refused as refused:
         return str(refused)
+    # Those every role must set alike first, then the PodGroup's priority, then the rest.
     checks: list[tuple[str, Callable[[Member], object], str, bool]] = [
-        (key, _attribute(name), why, True) for name, key, why in JOB_WIDE
+        _check(setting) for setting in _agreed(EVERY_ROLE)
     ]
     if any(m.settings.scheduler is not None for m in members):
         checks.append(
@@ -331,10 +320,7 @@ def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> s
                 False,
             )
         )
-    checks += [
-        (key, _attribute(name), "the sweeper applies one to the whole job", False)
-        for name, key in LIFECYCLE
-    ]
+    checks += [_check(setting) for setting in _agreed(ROLES_THAT_SET_IT)]
     for key, value_of, why, unset_counts in checks:
         values = [(m, value_of(m)) for m in members]
         if not unset_counts:
@@ -349,21 +335,27 @@ def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> s
     return None
 
 
-_JOB_WIDE_NAMES = (
-    *(name for name, _, _ in JOB_WIDE),
-    "scheduler",
-    "queue",
-    "schedule_timeout_seconds",
-    *(name for name, _ in LIFECYCLE),
-)
+def _agreed(agree: str) -> tuple[Field[Any], ...]:
+    return tuple(setting for setting in JOB_SETTINGS if setting.metadata["agree"] == agree)
+
+
+def _check(setting: Field[Any]) -> tuple[str, Callable[[Member], object], str, bool]:
+    """(key, its value on a member, why it is job-wide, whether a role without it counts)."""
+
+    def value_of(m: Member) -> object:
+        return getattr(m.settings, setting.name)
+
+    unset_counts = setting.metadata["agree"] == EVERY_ROLE
+    return (setting.metadata["key"], value_of, setting.metadata["why"], unset_counts)
+
+
+_MUST_AGREE = _agreed(EVERY_ROLE) + _agreed(ROLES_THAT_SET_IT)
 
 
 def _job_wide(m: Member) -> tuple[object, ...]:
-    return (*(getattr(m.settings, name) for name in _JOB_WIDE_NAMES), m.priority_class)
-
-
-def _attribute(name: str) -> Callable[[Member], object]:
-    return lambda m: getattr(m.settings, name)
+    settings = m.settings
+    gang = (settings.scheduler, settings.queue, settings.schedule_timeout_seconds)
+    return (*(getattr(settings, s.name) for s in _MUST_AGREE), *gang, m.priority_class)
 
 
 def _shown(value: object) -> str:

@@ -19,7 +19,7 @@ from webhook.core.admit import HANDLED, admit, changed_outcome, forged_creator, 
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import Refused, TrainhookError
 from webhook.core.limits import one_line
-from webhook.core.workload import job_of
+from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -33,7 +33,6 @@ from webhook.server.shape import malformed
 
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
 OPERATIONS: Final = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-WORKLOAD_KINDS: Final = ("StatefulSet", "Job")
 
 Result = Literal["mutated", "allowed", "denied", "rejected"]
 

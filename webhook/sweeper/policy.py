@@ -10,7 +10,8 @@ from typing import Final
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
-from webhook.sweeper.state import FailedRuns, JobState, PodView, Run
+from webhook.sweeper.pods import PodView, Run
+from webhook.sweeper.state import FailedRuns, JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
@@ -81,7 +82,7 @@ def _stamp_counts(raw: str | None) -> dict[str, int] | None:
 
 def success_rule(state: JobState) -> SuccessRule:
     counts = role_counts(state)
-    policy = state.setting("success_policy")
+    policy = state.settings.success_policy
     if policy == "all":
         return _every_pod(counts)
     if policy == "rank0":
@@ -165,7 +166,7 @@ def judge(state: JobState, now: datetime | None = None) -> Verdict | None:
     rule = success_rule(state)
     succeeded = succeeded_replicas(state)
     if rule.met(succeeded):
-        policy = state.setting("success_policy")
+        policy = state.settings.success_policy
         source = f"{contract.SUCCESS_POLICY} {policy}" if policy else "the framework default"
         message = f"{rule.describe} succeeded (success policy: {source})"
         return Verdict(SUCCEEDED, "Completed", message)
@@ -254,7 +255,7 @@ def failure(
             runs = pod.training.failed_runs() if pod.training else ()
             if all(settled(run, now) for run in runs):
                 return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
-    restart_policy = state.setting("restart_policy") or DEFAULT_RESTART_POLICY
+    restart_policy = state.settings.restart_policy or DEFAULT_RESTART_POLICY
     if restart_policy == "ExitCode":
         for pod in live:
             for run in _settled_runs(pod, now):
@@ -274,7 +275,7 @@ def failure(
                     f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
                     f"{contract.RESTART_POLICY} is Never",
                 )
-    limit = state.setting("backoff_limit")
+    limit = state.settings.backoff_limit
     if limit is not None and restart_policy != RESTART_JOB:
         failures = tally(state, now, succeeded).settled
         if failures > limit:

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from webhook.core import contract
@@ -20,8 +19,6 @@ from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
-    MANAGED_BY,
-    MANAGER,
     PODGROUPS,
     PODS,
     SECRETS,
@@ -33,26 +30,13 @@ from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
+from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, SELECTORS, watches
 from webhook.sweeper.lease import LeaderElector
 from webhook.sweeper.queue import WorkQueue
-from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state, slim_pod
+from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
 log = logging.getLogger("trainhook.sweeper")
 
-OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
-SELECTORS: dict[Resource, str] = {
-    STATEFULSETS: contract.FRAMEWORK,
-    JOBS: contract.FRAMEWORK,
-    PODS: contract.JOB,
-    SERVICES: OWNED_SELECTOR,
-    PODGROUPS: OWNED_SELECTOR,
-    COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
-    CONFIGMAPS: OWNED_SELECTOR,
-}
-# Served only where Volcano or scheduler-plugins is installed.
-OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
-# Secrets are never listed or watched (a list reads every Secret it matches, whatever its
-# label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 CONFLICT_RETRIES = 3
 # A change to a job is looked at after 10 times its last reconcile took (at most 2 s): the pod
 # events of a large job arriving meanwhile share one reconcile, so the sweeper spends at most a
@@ -107,10 +91,6 @@ def fetch_state(kube: Kube, key: JobKey, cluster_domain: str = "") -> JobState:
     )
 
 
-def _whole(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj
-
-
 def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
     workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
@@ -141,24 +121,13 @@ class Sweeper:
         self.config = config
         self.clock = clock
         self.queue = WorkQueue()
-        # One watch per resource and watched namespace (None: one watch of every namespace),
-        # so the sweeper needs permissions only in the namespaces it watches.
-        self.watches: dict[tuple[Resource, str | None], Informer[JobKey]] = {
-            (resource, namespace): Informer(
-                kube,
-                resource,
-                namespace=namespace,
-                selector=selector,
-                index=partial(job_key, resource),
-                on_change=self._changed,
-                resync_seconds=config.resync_seconds,
-                backoff_base=config.backoff_base,
-                optional=resource in OPTIONAL,
-                keep=slim_pod if resource == PODS else _whole,
-            )
-            for resource, selector in SELECTORS.items()
-            for namespace in (config.namespaces or (None,))
-        }
+        self.watches = watches(
+            kube,
+            namespaces=config.namespaces,
+            on_change=self._changed,
+            resync_seconds=config.resync_seconds,
+            backoff_base=config.backoff_base,
+        )
         self.elector = LeaderElector(
             kube,
             namespace=config.lease_namespace,

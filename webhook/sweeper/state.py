@@ -14,11 +14,10 @@ from webhook.core.claims import Claim, claim_of, creator_of
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
-from webhook.core.objects import annotations_of, labels_of, parse_time
+from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
 from webhook.core.peers import configmap_prefix
-from webhook.core.pods import identify, training_container
 from webhook.core.requests import Requests, pod_requests
-from webhook.core.settings import Settings, read_settings
+from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.kube.resources import (
     JOBS,
@@ -29,108 +28,10 @@ from webhook.kube.resources import (
     WORKLOAD_RESOURCES,
     Resource,
 )
+from webhook.sweeper.pods import PodView, controller_of, read_pod_once
 
 JobKey = tuple[str, str]  # (namespace, job)
-# A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
-# the DisruptionTarget condition.
-DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One terminated run of a container."""
-
-    exit_code: int
-    reason: str  # what the kubelet says: Completed, Error, OOMKilled, ...
-    message: str  # the container's termination message, first line
-    finished: datetime | None
-
-    def describe(self) -> str:
-        plain = ("Error", "Completed", "")
-        reason = f" ({self.reason})" if self.reason not in plain else ""
-        message = f": {self.message}" if self.message else ""
-        return f"exited with code {self.exit_code}{reason}{message}"
-
-
-@dataclass(frozen=True)
-class Training:
-    """The status of a pod's training container (and of its init containers)."""
-
-    name: str
-    restarts: int
-    current: Run | None  # the current state, when it has terminated
-    last: Run | None  # the previous run, when there was one
-    waiting: str = ""  # why it is not running: CrashLoopBackOff, ImagePullBackOff, ...
-    waiting_message: str = ""
-    init_failures: int = 0  # failed runs of init containers (sidecars left out)
-    init_failed: Run | None = None  # the latest failed run of an init container
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.current.exit_code if self.current else None
-
-    @property
-    def last_exit_code(self) -> int | None:
-        return self.last.exit_code if self.last else None
-
-    @cached_property
-    def succeeded(self) -> bool:
-        return self.exit_code == 0 or self.last_exit_code == 0
-
-    @cached_property
-    def failures(self) -> int:
-        """Failed runs: restarts not caused by a success, a failed current run, and every failed
-        run of an init container."""
-        restarts = self.restarts
-        if self.last_exit_code == 0 and restarts > 0:
-            restarts -= 1
-        return restarts + (1 if self.exit_code not in (None, 0) else 0) + self.init_failures
-
-    def failed_runs(self) -> tuple[Run, ...]:
-        """The failed runs whose details are still known: newest first."""
-        return self._failed
-
-    @cached_property
-    def _failed(self) -> tuple[Run, ...]:
-        runs = (self.current, self.init_failed, self.last)
-        return tuple(run for run in runs if run is not None and run.exit_code != 0)
-
-    def exit_codes(self) -> tuple[int, ...]:
-        return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
-
-
-@dataclass(frozen=True)
-class PodView:
-    name: str
-    uid: str
-    owner_kind: str  # StatefulSet, Job, Pod (a bare pod) or Other
-    owner_name: str
-    role: str | None
-    index: int | None
-    phase: str
-    ready: bool
-    topology: str | None
-    training: Training | None
-    terminating: bool
-    # Stopped from outside, not by its training: evicted or preempted (DisruptionTarget, or
-    # status reason Evicted), or stopped by Kueue (TerminationTarget) when it preempts or evicts
-    # the job's pod group.
-    disrupted: bool = False
-    peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
-    created: datetime | None = None
-    scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
-
-    @cached_property
-    def uid8(self) -> str:
-        """Short enough to be recorded for thousands of pods, long enough within one job."""
-        return self.uid.replace("-", "")[:8] or self.name
-
-    @cached_property
-    def counts(self) -> bool:
-        """Whether what the pod does now says something about the training (a pod being
-        deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
-        return not self.terminating and not self.disrupted
 
 
 @dataclass(frozen=True)
@@ -287,31 +188,14 @@ class JobState:
     def framework(self) -> Framework:
         return self.workloads[0].framework
 
-    def setting(self, name: str) -> Any:
-        """A job-wide setting: the first workload in role order that sets it."""
-        for workload in self.workloads:
-            value = getattr(workload.settings, name)
-            if value is not None:
-                return value
-        return None
-
-
-def metadata_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    metadata: Mapping[str, Any] = obj.get("metadata") or {}
-    return metadata
+    @cached_property
+    def settings(self) -> JobSettings:
+        """The job-wide settings, merged from its workloads in role order."""
+        return job_settings(w.settings for w in self.workloads)
 
 
 def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod."""
-    for ref in metadata_of(obj).get("ownerReferences") or []:
-        if ref.get("controller"):
-            kind = ref.get("kind")
-            return (kind if kind in ("StatefulSet", "Job") else "Other", ref.get("name") or "")
-    return ("Pod", metadata_of(obj).get("name") or "")
 
 
 def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
@@ -326,100 +210,6 @@ def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
     else:
         job = labels.get(contract.JOB) if labels.get(MANAGED_BY) == MANAGER else None
     return (namespace, job) if job else None
-
-
-# What the sweeper keeps of a pod's status conditions, and how much of a termination message.
-KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
-# Where pods made before peers ConfigMaps held their large env values, one annotation each.
-LARGE_VALUES = "trainhook.io/env."
-MESSAGE_KEPT = 512
-
-
-def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """Only what the sweeper decides on (the informer's `keep`): a pod's env, volumes and most
-    annotations list its peers, so whole pods cost memory in the square of a job's size; this
-    costs a few hundred bytes a pod, whatever the job."""
-    metadata = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    kept_metadata = {
-        key: metadata[key]
-        for key in (
-            "name",
-            "namespace",
-            "uid",
-            "resourceVersion",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "labels",
-        )
-        if key in metadata
-    }
-    kept_metadata["annotations"] = {
-        key: value
-        for key, value in (metadata.get("annotations") or {}).items()
-        if key == contract.JOB_COMPLETION_INDEX
-        or (
-            key.startswith(contract.PREFIX)
-            and key != contract.HOSTFILE
-            and not key.startswith(LARGE_VALUES)
-        )
-    }
-    owners = [
-        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
-        for ref in metadata.get("ownerReferences") or []
-        if ref.get("controller")
-    ]
-    if owners:
-        kept_metadata["ownerReferences"] = owners
-    kept_spec: dict[str, Any] = {
-        "containers": [{"name": c.get("name")} for c in spec.get("containers") or []]
-    }
-    if spec.get("initContainers"):
-        kept_spec["initContainers"] = [
-            {k: c[k] for k in ("name", "restartPolicy") if k in c} for c in spec["initContainers"]
-        ]
-    for key in ("subdomain", "priorityClassName"):
-        if key in spec:
-            kept_spec[key] = spec[key]
-    mounted = [  # the job's peers ConfigMap, by name
-        {"name": v.get("name"), "configMap": {"name": v["configMap"].get("name")}}
-        for v in spec.get("volumes") or []
-        if isinstance(v.get("configMap"), dict)
-    ]
-    if mounted:
-        kept_spec["volumes"] = mounted
-    kept_status: dict[str, Any] = {key: status[key] for key in ("phase", "reason") if key in status}
-    kept_status["conditions"] = [
-        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
-        for c in status.get("conditions") or []
-        if c.get("type") in KEPT_CONDITIONS
-    ]
-    for key in ("containerStatuses", "initContainerStatuses"):
-        if key in status:
-            kept_status[key] = [_slim_container_status(c) for c in status[key] or []]
-    return {
-        "kind": pod.get("kind") or "Pod",
-        "apiVersion": pod.get("apiVersion") or "v1",
-        "metadata": kept_metadata,
-        "spec": kept_spec,
-        "status": kept_status,
-    }
-
-
-def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
-    kept: dict[str, Any] = {"name": status.get("name"), "restartCount": status.get("restartCount")}
-    for key in ("state", "lastState"):
-        state = status.get(key) or {}
-        kept[key] = {
-            phase: {
-                k: (v[:MESSAGE_KEPT] if k == "message" and isinstance(v, str) else v)
-                for k, v in (detail or {}).items()
-                if k in ("exitCode", "reason", "message", "finishedAt", "startedAt")
-            }
-            for phase, detail in state.items()
-        }
-    return kept
 
 
 def is_bare_pod(obj: Mapping[str, Any]) -> bool:
@@ -489,7 +279,7 @@ def read_job_state(
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
     pod_views = sorted(
-        (_read_pod_once(pod, framework, by_owner) for pod in pods),
+        (read_pod_once(pod, framework, by_owner) for pod in pods),
         key=lambda pod: pod.name,
     )
     # Pods of a StatefulSet or Job being deleted: a role of the job is going away.
@@ -666,175 +456,6 @@ def format_indexes(indexes: Iterable[int]) -> str:
         parts.append(str(low) if low == index else f"{low}-{index}")
         start = i + 1
     return ",".join(parts)
-
-
-# A pod is read once per version: a pod event costs one pod's reading, not the whole job's.
-_READ_PODS_AT_MOST = 50_000
-_read_pods: dict[tuple[str, str, str], tuple[tuple[str, str, int], PodView]] = {}
-
-
-def _read_pod_once(
-    pod: Mapping[str, Any],
-    framework: Framework | None,
-    workloads: Mapping[tuple[str, str], WorkloadView],
-) -> PodView:
-    metadata = metadata_of(pod)
-    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-    if not uid or not version:
-        return _read_pod(pod, framework, workloads)
-    key = (uid, version, framework.name if framework else "")
-    found = _read_pods.get(key)
-    if found is not None:
-        seen_owner, view = found
-        if _owner_facts(workloads.get((view.owner_kind, view.owner_name))) == seen_owner:
-            return view
-    view = _read_pod(pod, framework, workloads)
-    if len(_read_pods) >= _READ_PODS_AT_MOST:
-        _read_pods.clear()
-    _read_pods[key] = (_owner_facts(workloads.get((view.owner_kind, view.owner_name))), view)
-    return view
-
-
-def _owner_facts(owner: WorkloadView | None) -> tuple[str, str, int]:
-    """What a pod's reading takes from its workload."""
-    return (owner.name, owner.role, owner.ordinal_start) if owner else ("", "", 0)
-
-
-def _read_pod(
-    pod: Mapping[str, Any],
-    framework: Framework | None,
-    workloads: Mapping[tuple[str, str], WorkloadView],
-) -> PodView:
-    metadata = metadata_of(pod)
-    labels = labels_of(pod)
-    annotations = annotations_of(pod)
-    owner_kind, owner_name = controller_of(pod)
-    owner = workloads.get((owner_kind, owner_name))
-    status = pod.get("status") or {}
-    conditions = status.get("conditions") or []
-    return PodView(
-        name=metadata.get("name") or "",
-        uid=metadata.get("uid") or "",
-        owner_kind=owner_kind,
-        owner_name=owner_name,
-        role=labels.get(contract.ROLE) or (owner.role if owner else None),
-        index=_pod_index(pod, owner_kind, owner),
-        phase=status.get("phase") or "Pending",
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
-        topology=annotations.get(contract.TOPOLOGY),
-        training=_training(pod, framework),
-        terminating=bool(metadata.get("deletionTimestamp")),
-        disrupted=status.get("reason") in DISRUPTED_REASONS
-        or any(
-            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
-            and c.get("status") == "True"
-            for c in conditions
-        ),
-        created=parse_time(metadata.get("creationTimestamp")),
-        scheduling=next(
-            (
-                _one_line(c.get("message") or c.get("reason") or "")
-                for c in conditions
-                if c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            "",
-        ),
-        peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
-    )
-
-
-def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: WorkloadView | None) -> int | None:
-    """The pod's index in its role: the label the webhook wrote, else what its controller says."""
-    written = labels_of(pod).get(contract.ROLE_INDEX)
-    if written is not None and written.isdigit():
-        return int(written)
-    if owner_kind == "Other":
-        return None
-    try:
-        identity = identify(pod)
-    except TrainhookError:
-        return None
-    if identity.index is None:
-        return None
-    start = owner.ordinal_start if owner is not None and owner_kind == "StatefulSet" else 0
-    return identity.index - start
-
-
-def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training | None:
-    spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
-    default = framework.container if framework else None
-    try:
-        position = training_container(pod, default, annotations_of(pod).get(contract.CONTAINER))
-    except TrainhookError:  # a container the pod does not have: the framework's, else the first
-        position = training_container(pod, default, None)
-    wanted = spec_names[position] if position is not None else next(iter(statuses), None)
-    status = statuses.get(wanted)
-    if wanted is None or status is None:
-        return None
-    waiting = (status.get("state") or {}).get("waiting") or {}
-    init_failures, init_failed = _init_failures(pod)
-    return Training(
-        name=str(wanted),
-        restarts=int(status.get("restartCount") or 0),
-        current=_run(status.get("state")),
-        last=_run(status.get("lastState")),
-        waiting=str(waiting.get("reason") or ""),
-        waiting_message=_one_line(waiting.get("message") or ""),
-        init_failures=init_failures,
-        init_failed=init_failed,
-    )
-
-
-def _init_failures(pod: Mapping[str, Any]) -> tuple[int, Run | None]:
-    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) left out."""
-    sidecars = {
-        c.get("name")
-        for c in (pod.get("spec") or {}).get("initContainers") or []
-        if c.get("restartPolicy") == "Always"
-    }
-    count = 0
-    newest: Run | None = None
-    for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        if status.get("name") in sidecars:
-            continue
-        current, last = _run(status.get("state")), _run(status.get("lastState"))
-        failed_now = current is not None and current.exit_code != 0
-        count += int(status.get("restartCount") or 0) + (1 if failed_now else 0)
-        for run in (current, last):
-            if run is not None and run.exit_code != 0 and newest is None:
-                newest = run
-    return count, newest
-
-
-def _run(state: Mapping[str, Any] | None) -> Run | None:
-    terminated = (state or {}).get("terminated")
-    if not terminated:
-        return None
-    code = terminated.get("exitCode")
-    if not isinstance(code, int):
-        return None
-    return Run(
-        exit_code=code,
-        reason=str(terminated.get("reason") or ""),
-        message=_one_line(terminated.get("message") or ""),
-        finished=parse_time(terminated.get("finishedAt")),
-    )
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    """A message as one line of a person's reading length."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
-    """The job's peers ConfigMap a pod mounts, if it mounts one."""
-    for volume in (pod.get("spec") or {}).get("volumes") or []:
-        name = (volume.get("configMap") or {}).get("name")
-        if isinstance(name, str) and name.startswith(configmap_prefix(job)):
-            return name
-    return None
 
 
 def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:

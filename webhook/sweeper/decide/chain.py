@@ -1,0 +1,159 @@
+"""The phase chain: from the state of one job to the decision that converges it.
+
+Pure and level-triggered: the same state always gives the same actions, and everything the
+sweeper must remember (a job's phase, when it finished) is written on the job's own objects.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from webhook.core.errors import TrainhookError
+from webhook.core.objects import parse_time
+from webhook.kube.resources import PODS
+from webhook.sweeper.actions import Action, Decision, Delete
+from webhook.sweeper.decide.agreement import agreement_warnings
+from webhook.sweeper.decide.events import event_on, intruder_events, problem_events
+from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
+from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans
+from webhook.sweeper.decide.lifecycle.restart import (
+    RestartPlan,
+    plan_restart,
+    restart_event,
+    restart_pods,
+    restart_took,
+)
+from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
+from webhook.sweeper.decide.owned import (
+    cluster_service_actions,
+    peers_actions,
+    podgroup_actions,
+    service_actions,
+    ssh_secret_actions,
+)
+from webhook.sweeper.decide.records import (
+    SUSPENDED,
+    Outcome,
+    live_state,
+    merge_records,
+    positive_count,
+    recorded_outcome,
+    recorded_status,
+    records_to_write,
+    restarts_of,
+    state_event,
+    status_json,
+)
+from webhook.sweeper.decide.topology import topology_actions
+from webhook.sweeper.policy import RESTART_JOB, Replica, judge, succeeded_replicas, tally
+from webhook.sweeper.state import JobState
+
+# The workloads of one manifest are created one after the other: the job's topology is enforced
+# once its newest workload is this old, not while the rest of the job is still being created.
+SETTLE = timedelta(seconds=5)
+
+
+def decide(state: JobState, now: datetime) -> Decision:
+    decision = _decide(state, now)
+    if not state.intruders:
+        return decision
+    return Decision(
+        (*intruder_events(state), *decision.actions), decision.recheck_at, decision.phase
+    )
+
+
+def _decide(state: JobState, now: datetime) -> Decision:
+    if state.problems:
+        return Decision(tuple(problem_events(state)), phase="Invalid")
+    if not state.workloads:
+        return Decision(tuple(orphans(state)))
+    outcome = recorded_outcome(state)
+    if outcome is not None:
+        return finish_job(state, outcome, now)
+    recorded = recorded_status(state)
+    suspend = bool(state.settings.suspend)
+    start = parse_time(recorded.get("startTime")) or now
+    if recorded.get("state") == SUSPENDED and not suspend:
+        start = now  # as for a Job, the deadline counts from the resume
+    succeeded = succeeded_replicas(state)
+    verdict = judge(state, now) or (None if suspend else deadline_verdict(state, now, start))
+    plan: RestartPlan | None = None
+    if verdict is None and suspend:
+        return suspend_job(state, now, recorded, start, succeeded)
+    if verdict is None and state.settings.restart_policy == RESTART_JOB and not state.deleting:
+        plan, verdict = plan_restart(state, now, recorded, succeeded)
+    if verdict is not None:
+        restarts = restarts_of(state, now, recorded, succeeded)
+        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
+        return finish_job(state, outcome, now)
+    return _running(state, now, recorded, start, succeeded, plan)
+
+
+def _running(
+    state: JobState,
+    now: datetime,
+    recorded: dict[str, Any],
+    start: datetime,
+    succeeded: set[Replica],
+    plan: RestartPlan | None,
+) -> Decision:
+    created = [w.created for w in state.workloads if w.created is not None]
+    settled = max(created) + SETTLE if created else now
+    counts = tally(state, now, succeeded)
+    restarting = restart_pods(state, plan) if plan is not None else []
+    if plan is not None:
+        restarts = plan.restarts
+    elif state.settings.restart_policy == RESTART_JOB:
+        restarts = positive_count(recorded.get("restarts"))
+    else:
+        restarts = counts.settled
+    phase, reason, message = live_state(state, succeeded)
+    if plan is not None and plan.new is not None:
+        phase, reason, message = "Restarting", plan.new.reason, plan.new.message
+    elif restarting or (plan is not None and not restart_took(state, plan)):
+        # a restart under way says what caused it until the new pods run
+        phase = "Restarting"
+        reason = str(recorded.get("reason") or "PodsRestarting")
+        message = str(recorded.get("message") or "")
+    status = status_json(
+        phase,
+        reason,
+        message,
+        restarts,
+        start,
+        plan.since if plan else None,
+        plan.cause if plan else "",
+    )
+    events: list[Action] = []
+    if plan is not None and plan.new is not None:
+        events.append(restart_event(state, plan, plan.new, len(restarting)))
+    elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
+        events.append(state_event(state, phase, reason, message, restarts))
+    try:
+        actions: list[Action] = []
+        resume = resume_job(state)
+        if not state.deleting:  # a job being deleted is neither re-stamped nor restarted
+            actions += [*service_actions(state), *cluster_service_actions(state), *resume]
+            if not resume:  # the replicas it resumes with decide its PodGroup and topology
+                actions += podgroup_actions(state)
+            actions += ssh_secret_actions(state)
+            # A large job's lists before any stamp that needs them: a pod restarted for a new
+            # topology mounts a ConfigMap that already holds it.
+            actions += peers_actions(state)
+            if now >= settled and not restarting and not resume:
+                actions += agreement_warnings(state)
+                actions += topology_actions(state)
+    except TrainhookError as error:
+        first = state.workloads[0]
+        invalid = event_on(state, first, "Warning", "InvalidJob", str(error))
+        return Decision((invalid,), phase="Invalid")
+    actions = merge_records(state, actions, events, records_to_write(state, counts, status))
+    actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    rechecks = [
+        moment
+        for moment in (settled, counts.pending, deadline_at(state, start))
+        if moment is not None and moment > now
+    ]
+    return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)

@@ -1,0 +1,1 @@
+"""The job's lifecycle rules, one module each: a new rule gets a module of its own."""

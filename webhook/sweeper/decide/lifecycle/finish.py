@@ -1,0 +1,111 @@
+"""A finished job: its outcome recorded, its pods cleaned, its gang released, and the job
+deleted once its TTL has passed; the sweeper's own objects of a job that is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from webhook.core import contract
+from webhook.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
+from webhook.sweeper.actions import Action, Decision, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.owned import podgroups
+from webhook.sweeper.decide.records import Outcome
+from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
+from webhook.sweeper.state import JobState, format_time
+
+
+def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
+    finished_at = outcome.finished_at or now
+    record = {
+        contract.PHASE: outcome.phase,
+        contract.FINISHED_AT: format_time(finished_at),
+        contract.REASON: outcome.reason,
+    }
+    if outcome.status is not None:
+        record[contract.STATUS] = outcome.status
+    clean = state.settings.clean_pod_policy or DEFAULT_CLEAN_POD_POLICY
+    events: list[Action] = []
+    patches: list[Action] = []
+    for workload in state.workloads:
+        patch: dict[str, Any] = {}
+        recorded = all(workload.annotations.get(k) == v for k, v in record.items())
+        if not recorded:
+            patch["metadata"] = {"annotations": record}
+            if workload.annotations.get(contract.PHASE) not in PHASES:
+                message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
+                kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+                events.append(
+                    event_on(state, workload, kind, outcome.reason, message, outcome.phase)
+                )
+        if workload.kind == "StatefulSet" and workload.replicas != 0:
+            patch["spec"] = {"replicas": 0}  # a finished pod must not be restarted to train again
+        status = workload.job_status
+        if (
+            status is not None
+            and clean in ("All", "Running")
+            and not status.finished
+            and not status.suspended
+        ):
+            patch["spec"] = {"suspend": True}  # stop the Job controller replacing cleaned pods
+        if patch:
+            patches.append(
+                Patch(
+                    workload.resource,
+                    state.namespace,
+                    workload.name,
+                    patch,
+                    workload.resource_version,
+                )
+            )
+    ttl = state.settings.ttl_seconds_after_finished
+    expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
+    if expires is not None and now >= expires and not patches:
+        return Decision(tuple(_delete_job(state)))
+    actions = (*events, *patches, *_clean_pods(state, clean), *_release_gang(state))
+    return Decision(actions, recheck_at=expires, phase=outcome.phase)
+
+
+def _release_gang(state: JobState) -> Iterable[Action]:
+    """A finished job's PodGroup goes once none of its pods is pending or running, so the job
+    no longer holds its place (and its resources) in the scheduler's queue until its TTL."""
+    if any(not pod.terminating and pod.phase in ("Pending", "Running") for pod in state.pods):
+        return
+    for resource, owned in podgroups(state).items():
+        if owned is not None and owned.managed:
+            yield Delete(resource, state.namespace, owned.name, owned.uid)
+
+
+def _clean_pods(state: JobState, policy: str) -> Iterable[Action]:
+    if policy == "None":
+        return
+    for pod in state.pods:
+        if pod.terminating:
+            continue
+        if policy == "All" or pod.phase in ("Pending", "Running"):
+            yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _delete_job(state: JobState) -> Iterable[Action]:
+    yield from orphans(state, only_orphans=False)
+    for workload in state.workloads:
+        yield Delete(workload.resource, state.namespace, workload.name, workload.uid)
+
+
+def orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
+    """The sweeper's own objects of a job that is gone (or expired); never anyone else's."""
+    if only_orphans and any(not pod.terminating for pod in state.pods):
+        return
+    for resource, owned in (
+        (SERVICES, state.service),
+        *((SERVICES, service) for service in state.cluster_services),
+        *podgroups(state).items(),
+        (SECRETS, state.secret),
+    ):
+        if owned is not None and owned.managed:
+            yield Delete(resource, state.namespace, owned.name, owned.uid)
+    for owned in state.peers:
+        yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)

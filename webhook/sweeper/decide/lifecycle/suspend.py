@@ -1,0 +1,82 @@
+"""trainhook.io/suspend: a suspended job gives its pods back, and gets them back on resume."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from webhook.core import contract
+from webhook.sweeper.actions import Action, Decision, Patch
+from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
+from webhook.sweeper.policy import Replica
+from webhook.sweeper.state import JobState
+
+
+def suspend_job(
+    state: JobState,
+    now: datetime,
+    recorded: dict[str, Any],
+    start: datetime,
+    succeeded: set[Replica],
+) -> Decision:
+    """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
+    restarts and its recorded successes and failed runs."""
+    restarts = restarts_of(state, now, recorded, succeeded)
+    message = f"{contract.SUSPEND} is true"
+    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start)
+    actions: list[Action] = []
+    if recorded.get("state") != SUSPENDED:
+        actions.append(state_event(state, SUSPENDED, SUSPENDED, message, restarts))
+    for workload in state.workloads:
+        if workload.kind == "Pod":
+            continue
+        annotations: dict[str, Any] = {}
+        spec: dict[str, Any] = {}
+        remembered = contract.SUSPENDED_REPLICAS in workload.annotations
+        if workload.kind == "StatefulSet" and workload.replicas > 0:
+            spec["replicas"] = 0
+            if not remembered:
+                annotations[contract.SUSPENDED_REPLICAS] = str(workload.replicas)
+        status_now = workload.job_status
+        if status_now is not None and not status_now.suspended and not status_now.finished:
+            spec["suspend"] = True
+            if not remembered:
+                annotations[contract.SUSPENDED_REPLICAS] = str(workload.replicas)
+        if workload.annotations.get(contract.STATUS) != status:
+            annotations[contract.STATUS] = status
+        patch: dict[str, Any] = {}
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
+        if spec:
+            patch["spec"] = spec
+        if patch:
+            actions.append(
+                Patch(
+                    workload.resource,
+                    state.namespace,
+                    workload.name,
+                    patch,
+                    workload.resource_version,
+                )
+            )
+    return Decision(tuple(actions), phase=SUSPENDED)
+
+
+def resume_job(state: JobState) -> list[Action]:
+    """Give back what suspending took: each workload's replicas, each Job running again."""
+    actions: list[Action] = []
+    for workload in state.workloads:
+        remembered = workload.annotations.get(contract.SUSPENDED_REPLICAS)
+        if remembered is None:
+            continue
+        patch: dict[str, Any] = {"metadata": {"annotations": {contract.SUSPENDED_REPLICAS: None}}}
+        if workload.kind == "StatefulSet" and remembered.isdigit():
+            patch["spec"] = {"replicas": int(remembered)}
+        elif workload.job_status is not None and workload.job_status.suspended:
+            patch["spec"] = {"suspend": False}
+        actions.append(
+            Patch(
+                workload.resource, state.namespace, workload.name, patch, workload.resource_version
+            )
+        )
+    return actions

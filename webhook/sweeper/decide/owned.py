@@ -1,0 +1,305 @@
+"""The objects the job owns: its Services, PodGroup, SSH Secret and peers ConfigMaps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.gang import Gang, job_gang
+from webhook.core.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.peers import PeerFiles, configmap, inline, peer_files
+from webhook.core.requests import sum_requests
+from webhook.core.topology import stamp, topology_from_stamp
+from webhook.core.workload import build_topology
+from webhook.kube.resources import (
+    CONFIGMAPS,
+    COSCHEDULING_PODGROUPS,
+    MANAGED_BY,
+    MANAGER,
+    PODGROUPS,
+    SERVICES,
+    Resource,
+)
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.policy import role_counts
+from webhook.sweeper.sshkeys import host_patterns, ssh_config
+from webhook.sweeper.state import JobState, Owned, WorkloadView
+
+
+def labels(state: JobState) -> dict[str, str]:
+    return {contract.JOB: state.job, MANAGED_BY: MANAGER}
+
+
+def owner_references(state: JobState) -> list[dict[str, Any]]:
+    """Every workload owns the job's Service, PodGroup and Secret: Kubernetes deletes them
+    once the last workload is gone."""
+    return [
+        {"apiVersion": w.resource.api_version, "kind": w.kind, "name": w.name, "uid": w.uid}
+        for w in state.workloads
+        if w.uid
+    ]
+
+
+def _ports(state: JobState) -> list[int]:
+    ports = (
+        w.settings.port if w.settings.port is not None else w.framework.port
+        for w in state.workloads
+    )
+    return list(dict.fromkeys(p for p in ports if p is not None))
+
+
+def service_spec(state: JobState) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {contract.JOB: state.job},
+    }
+    name = state.framework.name
+    ports = _ports(state)
+    if ports:
+        spec["ports"] = [
+            {
+                "name": name if i == 0 else f"{name}-{i}",
+                "port": port,
+                "targetPort": port,
+                "protocol": "TCP",
+            }
+            for i, port in enumerate(ports)
+        ]
+    return spec
+
+
+def service_actions(state: JobState) -> Iterable[Action]:
+    spec = service_spec(state)
+    existing = state.service
+    if existing is None:
+        yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", state.job, spec))
+        return
+    if not existing.managed:
+        if existing.spec.get("clusterIP") != "None":
+            yield event_on(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ServiceNotHeadless",
+                f"Service {state.job} was not created by Trainhook and is not headless "
+                "(clusterIP: None): the job's pods cannot reach each other by hostname",
+            )
+        return
+    wanted = {
+        "ports": spec.get("ports"),
+        "selector": spec["selector"],
+        "publishNotReadyAddresses": True,
+    }
+    if _differs(existing, wanted) or _owners_differ(state, existing):
+        yield _update(state, SERVICES, existing, wanted)
+
+
+PODGROUP_RESOURCES = {r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)}
+
+
+def gang_of(state: JobState) -> Gang | None:
+    """How the job is gang-scheduled; Refused when its workloads disagree."""
+    members = [(f"{w.kind} {w.name}", w.settings) for w in state.workloads]
+    return job_gang(state.job, members)
+
+
+def cluster_service_specs(state: JobState) -> dict[str, dict[str, Any]]:
+    """The ClusterIP Services the job's framework asks for, by name."""
+    declare = state.framework.services
+    if declare is None:
+        return {}
+    ports = _ports(state)
+    wanted = declare(state.job, [w.role for w in state.workloads], ports[0] if ports else None)
+    return {
+        service.name: {
+            "type": "ClusterIP",
+            "selector": dict(service.selector),
+            "ports": [
+                {
+                    "name": state.framework.name,
+                    "port": service.port,
+                    "targetPort": service.port,
+                    "protocol": "TCP",
+                }
+            ],
+        }
+        for service in wanted
+    }
+
+
+def cluster_service_actions(state: JobState) -> Iterable[Action]:
+    existing = {owned.name: owned for owned in state.cluster_services}
+    for name, spec in cluster_service_specs(state).items():
+        found = existing.get(name)
+        if found is None:
+            yield Create(SERVICES, state.namespace, _body(state, "v1", "Service", name, spec))
+        elif not found.managed:
+            yield event_on(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ServiceNotManaged",
+                f"Service {name} was not created by Trainhook: the job's pods may reach the "
+                "wrong address through it",
+            )
+        else:
+            wanted = {"selector": spec["selector"], "ports": spec["ports"]}
+            if _differs(found, wanted) or _owners_differ(state, found):
+                yield _update(state, SERVICES, found, wanted)
+
+
+def podgroup_spec(state: JobState) -> dict[str, Any] | None:
+    """The spec of the job's PodGroup; None when the job has none."""
+    found = podgroup_of(state)
+    return found[1] if found else None
+
+
+def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
+    """The job's PodGroup, of whichever scheduler it names: its pods, their summed requests."""
+    gang = gang_of(state)
+    if gang is None:
+        return None
+    counts = role_counts(state)
+    # A bare pod counts once: pods of a bare-pod job not created yet add no requests.
+    parts = [(w.pod_requests, w.replicas) for w in state.workloads]
+    priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
+    found = core_podgroup_spec(gang, sum(counts.values()), sum_requests(parts), priority)
+    if found is None:
+        return None
+    api_version, spec = found
+    return PODGROUP_RESOURCES[api_version], spec
+
+
+def podgroups(state: JobState) -> dict[Resource, Owned | None]:
+    return {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
+
+
+def podgroup_actions(state: JobState) -> Iterable[Action]:
+    found = podgroup_of(state)
+    wanted = found[0] if found else None
+    for resource, existing in podgroups(state).items():
+        if resource != wanted and existing is not None and existing.managed:
+            # The job now names another scheduler (or none): its old PodGroup goes.
+            yield Delete(resource, state.namespace, existing.name, existing.uid)
+    if found is None:
+        return
+    resource, spec = found
+    existing = podgroups(state)[resource]
+    if existing is not None and not existing.managed:
+        return
+    if existing is None:
+        body_spec = {k: v for k, v in spec.items() if v is not None}
+        body = _body(state, resource.api_version, "PodGroup", state.job, body_spec)
+        yield Create(resource, state.namespace, body)
+    elif _differs(existing, spec) or _owners_differ(state, existing):
+        yield _update(state, resource, existing, spec)
+
+
+def ssh_secret_actions(state: JobState) -> Iterable[Action]:
+    if not state.framework.ssh_keys:
+        return
+    if state.secret is not None:
+        if not state.secret.managed:
+            # Someone else's Secret under the name the pods mount: say so once, never replace it.
+            first = state.workloads[0]
+            yield event_on(
+                state,
+                first,
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} was not made by Trainhook (it has no "
+                f"{MANAGED_BY}={MANAGER} label), yet the job's pods mount it as their SSH keys; "
+                "delete it so the sweeper makes one, or rename the job",
+                key=state.secret.uid or state.secret.name,
+            )
+        return
+    workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
+    port = workers[0].settings.port or state.framework.port
+    if port is None:  # a framework that talks ssh names its port
+        return
+    services = [w.service or state.job for w in state.workloads]
+    yield CreateSshSecret(
+        namespace=state.namespace,
+        name=f"{state.job}-ssh",
+        labels=labels(state),
+        owners=tuple(owner_references(state)),
+        ssh_config=ssh_config(host_patterns(state.namespace, services), port),
+    )
+
+
+def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
+    """By name, the peers ConfigMap of every topology the job's pods are created with: each
+    workload's stamp, and the one the sweeper is about to stamp; none for a small job."""
+    framework = state.framework
+
+    def port(workload: WorkloadView) -> int | None:
+        return workload.settings.port if workload.settings.port is not None else framework.port
+
+    # Distinct (stamp, port) pairs first: a job of bare pods has one workload per pod.
+    pairs = dict.fromkeys(
+        (tuple(sorted(w.stamp.items())), port(w))
+        for w in state.workloads
+        if w.stamp.get(contract.TOPOLOGY)
+    )
+    cores = [w.workload for w in state.workloads if w.kind != "Pod"]
+    if cores:
+        wanted = tuple(sorted(stamp(build_topology(cores, state.cluster_domain)).items()))
+        for workload_port in dict.fromkeys(port(w) for w in state.workloads):
+            pairs[(wanted, workload_port)] = None
+    found: dict[str, PeerFiles] = {}
+    for stamp_items, stamp_port in pairs:
+        topology = topology_from_stamp(
+            dict(stamp_items),
+            job=state.job,
+            namespace=state.namespace,
+            framework=framework.name,
+            role_order=framework.roles,
+            cluster_domain=state.cluster_domain,
+        )
+        if topology is None or inline(topology):
+            continue
+        files = peer_files(topology, stamp_port, framework.lists)
+        found[files.name] = files
+    return found
+
+
+def peers_actions(state: JobState) -> Iterable[Action]:
+    """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
+    wanted = peer_files_of(state)
+    existing = {owned.name for owned in state.peers}
+    for name, files in wanted.items():
+        if name not in existing:
+            body = configmap(files, state.namespace)
+            body["metadata"]["labels"] = labels(state)
+            owners = owner_references(state)
+            if owners:
+                body["metadata"]["ownerReferences"] = owners
+            yield Create(CONFIGMAPS, state.namespace, body)
+    mounted = {pod.peers for pod in state.pods if not pod.terminating}
+    for owned in state.peers:
+        if owned.name not in wanted and owned.name not in mounted:
+            yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
+
+
+def _body(state: JobState, api_version: str, kind: str, name: str, spec: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": state.namespace, "labels": labels(state)}
+    owners = owner_references(state)
+    if owners:
+        metadata["ownerReferences"] = owners
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _differs(existing: Owned, wanted: dict[str, Any]) -> bool:
+    return any(existing.spec.get(key) != value for key, value in wanted.items())
+
+
+def _owners_differ(state: JobState, existing: Owned) -> bool:
+    return existing.owners != frozenset(w.uid for w in state.workloads if w.uid)
+
+
+def _update(state: JobState, resource: Any, existing: Owned, spec: dict[str, Any]) -> Patch:
+    patch = {"metadata": {"ownerReferences": owner_references(state)}, "spec": spec}
+    return Patch(resource, state.namespace, existing.name, patch, existing.resource_version)

@@ -1,0 +1,236 @@
+"""The job's records and status: what the sweeper wrote on the job's workloads, and what it
+writes next.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.objects import parse_time
+from webhook.kube.resources import JOBS, STATEFULSETS
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.policy import PHASES, RESTART_JOB, Replica, Tally, observed_successes, tally
+from webhook.sweeper.state import JobState, format_indexes, format_time
+
+
+@dataclass(frozen=True)
+class Outcome:
+    phase: str
+    reason: str
+    message: str | None  # None when read back from the workloads rather than judged now
+    finished_at: datetime | None
+    status: str | None = None  # the trainhook.io/status recorded with it
+
+
+def recorded_outcome(state: JobState) -> Outcome | None:
+    """The phase the sweeper recorded on the job's workloads; the earliest one wins."""
+    found: list[Outcome] = []
+    for workload in state.workloads:
+        phase = workload.annotations.get(contract.PHASE)
+        if phase in PHASES:
+            found.append(
+                Outcome(
+                    phase,
+                    workload.annotations.get(contract.REASON) or phase,
+                    None,
+                    parse_time(workload.annotations.get(contract.FINISHED_AT)),
+                    workload.annotations.get(contract.STATUS),
+                )
+            )
+    if not found:
+        return None
+    timed = [o for o in found if o.finished_at is not None]
+    return min(timed, key=lambda o: o.finished_at or datetime.min) if timed else found[0]
+
+
+def recorded_status(state: JobState) -> dict[str, Any]:
+    """The trainhook.io/status the sweeper recorded: the one with the most restarts, with the
+    earliest start any workload records (a write may have reached only some of them)."""
+    found: list[dict[str, Any]] = []
+    for workload in state.workloads:
+        try:
+            value = json.loads(workload.annotations.get(contract.STATUS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value:
+            found.append(value)
+    if not found:
+        return {}
+    most: dict[str, Any] = max(found, key=lambda v: positive_count(v.get("restarts")))
+    status = dict(most)
+    starts = [t for t in (parse_time(v.get("startTime")) for v in found) if t is not None]
+    if starts:
+        status["startTime"] = format_time(min(starts))
+    return status
+
+
+def positive_count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def status_json(
+    phase: str,
+    reason: str,
+    message: str,
+    restarts: int,
+    start: datetime,
+    restarted_at: datetime | None = None,
+    cause: str = "",
+) -> str:
+    """trainhook.io/status: compact JSON, the same on every workload of the job."""
+    value: dict[str, Any] = {
+        "state": phase,
+        "reason": reason,
+        "message": message,
+        "restarts": restarts,
+        "startTime": format_time(start),
+    }
+    if restarted_at is not None:
+        value["restartedAt"] = format_time(restarted_at)
+        value["cause"] = cause
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def restarts_of(
+    state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
+) -> int:
+    """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
+    if state.settings.restart_policy == RESTART_JOB:
+        return positive_count(recorded.get("restarts"))
+    return tally(state, now, succeeded).settled
+
+
+SUSPENDED = "Suspended"
+
+
+# Why a container cannot start, as the kubelet says it.
+WAITING_PROBLEMS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
+
+
+def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]:
+    """(state, reason, message) of a job that has not finished, from its pods."""
+    pods = [p for p in state.pods if (p.role, p.index) not in succeeded]
+    counted = [p for p in pods if p.counts]
+    for pod in counted:
+        training = pod.training
+        if training is None:
+            continue
+        crashed = training.waiting == "CrashLoopBackOff" or (
+            training.current is not None and training.current.exit_code != 0
+        )
+        runs = training.failed_runs()
+        if (crashed or (pod.phase == "Pending" and training.init_failed)) and runs:
+            run = runs[0]
+            container = training.name
+            if run is training.init_failed and run not in (training.current, training.last):
+                container += " (an init container)"
+            reason = run.reason if run.reason not in ("", "Error", "Completed") else "Error"
+            if training.waiting == "CrashLoopBackOff" and reason == "Error":
+                reason = "CrashLoopBackOff"
+            return "Restarting", reason, f"pod {pod.name}: container {container} {run.describe()}"
+    if any(p.terminating or p.disrupted for p in pods):
+        return "Restarting", "PodsRestarting", ""
+    for pod in counted:
+        training = pod.training
+        if training is not None and training.waiting in WAITING_PROBLEMS:
+            detail = f": {training.waiting_message}" if training.waiting_message else ""
+            message = f"pod {pod.name}: container {training.name}{detail}"
+            return "Pending", training.waiting, message
+    for pod in counted:
+        if pod.phase == "Pending" and pod.scheduling:
+            return "Pending", "Unschedulable", f"pod {pod.name}: {pod.scheduling}"
+    if any(p.phase == "Running" for p in counted):
+        return "Running", "Running", ""
+    return "Pending", "Pending", ""
+
+
+def records_to_write(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
+    """Per workload, the annotations to record: the job's status, the replicas seen to succeed
+    (never forgotten once seen) and the failed runs counted so far."""
+    observed = observed_successes(state)
+    records: dict[str, dict[str, str]] = {}
+    for workload in state.workloads:
+        if workload.kind == "Pod":
+            continue
+        wanted: dict[str, str] = {}
+        if workload.annotations.get(contract.STATUS) != status:
+            wanted[contract.STATUS] = status
+        seen = observed.get(workload.name, set()) if workload.kind == "StatefulSet" else set()
+        if not seen <= workload.succeeded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen | workload.succeeded)
+        ledger = counts.ledgers.get(workload.name)
+        if ledger is not None and ledger != workload.failed_runs:
+            wanted[contract.FAILED_RUNS] = ledger.format()
+        if wanted:
+            records[workload.name] = wanted
+    return records
+
+
+def merge_records(
+    state: JobState,
+    actions: list[Action],
+    events: list[Action],
+    records: dict[str, dict[str, str]],
+) -> list[Action]:
+    """One patch per workload and decision: records join a patch the job needs anyway (each
+    carries the resourceVersion it was decided on), else come after the creations."""
+    merged: list[Action] = []
+    pending = dict(records)
+    for action in actions:
+        if (
+            isinstance(action, Patch)
+            and action.name in pending
+            and action.resource
+            in (
+                STATEFULSETS,
+                JOBS,
+            )
+        ):
+            patch = dict(action.patch)
+            metadata = dict(patch.get("metadata") or {})
+            metadata["annotations"] = {
+                **dict(metadata.get("annotations") or {}),
+                **pending.pop(action.name),
+            }
+            patch["metadata"] = metadata
+            action = Patch(
+                action.resource, action.namespace, action.name, patch, action.resource_version
+            )
+        merged.append(action)
+    alone = [
+        Patch(
+            w.resource,
+            state.namespace,
+            w.name,
+            {"metadata": {"annotations": pending[w.name]}},
+            w.resource_version,
+        )
+        for w in state.workloads
+        if w.name in pending
+    ]
+    # The Service, PodGroup and Secret first (the pods need them); the events before the state
+    # they announce is recorded, so a failed write has them recorded again, not lost.
+    creates = [a for a in merged if isinstance(a, Create | CreateSshSecret)]
+    rest = [a for a in merged if not isinstance(a, Create | CreateSshSecret)]
+    return [*creates, *events, *alone, *rest]
+
+
+def state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
+    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting", SUSPENDED) else "Warning"
+    text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
+    if message:
+        text += f": {message}"
+    return event_on(
+        state, state.workloads[0], kind, phase, text, key=f"{phase}|{reason}|{restarts}"
+    )

@@ -1,0 +1,113 @@
+"""The topology stamp: every workload's pod template carries the job's topology, and pods
+started with another one restart together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from webhook.core import contract
+from webhook.core.topology import stamp
+from webhook.core.workload import build_topology
+from webhook.kube.resources import PODS
+from webhook.sweeper.actions import Action, Delete, Patch
+from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.state import JobState
+
+
+def same_topology(stamped: str | None, wanted: str) -> bool:
+    """Compare two topology stamps as ordered role lists, whatever their JSON spacing."""
+    try:
+        left = json.loads(stamped) if stamped else None
+        right = json.loads(wanted)
+    except ValueError:
+        return False
+    return isinstance(left, dict) and list(left.items()) == list(right.items())
+
+
+def elastic_scale(stamped: str | None, wanted: str, elastic: tuple[int, int] | None) -> bool:
+    """Whether an elastic job only changed its replica counts, staying within min:max."""
+    if elastic is None:
+        return False
+    try:
+        left = json.loads(stamped) if stamped else None
+        right = json.loads(wanted)
+    except ValueError:
+        return False
+    if not isinstance(left, dict) or not isinstance(right, dict) or list(left) != list(right):
+        return False
+    total = sum(v for v in right.values() if isinstance(v, int))
+    return elastic[0] <= total <= elastic[1]
+
+
+def topology_actions(state: JobState) -> Iterable[Action]:
+    """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
+    workloads = [w for w in state.workloads if w.kind != "Pod"]
+    if not workloads:
+        return
+    wanted = stamp(build_topology([w.workload for w in workloads]))
+    topology = wanted[contract.TOPOLOGY]
+    elastic = state.settings.elastic
+    restamped = False
+    for workload in workloads:
+        if all(workload.stamp.get(key) == value for key, value in wanted.items()):
+            continue
+        if elastic_scale(workload.stamp.get(contract.TOPOLOGY), topology, elastic) and all(
+            workload.stamp.get(key) == value
+            for key, value in wanted.items()
+            if key != contract.TOPOLOGY
+        ):
+            continue  # scaled within min:max: the rendezvous takes it, nothing restarts
+        status = workload.job_status
+        if workload.kind == "StatefulSet" or (status and status.suspended and not status.started):
+            restamped = restamped or workload.kind == "StatefulSet"
+            patch = {"spec": {"template": {"metadata": {"annotations": wanted}}}}
+            yield Patch(
+                workload.resource, state.namespace, workload.name, patch, workload.resource_version
+            )
+        else:
+            yield event_on(
+                state,
+                workload,
+                "Warning",
+                "TopologyStale",
+                f"Job {workload.name} runs with topology {workload.stamp.get(contract.TOPOLOGY)} "
+                f"but the job is now {topology}; a started Job's pod template cannot change: "
+                "delete and recreate it",
+                key=topology,
+            )
+    if restamped:
+        return  # restart pods once their StatefulSets carry the new stamp
+    owners = {w.name for w in workloads if w.kind == "StatefulSet"}
+    current: dict[str | None, bool] = {}  # the pods of a job share a handful of stamps
+
+    def is_current(stamped: str | None) -> bool:
+        if stamped not in current:
+            current[stamped] = same_topology(stamped, topology) or elastic_scale(
+                stamped, topology, elastic
+            )
+        return current[stamped]
+
+    stale = [
+        pod
+        for pod in state.pods
+        if pod.owner_kind == "StatefulSet"
+        and pod.owner_name in owners
+        and not pod.terminating
+        and not is_current(pod.topology)
+    ]
+    if not stale:
+        return
+    names = ", ".join(pod.name for pod in stale)
+    first = next(w for w in workloads if w.kind == "StatefulSet")
+    yield event_on(
+        state,
+        first,
+        "Normal",
+        "TopologyChanged",
+        f"restarting {len(stale)} pod(s) together for topology {topology}: {names}",
+        key=topology,
+    )
+    for pod in stale:
+        yield Delete(PODS, state.namespace, pod.name, pod.uid)

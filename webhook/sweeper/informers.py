@@ -1,0 +1,165 @@
+"""The sweeper's informers: what it watches, and what it keeps of each object it caches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from webhook.core import contract
+from webhook.kube.client import Kube
+from webhook.kube.informer import Informer
+from webhook.kube.resources import (
+    CONFIGMAPS,
+    COSCHEDULING_PODGROUPS,
+    JOBS,
+    MANAGED_BY,
+    MANAGER,
+    PODGROUPS,
+    PODS,
+    SERVICES,
+    STATEFULSETS,
+    Resource,
+)
+from webhook.sweeper.state import JobKey, job_key
+
+OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+SELECTORS: dict[Resource, str] = {
+    STATEFULSETS: contract.FRAMEWORK,
+    JOBS: contract.FRAMEWORK,
+    PODS: contract.JOB,
+    SERVICES: OWNED_SELECTOR,
+    PODGROUPS: OWNED_SELECTOR,
+    COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
+    CONFIGMAPS: OWNED_SELECTOR,
+}
+# Served only where Volcano or scheduler-plugins is installed.
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
+# Secrets are never listed or watched (a list reads every Secret it matches, whatever its
+# label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
+
+
+def watches(
+    kube: Kube,
+    *,
+    namespaces: tuple[str, ...],
+    on_change: Callable[[JobKey], None],
+    resync_seconds: float,
+    backoff_base: float,
+) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
+    """One watch per resource and watched namespace (None: one watch of every namespace), so the
+    sweeper needs permissions only in the namespaces it watches."""
+    return {
+        (resource, namespace): Informer(
+            kube,
+            resource,
+            namespace=namespace,
+            selector=selector,
+            index=partial(job_key, resource),
+            on_change=on_change,
+            resync_seconds=resync_seconds,
+            backoff_base=backoff_base,
+            optional=resource in OPTIONAL,
+            keep=slim_pod if resource == PODS else _whole,
+        )
+        for resource, selector in SELECTORS.items()
+        for namespace in (namespaces or (None,))
+    }
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+# What the sweeper keeps of a pod's status conditions, and how much of a termination message.
+KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
+# Where pods made before peers ConfigMaps held their large env values, one annotation each.
+LARGE_VALUES = "trainhook.io/env."
+MESSAGE_KEPT = 512
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """Only what the sweeper decides on (the informer's `keep`): a pod's env, volumes and most
+    annotations list its peers, so whole pods cost memory in the square of a job's size; this
+    costs a few hundred bytes a pod, whatever the job."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    kept_metadata = {
+        key: metadata[key]
+        for key in (
+            "name",
+            "namespace",
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "labels",
+        )
+        if key in metadata
+    }
+    kept_metadata["annotations"] = {
+        key: value
+        for key, value in (metadata.get("annotations") or {}).items()
+        if key == contract.JOB_COMPLETION_INDEX
+        or (
+            key.startswith(contract.PREFIX)
+            and key != contract.HOSTFILE
+            and not key.startswith(LARGE_VALUES)
+        )
+    }
+    owners = [
+        {k: ref.get(k) for k in ("apiVersion", "kind", "name", "uid", "controller")}
+        for ref in metadata.get("ownerReferences") or []
+        if ref.get("controller")
+    ]
+    if owners:
+        kept_metadata["ownerReferences"] = owners
+    kept_spec: dict[str, Any] = {
+        "containers": [{"name": c.get("name")} for c in spec.get("containers") or []]
+    }
+    if spec.get("initContainers"):
+        kept_spec["initContainers"] = [
+            {k: c[k] for k in ("name", "restartPolicy") if k in c} for c in spec["initContainers"]
+        ]
+    for key in ("subdomain", "priorityClassName"):
+        if key in spec:
+            kept_spec[key] = spec[key]
+    mounted = [  # the job's peers ConfigMap, by name
+        {"name": v.get("name"), "configMap": {"name": v["configMap"].get("name")}}
+        for v in spec.get("volumes") or []
+        if isinstance(v.get("configMap"), dict)
+    ]
+    if mounted:
+        kept_spec["volumes"] = mounted
+    kept_status: dict[str, Any] = {key: status[key] for key in ("phase", "reason") if key in status}
+    kept_status["conditions"] = [
+        {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+        if c.get("type") in KEPT_CONDITIONS
+    ]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if key in status:
+            kept_status[key] = [_slim_container_status(c) for c in status[key] or []]
+    return {
+        "kind": pod.get("kind") or "Pod",
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "metadata": kept_metadata,
+        "spec": kept_spec,
+        "status": kept_status,
+    }
+
+
+def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
+    kept: dict[str, Any] = {"name": status.get("name"), "restartCount": status.get("restartCount")}
+    for key in ("state", "lastState"):
+        state = status.get(key) or {}
+        kept[key] = {
+            phase: {
+                k: (v[:MESSAGE_KEPT] if k == "message" and isinstance(v, str) else v)
+                for k, v in (detail or {}).items()
+                if k in ("exitCode", "reason", "message", "finishedAt", "startedAt")
+            }
+            for phase, detail in state.items()
+        }
+    return kept

@@ -1,0 +1,309 @@
+"""A pod as the sweeper reads it: its role and index, how its training container ran, and
+whether it was stopped from outside."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Protocol
+
+from webhook.core import contract
+from webhook.core.errors import TrainhookError
+from webhook.core.frameworks import Framework
+from webhook.core.limits import one_line
+from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
+from webhook.core.peers import configmap_prefix
+from webhook.core.pods import identify, training_container
+from webhook.core.workload import job_of
+
+# A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
+# the DisruptionTarget condition.
+DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
+
+
+class PodOwner(Protocol):
+    """What reading a pod takes from the workload that owns it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def ordinal_start(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Run:
+    """One terminated run of a container."""
+
+    exit_code: int
+    reason: str  # what the kubelet says: Completed, Error, OOMKilled, ...
+    message: str  # the container's termination message, first line
+    finished: datetime | None
+
+    def describe(self) -> str:
+        plain = ("Error", "Completed", "")
+        reason = f" ({self.reason})" if self.reason not in plain else ""
+        message = f": {self.message}" if self.message else ""
+        return f"exited with code {self.exit_code}{reason}{message}"
+
+
+@dataclass(frozen=True)
+class Training:
+    """The status of a pod's training container (and of its init containers)."""
+
+    name: str
+    restarts: int
+    current: Run | None  # the current state, when it has terminated
+    last: Run | None  # the previous run, when there was one
+    waiting: str = ""  # why it is not running: CrashLoopBackOff, ImagePullBackOff, ...
+    waiting_message: str = ""
+    init_failures: int = 0  # failed runs of init containers (sidecars left out)
+    init_failed: Run | None = None  # the latest failed run of an init container
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.current.exit_code if self.current else None
+
+    @property
+    def last_exit_code(self) -> int | None:
+        return self.last.exit_code if self.last else None
+
+    @cached_property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 or self.last_exit_code == 0
+
+    @cached_property
+    def failures(self) -> int:
+        """Failed runs: restarts not caused by a success, a failed current run, and every failed
+        run of an init container."""
+        restarts = self.restarts
+        if self.last_exit_code == 0 and restarts > 0:
+            restarts -= 1
+        return restarts + (1 if self.exit_code not in (None, 0) else 0) + self.init_failures
+
+    def failed_runs(self) -> tuple[Run, ...]:
+        """The failed runs whose details are still known: newest first."""
+        return self._failed
+
+    @cached_property
+    def _failed(self) -> tuple[Run, ...]:
+        runs = (self.current, self.init_failed, self.last)
+        return tuple(run for run in runs if run is not None and run.exit_code != 0)
+
+    def exit_codes(self) -> tuple[int, ...]:
+        return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
+
+
+@dataclass(frozen=True)
+class PodView:
+    name: str
+    uid: str
+    owner_kind: str  # StatefulSet, Job, Pod (a bare pod) or Other
+    owner_name: str
+    role: str | None
+    index: int | None
+    phase: str
+    ready: bool
+    topology: str | None
+    training: Training | None
+    terminating: bool
+    # Stopped from outside, not by its training: evicted or preempted (DisruptionTarget, or
+    # status reason Evicted), or stopped by Kueue (TerminationTarget) when it preempts or evicts
+    # the job's pod group.
+    disrupted: bool = False
+    peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
+    created: datetime | None = None
+    scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+
+    @cached_property
+    def uid8(self) -> str:
+        """Short enough to be recorded for thousands of pods, long enough within one job."""
+        return self.uid.replace("-", "")[:8] or self.name
+
+    @cached_property
+    def counts(self) -> bool:
+        """Whether what the pod does now says something about the training (a pod being
+        deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
+        return not self.terminating and not self.disrupted
+
+
+def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod."""
+    for ref in metadata_of(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            kind = ref.get("kind")
+            return (kind if kind in ("StatefulSet", "Job") else "Other", ref.get("name") or "")
+    return ("Pod", metadata_of(obj).get("name") or "")
+
+
+# A pod is read once per version: a pod event costs one pod's reading, not the whole job's.
+_READ_PODS_AT_MOST = 50_000
+_read_pods: dict[tuple[str, str, str], tuple[tuple[str, str, int], PodView]] = {}
+
+
+def read_pod_once(
+    pod: Mapping[str, Any],
+    framework: Framework | None,
+    workloads: Mapping[tuple[str, str], PodOwner],
+) -> PodView:
+    metadata = metadata_of(pod)
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not uid or not version:
+        return _read_pod(pod, framework, workloads)
+    key = (uid, version, framework.name if framework else "")
+    found = _read_pods.get(key)
+    if found is not None:
+        seen_owner, view = found
+        if _owner_facts(workloads.get((view.owner_kind, view.owner_name))) == seen_owner:
+            return view
+    view = _read_pod(pod, framework, workloads)
+    if len(_read_pods) >= _READ_PODS_AT_MOST:
+        _read_pods.clear()
+    _read_pods[key] = (_owner_facts(workloads.get((view.owner_kind, view.owner_name))), view)
+    return view
+
+
+def _owner_facts(owner: PodOwner | None) -> tuple[str, str, int]:
+    """What a pod's reading takes from its workload."""
+    return (owner.name, owner.role, owner.ordinal_start) if owner else ("", "", 0)
+
+
+def _read_pod(
+    pod: Mapping[str, Any],
+    framework: Framework | None,
+    workloads: Mapping[tuple[str, str], PodOwner],
+) -> PodView:
+    metadata = metadata_of(pod)
+    labels = labels_of(pod)
+    annotations = annotations_of(pod)
+    owner_kind, owner_name = controller_of(pod)
+    owner = workloads.get((owner_kind, owner_name))
+    status = pod.get("status") or {}
+    conditions = status.get("conditions") or []
+    return PodView(
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        role=labels.get(contract.ROLE) or (owner.role if owner else None),
+        index=_pod_index(pod, owner_kind, owner),
+        phase=status.get("phase") or "Pending",
+        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        topology=annotations.get(contract.TOPOLOGY),
+        training=_training(pod, framework),
+        terminating=bool(metadata.get("deletionTimestamp")),
+        disrupted=status.get("reason") in DISRUPTED_REASONS
+        or any(
+            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+            and c.get("status") == "True"
+            for c in conditions
+        ),
+        created=parse_time(metadata.get("creationTimestamp")),
+        scheduling=next(
+            (
+                _reading(c.get("message") or c.get("reason") or "")
+                for c in conditions
+                if c.get("type") == "PodScheduled" and c.get("status") == "False"
+            ),
+            "",
+        ),
+        peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+    )
+
+
+def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: PodOwner | None) -> int | None:
+    """The pod's index in its role: the label the webhook wrote, else what its controller says."""
+    written = labels_of(pod).get(contract.ROLE_INDEX)
+    if written is not None and written.isdigit():
+        return int(written)
+    if owner_kind == "Other":
+        return None
+    try:
+        identity = identify(pod)
+    except TrainhookError:
+        return None
+    if identity.index is None:
+        return None
+    start = owner.ordinal_start if owner is not None and owner_kind == "StatefulSet" else 0
+    return identity.index - start
+
+
+def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training | None:
+    spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    default = framework.container if framework else None
+    try:
+        position = training_container(pod, default, annotations_of(pod).get(contract.CONTAINER))
+    except TrainhookError:  # a container the pod does not have: the framework's, else the first
+        position = training_container(pod, default, None)
+    wanted = spec_names[position] if position is not None else next(iter(statuses), None)
+    status = statuses.get(wanted)
+    if wanted is None or status is None:
+        return None
+    waiting = (status.get("state") or {}).get("waiting") or {}
+    init_failures, init_failed = _init_failures(pod)
+    return Training(
+        name=str(wanted),
+        restarts=int(status.get("restartCount") or 0),
+        current=_run(status.get("state")),
+        last=_run(status.get("lastState")),
+        waiting=str(waiting.get("reason") or ""),
+        waiting_message=_reading(waiting.get("message") or ""),
+        init_failures=init_failures,
+        init_failed=init_failed,
+    )
+
+
+def _init_failures(pod: Mapping[str, Any]) -> tuple[int, Run | None]:
+    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) left out."""
+    sidecars = {
+        c.get("name")
+        for c in (pod.get("spec") or {}).get("initContainers") or []
+        if c.get("restartPolicy") == "Always"
+    }
+    count = 0
+    newest: Run | None = None
+    for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if status.get("name") in sidecars:
+            continue
+        current, last = _run(status.get("state")), _run(status.get("lastState"))
+        failed_now = current is not None and current.exit_code != 0
+        count += int(status.get("restartCount") or 0) + (1 if failed_now else 0)
+        for run in (current, last):
+            if run is not None and run.exit_code != 0 and newest is None:
+                newest = run
+    return count, newest
+
+
+def _run(state: Mapping[str, Any] | None) -> Run | None:
+    terminated = (state or {}).get("terminated")
+    if not terminated:
+        return None
+    code = terminated.get("exitCode")
+    if not isinstance(code, int):
+        return None
+    return Run(
+        exit_code=code,
+        reason=str(terminated.get("reason") or ""),
+        message=_reading(terminated.get("message") or ""),
+        finished=parse_time(terminated.get("finishedAt")),
+    )
+
+
+def _reading(text: str) -> str:
+    """A pod's message as one line of a person's reading length."""
+    return one_line(str(text), at_most=200)
+
+
+def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
+    """The job's peers ConfigMap a pod mounts, if it mounts one."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        name = (volume.get("configMap") or {}).get("name")
+        if isinstance(name, str) and name.startswith(configmap_prefix(job)):
+            return name
+    return None
