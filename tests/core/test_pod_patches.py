@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.strategies import Obj, PodRealism, TrainingJob, controller_pods, training_jobs
-from tests.support.builders import statefulset
+from tests.support.builders import indexed_job, statefulset
 from webhook.core import contract, jsoncodec, pod_patches
 from webhook.core.errors import TrainhookError
 from webhook.core.patch import diff
@@ -113,8 +113,20 @@ def test_a_pod_whose_spec_differs_from_the_kept_one_gets_its_own_patch() -> None
     assert warnings == ["env RANK in container pytorch was set by the user and is kept"]
 
 
-def test_a_workloads_later_pods_are_not_mutated_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    pods = pods_of(4)
+def indexed_job_pods(completions: int) -> list[Obj]:
+    workload = indexed_job("ernie", "paddle", completions=completions)
+    stored = mutate_workload(workload, "CREATE", "default", [workload]).workload
+    return [
+        with_own_token_volume(pod, f"{i:05x}")
+        for i, pod in enumerate(controller_pods(stored, "default", REALISTIC))
+    ]
+
+
+@pytest.mark.parametrize("made_by", ["StatefulSet", "Indexed Job"])
+def test_a_workloads_later_pods_are_not_mutated_in_full(
+    made_by: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pods = pods_of(4) if made_by == "StatefulSet" else indexed_job_pods(4)
     pod_patches.forget()
     calls: list[str] = []
 
@@ -125,7 +137,7 @@ def test_a_workloads_later_pods_are_not_mutated_in_full(monkeypatch: pytest.Monk
     monkeypatch.setattr(pod_patches, "mutate_pod", counted)
     answers = [reused(pod, "default", "") for pod in pods]
 
-    assert calls == ["llm-worker-0"]
+    assert calls == ["llm-worker-0" if made_by == "StatefulSet" else "ernie-0-"]
     assert answers == [full(pod, "default", "") for pod in pods]
     assert len(set(answers)) == 4
 

@@ -45,7 +45,10 @@ _PER_POD_LABELS: Final = frozenset(
     {contract.STATEFULSET_POD_NAME, contract.STATEFULSET_POD_INDEX, contract.JOB_COMPLETION_INDEX}
 )
 _PER_POD_ANNOTATIONS: Final = frozenset({contract.JOB_COMPLETION_INDEX})
-_PER_POD_METADATA: Final = frozenset({"name", "uid", "creationTimestamp", "labels", "annotations"})
+# An Indexed Job's pod is named from `<job>-<index>-` (generateName); the mutation reads neither.
+_PER_POD_METADATA: Final = frozenset(
+    {"name", "generateName", "uid", "creationTimestamp", "labels", "annotations"}
+)
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ def _varies(path: str) -> bool:
 def _per_pod_values(pod: Mapping[str, Any]) -> list[str]:
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    values = [metadata.get("name"), spec.get("hostname")]
+    values = [metadata.get("name"), metadata.get("generateName"), spec.get("hostname")]
     values += [v.get("name") for v in spec.get("volumes") or [] if _is_token(v)]
     return [v for v in values if isinstance(v, str) and v]
 
