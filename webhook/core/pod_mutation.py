@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import COMPATS, job_lists
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
@@ -50,6 +51,7 @@ class PodMutation:
     placement: Placement
     env: dict[str, str]
     peers: PeerFiles | None = None  # the job's peers ConfigMap, for a job past the inline bound
+    settings: Settings = dataclasses.field(default_factory=Settings)
     reading: PodReading | None = None
 
 
@@ -110,7 +112,9 @@ def mutate_pod(
         own_written(draft.root, warnings)
     write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
     check_annotation_size(annotations_of(draft.root))
-    return PodMutation(draft.root, warnings, place.placement, place.env, place.files, reading)
+    return PodMutation(
+        draft.root, warnings, place.placement, place.env, place.files, reading.settings, reading
+    )
 
 
 def read_pod(
@@ -175,7 +179,8 @@ def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]
             f"{contract.HOSTS} gives role {role} port {port}, where its peers reach it: "
             "set the same",
         )
-    files = None if inline(topology) else peer_files(topology, port, framework.lists)
+    lists = job_lists(framework.name, settings.compat)
+    files = None if inline(topology) else peer_files(topology, port, lists)
     placement = Placement(
         topology,
         role,
@@ -188,8 +193,13 @@ def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]
         service_links=reading.service_links,
         peers=files.name if files else None,
         max_restarts=settings.max_restarts,
+        mpi_implementation=settings.mpi_implementation,
+        ssh_auth_mount_path=settings.ssh_auth_mount_path,
     )
+    compat = COMPATS[settings.compat] if settings.compat is not None else None
     env = common_env(placement) | framework.env(placement)
+    if compat is not None:
+        env |= compat.env(framework, placement)
     field_env = framework.field_env(placement) if framework.field_env is not None else {}
     return Place(placement, env, field_env, files)
 
@@ -224,6 +234,9 @@ def write_shared(
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
+    compat = COMPATS[settings.compat] if settings.compat is not None else None
+    if compat is not None and compat.pod_extras is not None:
+        compat.pod_extras(draft, pod, placement)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
