@@ -6,15 +6,20 @@
 1. handler cost against the JSON floor, in-process;
 2. served throughput and latency of `trainhook serve` against a do-nothing app on the same
    gunicorn/TLS stack, measured in alternation;
+2b. a burst of every pod of a 1,000- and an 8,192-pod job, 16 in flight, through both;
 3. how cost grows with the size of a TensorFlow job;
 4. resident memory per gunicorn worker after the run;
 5. healthy admissions and probes while 200 attackers of each kind hold connections open;
 6. per framework, jobs of 64 to 8,192 pods: bytes one pod holds, bytes the job writes to the
    API, admission time per pod and the sweeper's memory for the job (bench/sizes.py);
-2b. a burst of every pod of a 1,000- and an 8,192-pod job, 16 in flight, through both;
 7. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
    1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own);
-8. the goals, as ratios of figures measured in this one run.
+8. a real `trainhook sweep` process holding one job of 10,000 pods and 1,000 jobs of 8: its
+   memory after listing, after pod events, after a relist, and at its peak, against the
+   chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
+9. what one pod event costs the sweeper at 10,000 pods, trickled, in a burst, or ignored
+   (bench/pod_events.py, also `python -m bench.pod_events`).
+10. the goals, as ratios of figures measured in this one run.
 
 `--goals-only` runs what the goals need (sections 1, 2 and 2b). With `--json`, every figure goes
 to a file (bench-results.json unless named), with the date, commit and load it was taken at.
@@ -39,11 +44,13 @@ from bench.burst import IN_FLIGHT, Burst
 from bench.burst import SIZES as BURST_SIZES
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
+from bench.pod_events import event_costs, events_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
+from bench.sweeper_process import process_memory, process_table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
 from tests.support.serving import serving
@@ -302,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reached = goals(costs, results, bursts)
     if args.goals_only:
-        print("\n## 8. Goals, measured in this run\n")
+        print("\n## 10. Goals, measured in this run\n")
         print(goals_table(reached))
         print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
         if args.json:
@@ -333,7 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 7. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
-    print("\n## 8. Goals, measured in this run\n")
+    print("\n## 8. A trainhook sweep process at 10,000 pods and at 1,000 jobs\n", flush=True)
+    process = process_memory()
+    print(process_table(process))
+    print("\n## 9. What a pod event costs the sweeper at 10,000 pods\n", flush=True)
+    events = event_costs()
+    print(events_table(events, 10_000))
+    print("\n## 10. Goals, measured in this run\n")
     print(goals_table(reached))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
@@ -342,6 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
+            "sweep_process": [dataclasses.asdict(p) for p in process],
+            "pod_events": [dataclasses.asdict(e) for e in events],
             "attacks": [
                 {
                     "attack": r.attack,
