@@ -138,7 +138,7 @@ def _fill(
         return None  # an elastic pod beyond the stamp: its job's lists differ
     draft = Draft(pod)
     warnings: list[str] = []
-    write_own(draft, pod, identity, place, warnings)
+    write_own(draft, pod, identity, place, kept.reading.training, warnings)
     own = _own_ops(pod, draft.root)
     if own is None or tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
         return None
