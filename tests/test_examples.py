@@ -849,6 +849,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-simple-0.jax-simple.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "0",
     },
     ("jax.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "jax-simple",
@@ -863,6 +866,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "1",
+        "JAX_COORDINATOR_ADDRESS": "jax-simple-0.jax-simple.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
     },
 }
 
