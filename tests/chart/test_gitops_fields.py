@@ -46,6 +46,7 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/report-progress: "true"
 spec:
   replicas: 2
   selector:
@@ -77,6 +78,7 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/report-progress: "true"
 spec:
   completionMode: Indexed
   completions: 2

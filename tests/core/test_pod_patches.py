@@ -16,6 +16,7 @@ from webhook.core import contract, jsoncodec, pod_patches
 from webhook.core.errors import TrainhookError
 from webhook.core.patch import diff
 from webhook.core.pod_mutation import mutate_pod
+from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload_mutation import mutate_workload
 
 
@@ -149,3 +150,31 @@ def test_kept_patches_are_bounded() -> None:
         pod_patches.pod_patch(pod, "default")
 
     assert pod_patches.kept_count() == pod_patches.MAX_KEPT
+
+
+def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    endpoint = ProgressEndpoint("https://trainhook.trainhook-system.svc:8443", "CA PEM")
+    pods = pods_of(3, {contract.REPORT_PROGRESS: "true"})
+    expected = [
+        jsoncodec.dumps([diff(pod, m.pod), m.warnings])
+        for pod in pods
+        for m in [mutate_pod(pod, "default", progress=endpoint)]
+    ]
+    pod_patches.forget()
+    calls: list[str] = []
+
+    def counted(pod: Obj, *args: Any, **kwargs: Any) -> Any:
+        calls.append(pod["metadata"]["name"])
+        return mutate_pod(pod, *args, **kwargs)
+
+    monkeypatch.setattr(pod_patches, "mutate_pod", counted)
+    answers = []
+    for pod in pods:
+        patch, warnings = pod_patches.pod_patch(pod, "default", progress=endpoint)
+        answers.append(jsoncodec.dumps([patch, warnings]))
+
+    assert answers == expected
+    assert calls == ["llm-worker-0", "llm-worker-1", "llm-worker-2"]
+    assert b"trainhook.trainhook-system.svc:8443" in answers[1]

@@ -23,6 +23,7 @@ from webhook.core.objects import labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import owner_to_resolve
 from webhook.core.pod_patches import pod_patch
+from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
@@ -87,6 +88,7 @@ class Policy:
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    progress: ProgressEndpoint | None = None  # where pods of jobs that report progress report
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ def admit(
             siblings=siblings,
             cluster_domain=policy.cluster_domain,
             coscheduling_scheduler=policy.coscheduling_scheduler,
+            progress=policy.progress,
         )
         return Outcome(patch, pod_warnings)
     if kind == "Pod":

@@ -26,6 +26,7 @@ from webhook.core.pods import (
     mount,
     training_container,
 )
+from webhook.core.progress import ProgressEndpoint, add_progress
 from webhook.core.settings import Settings, gpu_count, processes_per_pod, read_settings
 from webhook.core.topology import Role, Topology, topology_from_stamp
 from webhook.core.workload import (
@@ -102,13 +103,20 @@ def mutate_pod(
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
     own_written: Callable[[Mapping[str, Any], list[str]], None] | None = None,
+    progress: ProgressEndpoint | None = None,
 ) -> PodMutation:
-    """Mutate a labelled pod; `own_written`, when given, sees the pod and the warnings as they
+    """Mutate a labelled pod; `progress` is where a job that reports its progress sends it.
+    `own_written`, when given, sees the pod and the warnings as they
     are once what differs between the pods of its workload is written, before the rest."""
     reading = read_pod(pod, namespace, owner, siblings, cluster_domain)
     place = place_pod(reading, reading.identity, pod)
     draft = Draft(pod)
     warnings: list[str] = []
+    if reading.settings.report_progress:
+        namespace = (pod.get("metadata") or {}).get("namespace") or namespace
+        job = reading.topology.job
+        added = add_progress(draft, pod, namespace, job, progress, reading.training)
+        place = dataclasses.replace(place, env=place.env | added)
     write_own(draft, pod, reading.identity, place, reading.training, warnings)
     if own_written is not None:
         own_written(draft.root, warnings)

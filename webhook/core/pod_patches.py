@@ -33,6 +33,7 @@ from webhook.core.pod_mutation import (
     write_own,
 )
 from webhook.core.pods import PodIdentity, identify
+from webhook.core.progress import ProgressEndpoint
 
 # One entry per workload revision being rolled out, with room for many jobs at once; an entry
 # holds one patch and the reading of one pod (a few KB).
@@ -79,6 +80,7 @@ def pod_patch(
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    progress: ProgressEndpoint | None = None,
 ) -> tuple[list[PatchOp], list[str]]:
     """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
     pod of the same workload revision made."""
@@ -107,10 +109,13 @@ def pod_patch(
         siblings=siblings,
         cluster_domain=cluster_domain,
         coscheduling_scheduler=coscheduling_scheduler,
+        progress=progress,
         own_written=own_written if key is not None else None,
     )
     ops = diff(pod, mutation.pod)
-    if key is not None and mutation.reading is not None:
+    # A pod that reports progress gets its endpoint's env and files first: mutated in full.
+    reports = mutation.reading is not None and mutation.reading.settings.report_progress
+    if key is not None and mutation.reading is not None and not reports:
         kept = _keep(pod, mutation.reading, mutation.pod, ops, mutation.warnings, *own[0])
         if kept is not None:
             _slot(key)[0] = kept

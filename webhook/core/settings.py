@@ -117,6 +117,7 @@ class Settings(JobSettings):
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
+    report_progress: bool = False  # Kubeflow Trainer v2's progress variables and token
     ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
 
 
@@ -133,6 +134,7 @@ SETTING_KEYS = (
     contract.QUEUE,
     contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
+    contract.REPORT_PROGRESS,
     contract.SSH_AUTH_MOUNT_PATH,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
@@ -180,6 +182,8 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"a whole number of seconds from 1 to {INT32_MAX}",
         ),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
+        == "true",
+        report_progress=_choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
         == "true",
         success_policy=_choice(
             contract.SUCCESS_POLICY, get(contract.SUCCESS_POLICY), SUCCESS_POLICIES

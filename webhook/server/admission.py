@@ -19,6 +19,7 @@ from webhook.core.admit import Found, Policy, Request, admit, job_of, lookups
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import TrainhookError
 from webhook.core.limits import one_line
+from webhook.core.progress import ProgressEndpoint
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -59,10 +60,13 @@ class Context:
     lookup: Lookup | None = None
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    progress: ProgressEndpoint | None = None  # where pods that report progress are sent
 
     @property
     def policy(self) -> Policy:
-        return Policy(self.cluster_domain, self.coscheduling_scheduler, self.sweeper_username)
+        return Policy(
+            self.cluster_domain, self.coscheduling_scheduler, self.sweeper_username, self.progress
+        )
 
 
 @dataclass(slots=True)
