@@ -143,6 +143,30 @@ def test_a_workloads_later_pods_are_not_mutated_in_full(
     assert len(set(answers)) == 4
 
 
+def test_a_crowded_pod_is_mutated_in_full_and_never_digested(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pods = pods_of(2)
+    sidecars = [
+        {"name": f"side-{n}", "image": "s:1"} for n in range(pod_patches.MAX_SHARED_CONTAINERS)
+    ]
+    for pod in pods:
+        pod["spec"]["containers"] += copy.deepcopy(sidecars)
+    pod_patches.forget()
+    digested: list[Obj] = []
+
+    def digest(pod: Obj) -> bytes:
+        digested.append(pod)
+        return b""
+
+    monkeypatch.setattr(pod_patches, "_digest", digest)
+
+    answers = [reused(pod, "default", "") for pod in pods]
+
+    assert digested == []
+    assert answers == [full(pod, "default", "") for pod in pods]
+
+
 def test_kept_patches_are_bounded() -> None:
     pod_patches.forget()
     for replicas in range(1, pod_patches.MAX_KEPT + 20):

@@ -64,6 +64,20 @@ class _Kept:
 
 Key = tuple[bytes, str, str, str]
 
+# A pod with more containers than this is mutated in full, never digested: the digest costs in
+# proportion to the pod, and a crowded pod is no training job's usual shape, but a hostile one.
+MAX_SHARED_CONTAINERS = 16
+
+
+def _containers(pod: Mapping[str, Any]) -> int:
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return 0
+    return sum(
+        len(items) if isinstance(items, list) else 0
+        for items in (spec.get("containers"), spec.get("initContainers"))
+    )
+
 
 @functools.lru_cache(maxsize=MAX_KEPT)
 def _slot(key: Key) -> list[_Kept | None]:
@@ -89,7 +103,12 @@ def pod_patch(
         identity = identify(pod)
     except TrainhookError:
         identity = None  # refused below, by the full mutation, with its checks in their order
-    if owner is None and identity is not None and identity.owner_kind != "Pod":
+    if (
+        owner is None
+        and identity is not None
+        and identity.owner_kind != "Pod"
+        and _containers(pod) <= MAX_SHARED_CONTAINERS
+    ):
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
         kept = _slot(key)[0]
         if kept is not None and _owner(kept.reading.identity) == _owner(identity):
