@@ -48,6 +48,21 @@ def test_a_pytorchjob_becomes_one_statefulset_per_replica_type_named_as_the_oper
     assert [p.name for p in pods] == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
 
 
+def test_every_workload_of_a_job_with_several_roles_names_them_all_in_role_order() -> None:
+    migration = migrate_one(
+        pytorchjob(
+            Worker={"replicas": 2, "template": template()},
+            Master={"replicas": 1, "template": template()},
+        )
+    )
+    assert annotations_of(migration) == [{contract.ROLES: "master,worker"}] * 2
+
+
+def test_a_job_of_one_role_has_no_roles_annotation() -> None:
+    migration = migrate_one(pytorchjob(Worker={"replicas": 2, "template": template()}))
+    assert annotations_of(migration) == [{}]
+
+
 def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> None:
     run_policy = {
         "cleanPodPolicy": "All",
@@ -66,6 +81,7 @@ def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> Non
         contract.SUSPEND: "true",
         contract.SCHEDULER: "volcano",
         contract.QUEUE: "research",
+        contract.ROLES: "master,worker",
     }
     assert {o["spec"]["template"]["spec"]["priorityClassName"] for o in migration.objects} == {
         "high"
@@ -82,6 +98,7 @@ def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_a_note() -> No
     assert job_wide(migration) == {
         contract.SCHEDULER: "coscheduling",
         contract.SCHEDULE_TIMEOUT_SECONDS: "120",
+        contract.ROLES: "master,worker",
     }
     assert (
         "spec.runPolicy.schedulingPolicy.minAvailable: 2 has no equivalent, because the gang is "
@@ -112,7 +129,10 @@ def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with
             Worker={"replicas": 1, "restartPolicy": "Never", "template": template()},
         )
     )
-    assert job_wide(migration) == {contract.RESTART_POLICY: "ExitCode"}
+    assert job_wide(migration) == {
+        contract.RESTART_POLICY: "ExitCode",
+        contract.ROLES: "master,worker",
+    }
     assert migration.notes == [
         "spec.pytorchReplicaSpecs: restart policies differ per replica type (master: ExitCode, "
         "worker: Never); trainhook.io/restart-policy is one per job: 'ExitCode', the first role's"
@@ -288,6 +308,7 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
         contract.SCHEDULER: "volcano",
         contract.QUEUE: "q1",
         contract.COMPAT: "volcano",  # the mpi plugin's MPI_HOST
+        contract.ROLES: "launcher,worker",
     }
     assert migration.notes == []
 
@@ -295,7 +316,11 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
 def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")
-    assert job_wide(migration) == {contract.SCHEDULER: "volcano", contract.COMPAT: "volcano"}
+    assert job_wide(migration) == {
+        contract.SCHEDULER: "volcano",
+        contract.COMPAT: "volcano",
+        contract.ROLES: "ps,worker",
+    }
     assert migration.notes == [
         "spec.plugins.svc: VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named "
         "after Trainhook's roles: param-ps is ps"

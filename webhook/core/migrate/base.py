@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
 
 STATEFULSET = "StatefulSet"
 JOB = "Job"
@@ -213,9 +214,10 @@ def restart_policy_of_template(role: Role, job: Job, notes: Notes) -> dict[str, 
 
 
 def workloads(job: Job, notes: Notes) -> list[dict[str, Any]]:
-    """The labelled StatefulSets and Indexed Jobs of `job`, StatefulSets first: a Job's template
-    cannot change once created, so it comes after the roles it counts."""
+    """The labelled StatefulSets and Indexed Jobs of `job`, StatefulSets first (any order
+    works, as `trainhook.io/roles` makes each pod wait for the whole job; this one reads best)."""
     ordered = sorted(job.roles, key=lambda r: r.kind == JOB)
+    job_wide = {**job.annotations, **roles_annotation(job)}
     result = []
     for role in ordered:
         name = workload_name(job.name, role)
@@ -225,7 +227,7 @@ def workloads(job: Job, notes: Notes) -> list[dict[str, Any]]:
             contract.JOB: job.name,
             contract.ROLE: role.role,
         }
-        annotations = {**job.metadata_annotations, **job.annotations, **role.annotations}
+        annotations = {**job.metadata_annotations, **job_wide, **role.annotations}
         meta: dict[str, Any] = {"name": name}
         if job.namespace:
             meta["namespace"] = job.namespace
@@ -256,6 +258,14 @@ def workloads(job: Job, notes: Notes) -> list[dict[str, Any]]:
             }
             result.append({"apiVersion": "batch/v1", "kind": JOB, "metadata": meta, "spec": spec})
     return result
+
+
+def roles_annotation(job: Job) -> dict[str, str]:
+    """`trainhook.io/roles` on every workload of a job with several roles: where a role could
+    run alone (a PyTorch master), only it keeps that role's pods waiting for the others, so
+    the workloads can be applied in any order."""
+    names = FRAMEWORKS[job.framework].order(role.role for role in job.roles)
+    return {contract.ROLES: ",".join(names)} if len(names) > 1 else {}
 
 
 def check_roles(job: Job, allowed: Sequence[str], path: str) -> None:
