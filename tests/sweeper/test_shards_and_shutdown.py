@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import partial
 from pathlib import Path
 
 from tests.support.cutoff import Cutoff
@@ -33,6 +34,19 @@ def holders(emulator: EmulatorThread) -> dict[str, str]:
         lease["metadata"]["name"]: lease["spec"].get("holderIdentity") or ""
         for lease in emulator.objects(LEASES, LEASE_NAMESPACE)
     }
+
+
+def renew_time(emulator: EmulatorThread) -> str:
+    found = [
+        lease["spec"].get("renewTime", "")
+        for lease in emulator.objects(LEASES, LEASE_NAMESPACE)
+        if lease["metadata"]["name"] == "trainhook-sweeper"
+    ]
+    return found[0] if found else ""
+
+
+def renewed_since(emulator: EmulatorThread, renew_time_before: str) -> bool:
+    return renew_time(emulator) != renew_time_before
 
 
 def services(emulator: EmulatorThread) -> set[str]:
@@ -102,6 +116,9 @@ def test_three_replicas_split_three_shards_and_a_killed_ones_shard_is_taken_over
             what="the dead replica's shard taken over",
         )
         eventually(lambda: set(later) <= services(emulator), timeout=60, what="its jobs served")
+        eventually(  # a replica logs an action once it is applied: wait for the lines too
+            lambda: set(later) <= set(created_services(logs)), timeout=10, what="their log lines"
+        )
         assert created_services(logs) == sorted(jobs + later)  # nothing done twice
     finally:
         for sweeper in sweepers:
@@ -116,7 +133,9 @@ def test_sigterm_gives_the_lease_up_so_a_standby_takes_over_at_once(emulator, ku
         lambda: holders(emulator).get("trainhook-sweeper") == "sweeper-a", timeout=60, what="leads"
     )
     with sweeping(kube, "sweeper-b", lease_duration_seconds=30) as standby:
-        time.sleep(0.5)
+        for _ in range(2):  # the standby tries every 0.1 s while the leader renews
+            renewed = renew_time(emulator)
+            eventually(partial(renewed_since, emulator, renewed), timeout=10, what="a renewal")
         assert not standby.leads()
         began = time.monotonic()
         assert leader.terminate() == 0

@@ -558,7 +558,7 @@ def test_a_resume_whose_second_write_fails_does_not_fail_the_job_past_its_old_de
         kube.patch(STATEFULSETS, "ml", name, {"metadata": {"annotations": remembered}})
     # The resume's patch of the workers fails once: only the master's lands at first.
     emulator.emulator.fail(500, method="PATCH", path="/statefulsets/pt-worker", times=1)
-    with sweeping(kube):
+    with sweeping(kube) as sweeper:
         eventually(
             lambda: all(
                 contract.SUSPENDED_REPLICAS not in annotations_on(emulator, STATEFULSETS, n)
@@ -566,7 +566,7 @@ def test_a_resume_whose_second_write_fails_does_not_fail_the_job_past_its_old_de
             ),
             what="both workloads resumed",
         )
-        time.sleep(1.0)  # looks after the resume
+        sweeper.reconciled("ml", "pt")  # looks after the resume
     failed = [(m, c) for m, p, c, _ in emulator.emulator.log if p.endswith("/pt-worker")]
     assert ("PATCH", 500) in failed
     for name in ("pt-master", "pt-worker"):
