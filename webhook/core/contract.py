@@ -34,6 +34,10 @@ RESTART_POLICY: Final = "trainhook.io/restart-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
+# Keep the job's pods within one domain of a node label (a rack, a block): job-wide.
+PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
+PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
+PLACEMENT_TIER: Final = "trainhook.io/placement-tier"  # Volcano: the HyperNode tier instead
 
 # Annotations the webhook writes.
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
@@ -69,6 +73,9 @@ POD_SETTINGS: Final = (
     ELASTIC,
     MAX_RESTARTS,
     QUEUE,
+    PLACEMENT_TOPOLOGY,
+    PLACEMENT,
+    PLACEMENT_TIER,
 )
 
 # The labels among the keys above; every other key is an annotation.
@@ -101,6 +108,10 @@ KUEUE_MANAGED: Final = "kueue.x-k8s.io/managed"  # label "true", and Kueue's fin
 KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"  # scheduling gate until admitted
 KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (preempted) the pod
 DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
+# Kueue Topology Aware Scheduling (v0.19, apis/kueue/v1beta2 constants): pod annotations.
+KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_POD_INDEX_LABEL: Final = "kueue.x-k8s.io/pod-group-pod-index-label"  # names the index label
 
 # Kubernetes limits that the webhook must stay under.
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024

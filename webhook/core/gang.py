@@ -7,11 +7,12 @@ resources and never starts. They must agree on every workload of the job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.colocation import Colocation, colocation_of
 from webhook.core.errors import Refused
 from webhook.core.pods import training_container
 from webhook.core.requests import Requests, pod_requests, sum_requests
@@ -30,25 +31,35 @@ class Gang:
     scheduler: str
     queue: str
     schedule_timeout_seconds: int | None
+    colocation: Colocation | None = None
+
+
+# Job-wide keys, in the order they are compared: the placement whatever the scheduler, the
+# queue and timeout only with one (without a scheduler they mean nothing).
+_ALWAYS: tuple[tuple[str, Callable[[Settings], object]], ...] = (
+    (contract.SCHEDULER, lambda s: s.scheduler),
+    (contract.PLACEMENT_TOPOLOGY, lambda s: s.placement_topology),
+    (contract.PLACEMENT, lambda s: s.placement or ("required" if s.placement_topology else None)),
+    (contract.PLACEMENT_TIER, lambda s: s.placement_tier),
+)
+_WITH_A_SCHEDULER: tuple[tuple[str, Callable[[Settings], object]], ...] = (
+    (contract.QUEUE, lambda s: s.queue),
+    (contract.SCHEDULE_TIMEOUT_SECONDS, lambda s: s.schedule_timeout_seconds),
+)
 
 
 def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
     """The gang of a job from each workload's (description, settings); None when the job is
-    not gang-scheduled. Raises Refused naming the first two workloads that disagree."""
+    not gang-scheduled. Raises Refused naming the first two workloads that disagree on a
+    gang or placement setting."""
     if not members:
         return None
     first_name, first = members[0]
-    keys = (
-        (contract.SCHEDULER, "scheduler"),
-        (contract.QUEUE, "queue"),
-        (contract.SCHEDULE_TIMEOUT_SECONDS, "schedule_timeout_seconds"),
-    )
-    for key, field in keys:
-        if field != "scheduler" and first.scheduler is None:
-            break  # without a scheduler the queue and timeout mean nothing
-        wanted = getattr(first, field)
+    keys = _ALWAYS + (_WITH_A_SCHEDULER if first.scheduler is not None else ())
+    for key, value_of in keys:
+        wanted = value_of(first)
         for name, settings in members[1:]:
-            value = getattr(settings, field)
+            value = value_of(settings)
             if value != wanted:
                 raise Refused(
                     f"{key}: job {job!r} is one gang, so every role must say the same: "
@@ -56,7 +67,7 @@ def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
                 )
     if first.scheduler is None:
         return None
-    return Gang(first.scheduler, first.queue, first.schedule_timeout_seconds)
+    return Gang(first.scheduler, first.queue, first.schedule_timeout_seconds, colocation_of(first))
 
 
 def _shown(value: object) -> str:
@@ -104,9 +115,19 @@ def podgroup_spec(
     if gang.scheduler == "volcano":
         spec["queue"] = gang.queue
         spec["priorityClassName"] = priority_class
+        spec["networkTopology"] = _volcano_network_topology(gang.colocation)
     else:
         spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
     return api_version, spec
+
+
+def _volcano_network_topology(colocation: Colocation | None) -> dict[str, Any] | None:
+    """Volcano keeps a job within one HyperNode of the tier: hard (required) or soft."""
+    if colocation is None or colocation.tier is None:
+        return None
+    tier = colocation.tier
+    highest = {"highestTierAllowed": int(tier)} if tier.isdigit() else {"highestTierName": tier}
+    return {"mode": "hard" if colocation.required else "soft", **highest}
 
 
 def podgroup_of_pods(

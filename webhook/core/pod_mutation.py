@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.colocation import colocate_pod
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
@@ -137,6 +138,7 @@ def mutate_pod(
     _set_gpus(draft, pod, training, settings)
     _set_shm(draft, pod, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
+    colocate_pod(draft, pod, settings, placement.topology.job)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)
