@@ -34,17 +34,24 @@ class Gang:
     colocation: Colocation | None = None
 
 
-# Job-wide keys, in the order they are compared: the placement whatever the scheduler, the
-# queue and timeout only with one (without a scheduler they mean nothing).
-_ALWAYS: tuple[tuple[str, Callable[[Settings], object]], ...] = (
-    (contract.SCHEDULER, lambda s: s.scheduler),
-    (contract.PLACEMENT_TOPOLOGY, lambda s: s.placement_topology),
-    (contract.PLACEMENT, lambda s: s.placement or ("required" if s.placement_topology else None)),
-    (contract.PLACEMENT_TIER, lambda s: s.placement_tier),
+# Job-wide keys, in the order they are compared, with why the job has one value of each: the
+# placement whatever the scheduler, the queue and timeout only with one (else meaningless).
+GANG = "is one gang"
+PLACED = "is placed as one"
+_Key = tuple[str, str, Callable[[Settings], object]]
+_ALWAYS: tuple[_Key, ...] = (
+    (contract.SCHEDULER, GANG, lambda s: s.scheduler),
+    (contract.PLACEMENT_TOPOLOGY, PLACED, lambda s: s.placement_topology),
+    (
+        contract.PLACEMENT,
+        PLACED,
+        lambda s: s.placement or ("required" if s.placement_topology else None),
+    ),
+    (contract.PLACEMENT_TIER, PLACED, lambda s: s.placement_tier),
 )
-_WITH_A_SCHEDULER: tuple[tuple[str, Callable[[Settings], object]], ...] = (
-    (contract.QUEUE, lambda s: s.queue),
-    (contract.SCHEDULE_TIMEOUT_SECONDS, lambda s: s.schedule_timeout_seconds),
+_WITH_A_SCHEDULER: tuple[_Key, ...] = (
+    (contract.QUEUE, GANG, lambda s: s.queue),
+    (contract.SCHEDULE_TIMEOUT_SECONDS, GANG, lambda s: s.schedule_timeout_seconds),
 )
 
 
@@ -56,13 +63,13 @@ def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
         return None
     first_name, first = members[0]
     keys = _ALWAYS + (_WITH_A_SCHEDULER if first.scheduler is not None else ())
-    for key, value_of in keys:
+    for key, why, value_of in keys:
         wanted = value_of(first)
         for name, settings in members[1:]:
             value = value_of(settings)
             if value != wanted:
                 raise Refused(
-                    f"{key}: job {job!r} is one gang, so every role must say the same: "
+                    f"{key}: job {job!r} {why}, so every role must say the same: "
                     f"{_shown(wanted)} on {first_name} but {_shown(value)} on {name}"
                 )
     if first.scheduler is None:
