@@ -386,6 +386,7 @@ RESOURCES = (
     ("apps/v1/statefulsets", "StatefulSet", True),
     ("batch/v1/jobs", "Job", True),
     ("v1/secrets", "Secret", True),
+    ("v1/nodes", "Node", False),
     (
         "admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
         "MutatingWebhookConfiguration",

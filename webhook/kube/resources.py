@@ -38,6 +38,7 @@ CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 PODGROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 COSCHEDULING_PODGROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 EVENTS: Final = Resource("", "v1", "events", "Event")
+NODES: Final = Resource("", "v1", "nodes", "Node")  # cluster-scoped
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "admissionregistration.k8s.io",
