@@ -46,6 +46,9 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/placement: preferred
+    trainhook.io/placement-tier: "2"
 spec:
   replicas: 2
   selector:
@@ -77,6 +80,9 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/placement: preferred
+    trainhook.io/placement-tier: "2"
 spec:
   completionMode: Indexed
   completions: 2
