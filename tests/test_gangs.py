@@ -29,7 +29,9 @@ from webhook.sweeper.state import read_job_state
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))
-SCHEDULERS = ("volcano", "coscheduling", "kueue")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes")
+# Pods that name a Kubernetes PodGroup validate against the release that has the field.
+POD_RELEASE = {"kubernetes": "1.37"}
 GANG_KEYS = (
     "trainhook.io/scheduler",
     "trainhook.io/queue",
@@ -126,7 +128,7 @@ def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
     pods = rendering(example, scheduler).pods
     [job] = {pod.job for pod in pods}
     for pod in pods:
-        kubernetes_validate.validate(pod.pod, "1.29", strict=True)
+        kubernetes_validate.validate(pod.pod, POD_RELEASE.get(scheduler, "1.29"), strict=True)
     metadata = [pod.pod["metadata"] for pod in pods]
     names = {pod.pod["spec"].get("schedulerName") for pod in pods}
     if scheduler == "volcano":
@@ -135,6 +137,9 @@ def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
     elif scheduler == "coscheduling":
         assert names == {"scheduler-plugins-scheduler"}
         assert {m["labels"]["scheduling.x-k8s.io/pod-group"] for m in metadata} == {job}
+    elif scheduler == "kubernetes":
+        assert names == {None}  # Kubernetes' own scheduler
+        assert {p.pod["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {job}
     else:
         assert names == {None}
         assert kueue_group_problems(pod.pod for pod in pods) == []
@@ -150,10 +155,17 @@ def test_the_podgroup_counts_every_pod_and_its_scheduler_accepts_it(
         assert result.podgroups == []  # Kueue's group is the pods' labels
         return
     [podgroup] = result.podgroups
-    api = {"volcano": PODGROUPS, "coscheduling": COSCHEDULING_PODGROUPS}[scheduler]
-    assert podgroup["apiVersion"] == api.api_version
+    api = {
+        "volcano": PODGROUPS.api_version,
+        "coscheduling": COSCHEDULING_PODGROUPS.api_version,
+        "kubernetes": "scheduling.k8s.io/v1beta1",
+    }[scheduler]
+    assert podgroup["apiVersion"] == api
     assert podgroup["metadata"]["name"] == result.pods[0].job
-    assert podgroup["spec"]["minMember"] == len(result.pods)
+    if scheduler == "kubernetes":
+        assert podgroup["spec"]["schedulingPolicy"] == {"gang": {"minCount": len(result.pods)}}
+    else:
+        assert podgroup["spec"]["minMember"] == len(result.pods)
     assert custom_resource_problems(podgroup) == []
 
 
@@ -175,6 +187,7 @@ def test_the_sweeper_creates_the_podgroup_render_shows(
         podgroup["metadata"]["name"],
         workloads=workloads,
         pods=bare,
+        kubernetes_podgroup_api=podgroup["apiVersion"] if scheduler == "kubernetes" else None,
     )
     [create] = [
         action
@@ -203,13 +216,18 @@ def test_a_job_kept_in_one_rack_gets_what_its_scheduler_reads(
     result = rendering(example, scheduler, placed=True)
     [job] = {pod.job for pod in result.pods}
     for pod in result.pods:
-        kubernetes_validate.validate(pod.pod, "1.29", strict=True)
+        kubernetes_validate.validate(pod.pod, POD_RELEASE.get(scheduler or "", "1.29"), strict=True)
     affinities = [pod.pod["spec"].get("affinity") for pod in result.pods]
     annotations = [pod.pod["metadata"]["annotations"] for pod in result.pods]
     if scheduler == "volcano":
         assert affinities == [None] * len(result.pods)
         [podgroup] = result.podgroups
         assert podgroup["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+        assert custom_resource_problems(podgroup) == []
+    elif scheduler == "kubernetes":
+        assert affinities == [None] * len(result.pods)
+        [podgroup] = result.podgroups
+        assert podgroup["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
         assert custom_resource_problems(podgroup) == []
     elif scheduler == "kueue":
         assert affinities == [None] * len(result.pods)

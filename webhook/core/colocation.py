@@ -2,7 +2,8 @@
 
 Each scheduler reads the placement where it looks: Kueue from the pod's Topology Aware
 Scheduling annotations, the default scheduler and coscheduling from a pod affinity to the job's
-own pods, Volcano from its PodGroup (see `gang`), so a pod gets only what its scheduler reads.
+own pods, Volcano and Kubernetes' own gang from the PodGroup (see `gang`), so a pod gets only
+what its scheduler reads.
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def colocate_pod(draft: Draft, pod: Mapping[str, Any], settings: Settings, job: 
         return
     if settings.scheduler == "kueue":
         _kueue_topology(draft, pod, colocation)
-    elif settings.scheduler in (None, "coscheduling"):
+    elif settings.scheduler in (None, "coscheduling") or (
+        settings.scheduler == "kubernetes" and not colocation.required
+    ):
+        # Kubernetes' PodGroup constraint is required only: a preferred one is an affinity.
         _job_affinity(draft, pod, colocation, job)
 
 

@@ -113,6 +113,18 @@ KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_POD_INDEX_LABEL: Final = "kueue.x-k8s.io/pod-group-pod-index-label"  # names the index label
 
+# Kubernetes' own gang (workload-aware scheduling, KEP-4671/5832): a pod names its PodGroup in
+# the immutable `spec.schedulingGroup.podGroupName`. The versions that carry it, newest first:
+# v1alpha2 (Kubernetes 1.36, its PodGroup's spec immutable), v1alpha3 and v1beta1 (1.37,
+# `schedulingPolicy.gang.minCount` mutable).
+KUBERNETES_SCHEDULING_GROUP: Final = "scheduling.k8s.io"
+KUBERNETES_PODGROUP_APIS: Final = (
+    "scheduling.k8s.io/v1beta1",
+    "scheduling.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha2",
+)
+KUBERNETES_IMMUTABLE_PODGROUP_APIS: Final = ("scheduling.k8s.io/v1alpha2",)
+
 # Kubernetes limits that the webhook must stay under.
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024
 # A large job's peer lists are one ConfigMap, stored in etcd as one object of at most 1 MiB; its

@@ -22,6 +22,8 @@ PODGROUP_APIS = {
     "volcano": contract.VOLCANO_PODGROUP_API,
     "coscheduling": contract.COSCHEDULING_PODGROUP_API,
 }  # Kueue's pod group is labels on the pods: no object of its own
+# What `trainhook render` shows for `kubernetes`; the sweeper uses the version the cluster serves.
+DEFAULT_KUBERNETES_PODGROUP_API = contract.KUBERNETES_PODGROUP_APIS[0]
 
 
 @dataclass(frozen=True)
@@ -111,10 +113,16 @@ def podgroup_spec(
     min_member: int,
     min_resources: Mapping[str, str],
     priority_class: str | None,
+    kubernetes_api: str | None = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> tuple[str, dict[str, Any]] | None:
-    """(apiVersion, spec) of the job's PodGroup; None for a scheduler without one (Kueue).
+    """(apiVersion, spec) of the job's PodGroup; None for a scheduler without one (Kueue), and
+    for `kubernetes` when `kubernetes_api` is None (the cluster serves no version of it).
 
     A field the job does not set is None, so a merge patch of the spec removes it."""
+    if gang.scheduler == "kubernetes":
+        if kubernetes_api is None:
+            return None
+        return kubernetes_api, kubernetes_podgroup_spec(min_member, priority_class, gang.colocation)
     api_version = PODGROUP_APIS.get(gang.scheduler)
     if api_version is None:
         return None
@@ -128,6 +136,21 @@ def podgroup_spec(
     return api_version, spec
 
 
+def kubernetes_podgroup_spec(
+    min_count: int, priority_class: str | None, colocation: Colocation | None
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup: a gang of every pod, within one domain when required (its
+    topology constraint has no preferred form: a preferred placement is the pods' affinity)."""
+    constraints = None
+    if colocation is not None and colocation.required:
+        constraints = {"topology": [{"key": colocation.key}]}
+    return {
+        "schedulingPolicy": {"gang": {"minCount": min_count}},
+        "schedulingConstraints": constraints,
+        "priorityClassName": priority_class,
+    }
+
+
 def _volcano_network_topology(colocation: Colocation | None) -> dict[str, Any] | None:
     """Volcano keeps a job within one HyperNode of the tier: hard (required) or soft."""
     if colocation is None or colocation.tier is None:
@@ -138,14 +161,18 @@ def _volcano_network_topology(colocation: Colocation | None) -> dict[str, Any] |
 
 
 def podgroup_of_pods(
-    gang: Gang, job: str, namespace: str, pods: Sequence[Mapping[str, Any]]
+    gang: Gang,
+    job: str,
+    namespace: str,
+    pods: Sequence[Mapping[str, Any]],
+    kubernetes_api: str = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> dict[str, Any] | None:
     """The PodGroup a job of these (mutated) pods is scheduled with, as `trainhook render`
     shows it; the sweeper creates the same from the job's workloads."""
     specs = [pod.get("spec") or {} for pod in pods]
     resources = sum_requests((pod_requests(spec), 1) for spec in specs)
     priority = next((s["priorityClassName"] for s in specs if s.get("priorityClassName")), None)
-    found = podgroup_spec(gang, len(pods), resources, priority)
+    found = podgroup_spec(gang, len(pods), resources, priority, kubernetes_api)
     if found is None:
         return None
     api_version, spec = found

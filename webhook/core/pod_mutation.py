@@ -369,6 +369,22 @@ def _set_scheduler(
         _set_metadata(draft, pod, "labels", {contract.COSCHEDULING_POD_GROUP: job})
     elif settings.scheduler == "kueue":
         _join_kueue_group(draft, pod, settings.queue, job, placement.topology.total, warnings)
+    elif settings.scheduler == "kubernetes":
+        _join_kubernetes_group(draft, pod, job, warnings)
+
+
+def _join_kubernetes_group(
+    draft: Draft, pod: Mapping[str, Any], job: str, warnings: list[str]
+) -> None:
+    """The pod joins the job's PodGroup: immutable once the pod exists, so set here or never."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    if group is None:
+        draft.dict_at("spec", "schedulingGroup")["podGroupName"] = job
+    elif group != job:
+        warnings.append(
+            f"spec.schedulingGroup.podGroupName {group} was set by the user and is kept: the "
+            f"pod is not in the job's PodGroup {job}"
+        )
 
 
 def _set_scheduler_name(

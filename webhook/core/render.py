@@ -18,7 +18,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
-from webhook.core.gang import job_gang, podgroup_of_pods
+from webhook.core.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.peers import PeerFiles, configmap
 from webhook.core.pod_mutation import mutate_pod
@@ -62,7 +62,7 @@ class RenderedPod:
 class Rendering:
     workloads: list[dict[str, Any]]  # mutated StatefulSets and Jobs, in input order
     pods: list[RenderedPod]
-    # The PodGroup of each gang-scheduled job (Volcano, coscheduling), as the sweeper makes it.
+    # The PodGroup of each gang-scheduled job (all but Kueue's), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
@@ -93,6 +93,7 @@ def render_all(
     documents: Sequence[Any],
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    kubernetes_api: str = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> Rendering:
     for position, doc in enumerate(documents):
         if isinstance(doc, Mapping):
@@ -147,7 +148,9 @@ def render_all(
     for (namespace, job), pods_of_job in mutated_pods.items():
         with _blame(*first_of[(namespace, job)]):
             gang = job_gang(job, members[(namespace, job)])
-        podgroup = podgroup_of_pods(gang, job, namespace, pods_of_job) if gang else None
+        podgroup = (
+            podgroup_of_pods(gang, job, namespace, pods_of_job, kubernetes_api) if gang else None
+        )
         if podgroup is not None:
             podgroups.append(podgroup)
     return Rendering(workloads, pods, podgroups)

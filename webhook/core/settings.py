@@ -22,7 +22,7 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
-SCHEDULERS = ("volcano", "coscheduling", "kueue")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes")
 PLACEMENTS = ("required", "preferred")
 DNS_1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"

@@ -169,6 +169,8 @@ class JobState:
     service: Owned | None = None
     podgroup: Owned | None = None  # Volcano's
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
+    kubernetes_podgroup: Owned | None = None  # Kubernetes' own, of `kubernetes_podgroup_api`
+    kubernetes_podgroup_api: str | None = None  # the version the cluster serves, if any
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
@@ -227,6 +229,8 @@ def read_job_state(
     services: Iterable[Mapping[str, Any]] = (),
     podgroups: Iterable[Mapping[str, Any]] = (),
     coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
+    kubernetes_podgroups: Iterable[Mapping[str, Any]] = (),
+    kubernetes_podgroup_api: str | None = None,
     secrets: Iterable[Mapping[str, Any]] = (),
     configmaps: Iterable[Mapping[str, Any]] = (),
     cluster_domain: str = "",
@@ -296,6 +300,8 @@ def read_job_state(
         service=_owned(services, job),
         podgroup=_owned(podgroups, job),
         coscheduling_podgroup=_owned(coscheduling_podgroups, job),
+        kubernetes_podgroup=_owned(kubernetes_podgroups, job),
+        kubernetes_podgroup_api=kubernetes_podgroup_api,
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
         cluster_services=tuple(

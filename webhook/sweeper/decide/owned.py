@@ -15,6 +15,7 @@ from webhook.core.workload import build_topology
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
+    KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
@@ -97,7 +98,10 @@ def service_actions(state: JobState) -> Iterable[Action]:
         yield _update(state, SERVICES, existing, wanted)
 
 
-PODGROUP_RESOURCES = {r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)}
+PODGROUP_RESOURCES = {
+    **{r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)},
+    **KUBERNETES_PODGROUPS,
+}
 
 
 def gang_of(state: JobState) -> Gang | None:
@@ -166,7 +170,9 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
     # A bare pod counts once: pods of a bare-pod job not created yet add no requests.
     parts = [(w.pod_requests, w.replicas) for w in state.workloads]
     priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
-    found = core_podgroup_spec(gang, sum(counts.values()), sum_requests(parts), priority)
+    found = core_podgroup_spec(
+        gang, sum(counts.values()), sum_requests(parts), priority, state.kubernetes_podgroup_api
+    )
     if found is None:
         return None
     api_version, spec = found
@@ -174,7 +180,10 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
 
 
 def podgroups(state: JobState) -> dict[Resource, Owned | None]:
-    return {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
+    found = {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
+    if state.kubernetes_podgroup_api is not None:
+        found[KUBERNETES_PODGROUPS[state.kubernetes_podgroup_api]] = state.kubernetes_podgroup
+    return found
 
 
 def podgroup_actions(state: JobState) -> Iterable[Action]:
@@ -194,8 +203,32 @@ def podgroup_actions(state: JobState) -> Iterable[Action]:
         body_spec = {k: v for k, v in spec.items() if v is not None}
         body = _body(state, resource.api_version, "PodGroup", state.job, body_spec)
         yield Create(resource, state.namespace, body)
+    elif resource in KUBERNETES_PODGROUPS.values():
+        yield from _kubernetes_podgroup_update(state, resource, existing, spec)
     elif _differs(existing, spec) or _owners_differ(state, existing):
         yield _update(state, resource, existing, spec)
+
+
+def _kubernetes_podgroup_update(
+    state: JobState, resource: Resource, existing: Owned, spec: dict[str, Any]
+) -> Iterable[Action]:
+    """Kubernetes' PodGroup is immutable but for its gang's minCount (and wholly so in
+    v1alpha2): a change there is a patch, any other a new PodGroup (deleted now, created again
+    on the next pass; the pods find it by name). Fields the job leaves out are not compared,
+    as the API server may fill them (a default priority class)."""
+    wanted = {key: value for key, value in spec.items() if value is not None}
+    changed = {key for key, value in wanted.items() if existing.spec.get(key) != value}
+    if not changed:
+        if _owners_differ(state, existing):
+            yield _update(state, resource, existing, {})
+        return
+    if changed == {"schedulingPolicy"} and (
+        resource.api_version not in contract.KUBERNETES_IMMUTABLE_PODGROUP_APIS
+        and "gang" in (existing.spec.get("schedulingPolicy") or {})
+    ):
+        yield _update(state, resource, existing, {"schedulingPolicy": wanted["schedulingPolicy"]})
+        return
+    yield Delete(resource, state.namespace, existing.name, existing.uid)
 
 
 def ssh_secret_actions(state: JobState) -> Iterable[Action]:
