@@ -55,7 +55,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "scheduler",
             "yunikorn",
-            "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, kueue, kubernetes",
+            "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, "
+            "kueue, kubernetes",
         ),
         (
             "schedule-timeout-seconds",

@@ -13,6 +13,7 @@ from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
+    KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
@@ -33,8 +34,18 @@ SELECTORS: dict[Resource, str] = {
     COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
     CONFIGMAPS: OWNED_SELECTOR,
 }
-# Served only where Volcano or scheduler-plugins is installed.
-OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
+# Served only where Volcano or scheduler-plugins is installed (Kubernetes' own PodGroup is
+# watched only in the version discovery found served).
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS, *KUBERNETES_PODGROUPS.values())
+
+
+def selectors(kubernetes_podgroup_api: str | None) -> dict[Resource, str]:
+    """What the sweeper watches: SELECTORS, and Kubernetes' PodGroups of the served version."""
+    if kubernetes_podgroup_api is None:
+        return dict(SELECTORS)
+    return {**SELECTORS, KUBERNETES_PODGROUPS[kubernetes_podgroup_api]: OWNED_SELECTOR}
+
+
 # Secrets are never listed or watched (a list reads every Secret it matches, whatever its
 # label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 
@@ -46,6 +57,7 @@ def watches(
     on_change: Callable[[JobKey], None],
     resync_seconds: float,
     backoff_base: float,
+    watched: Mapping[Resource, str] = SELECTORS,
 ) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
     """One watch per resource and watched namespace (None: one watch of every namespace), so the
     sweeper needs permissions only in the namespaces it watches."""
@@ -62,7 +74,7 @@ def watches(
             optional=resource in OPTIONAL,
             keep=slim_pod if resource == PODS else _whole,
         )
-        for resource, selector in SELECTORS.items()
+        for resource, selector in watched.items()
         for namespace in (namespaces or (None,))
     }
 
