@@ -11,6 +11,7 @@ from webhook.core.claims import claim_refusal, claimed, forged_creator
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
+from webhook.core.gang import KUBERNETES_NOT_SERVED
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
@@ -52,6 +53,7 @@ def admit(
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
     old: Mapping[str, Any] | None = None,
     username: str = "",
+    kubernetes_podgroups_served: bool | None = None,
 ) -> Outcome | None:
     """Mutate one admitted object; None when Trainhook has nothing to do with it.
 
@@ -59,10 +61,14 @@ def admit(
     `username` the requester (the AdmissionReview's userInfo.username): a workload created in (or
     relabelled into) a job that belongs to someone else is refused, every workload created
     records its creator, and a sibling another user created is left out of the topology.
+    `kubernetes_podgroups_served` says whether the cluster serves Kubernetes' own PodGroup
+    (None: not known); a job that asks for it where it is not served is refused.
     Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
     if (kind, operation) not in HANDLED:
         return None
+    if kubernetes_podgroups_served is False and operation == "CREATE":
+        _refuse_unserved_scheduler(obj)
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
         # A pod named by generateName has no name yet: the job it belongs to is checked there.
         pod = mutate_pod(
@@ -94,6 +100,16 @@ def admit(
         draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = username
         mutated = draft.root
     return Outcome(diff(obj, mutated), workload.warnings)
+
+
+def _refuse_unserved_scheduler(obj: Mapping[str, Any]) -> None:
+    template = (obj.get("spec") or {}).get("template") or {}
+    asked = annotations_of(obj).get(contract.SCHEDULER) or annotations_of(template).get(
+        contract.SCHEDULER
+    )
+    labelled = contract.FRAMEWORK in labels_of(obj) or contract.FRAMEWORK in labels_of(template)
+    if asked == "kubernetes" and labelled:
+        raise Refused(f"{contract.SCHEDULER}: kubernetes: {KUBERNETES_NOT_SERVED}")
 
 
 # What the sweeper records and decides on: a forged success, failure count or start time would

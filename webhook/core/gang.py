@@ -22,6 +22,13 @@ PODGROUP_APIS = {
     "volcano": contract.VOLCANO_PODGROUP_API,
     "coscheduling": contract.COSCHEDULING_PODGROUP_API,
 }  # Kueue's pod group is labels on the pods: no object of its own
+# Said when a job asks for `kubernetes` and the cluster serves no PodGroup of it.
+KUBERNETES_NOT_SERVED = (
+    "this cluster serves no PodGroup of scheduling.k8s.io (one of "
+    + ", ".join(contract.KUBERNETES_PODGROUP_APIS)
+    + "): Kubernetes' own gang scheduling needs Kubernetes 1.36 or later with the "
+    "GenericWorkload feature gate and that API version enabled"
+)
 # What `trainhook render` shows for `kubernetes`; the sweeper uses the version the cluster serves.
 DEFAULT_KUBERNETES_PODGROUP_API = contract.KUBERNETES_PODGROUP_APIS[0]
 

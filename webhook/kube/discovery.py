@@ -4,15 +4,10 @@ Kubernetes 1.37), behind feature gates, and changes between releases."""
 from __future__ import annotations
 
 from webhook.core.contract import KUBERNETES_PODGROUP_APIS
+from webhook.core.gang import KUBERNETES_NOT_SERVED as NOT_SERVED
 from webhook.kube.client import ApiError, Kube
 
-# Said when a job asks for `kubernetes` and the cluster serves no PodGroup of it.
-NOT_SERVED = (
-    "this cluster serves no PodGroup of scheduling.k8s.io (one of "
-    + ", ".join(KUBERNETES_PODGROUP_APIS)
-    + "): Kubernetes' own gang scheduling needs Kubernetes 1.36 or later with the "
-    "GenericWorkload feature gate and that API version enabled"
-)
+__all__ = ["NOT_SERVED", "served_podgroup_api"]
 
 
 def served_podgroup_api(kube: Kube) -> str | None:

@@ -60,6 +60,8 @@ class Context:
     lookup: Lookup | None = None
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
+    kubernetes_podgroups_served: bool | None = None
 
 
 @dataclass(slots=True)
@@ -303,6 +305,7 @@ def _admit(request: _Request, context: Context) -> Answer:
             coscheduling_scheduler=context.coscheduling_scheduler,
             old=_old_object(request),
             username=request.username,
+            kubernetes_podgroups_served=context.kubernetes_podgroups_served,
         )
     except TrainhookError as error:
         message = one_line(str(error))
