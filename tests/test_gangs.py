@@ -29,7 +29,7 @@ from webhook.sweeper.state import read_job_state
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))
-SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
 # Pods that name a Kubernetes PodGroup validate against the release that has the field.
 POD_RELEASE = {"kubernetes": "1.37"}
 GANG_KEYS = (
@@ -39,6 +39,7 @@ GANG_KEYS = (
     "trainhook.io/placement-topology",
     "trainhook.io/placement",
     "trainhook.io/placement-tier",
+    "trainhook.io/kai-topology",
 )
 RACK = "cloud.example.com/rack"
 
@@ -97,6 +98,8 @@ def under(scheduler: str | None, documents: list[Any], placed: bool = False) -> 
             annotations["trainhook.io/placement-topology"] = RACK
             if scheduler == "volcano":
                 annotations["trainhook.io/placement-tier"] = "2"
+            if scheduler == "kai":
+                annotations["trainhook.io/kai-topology"] = "cluster-topology"
         if scheduler is None:
             continue
         annotations["trainhook.io/scheduler"] = scheduler
@@ -137,6 +140,11 @@ def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
     elif scheduler == "coscheduling":
         assert names == {"scheduler-plugins-scheduler"}
         assert {m["labels"]["scheduling.x-k8s.io/pod-group"] for m in metadata} == {job}
+    elif scheduler == "kai":
+        assert names == {"kai-scheduler"}
+        assert {m["annotations"]["pod-group-name"] for m in metadata} == {job}
+        assert {m["annotations"]["kai.scheduler/skip-podgrouper"] for m in metadata} == {"true"}
+        assert {m["labels"]["kai.scheduler/queue"] for m in metadata} == {"research"}
     elif scheduler == "kubernetes":
         assert names == {None}  # Kubernetes' own scheduler
         assert {p.pod["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {job}
@@ -159,6 +167,7 @@ def test_the_podgroup_counts_every_pod_and_its_scheduler_accepts_it(
         "volcano": PODGROUPS.api_version,
         "coscheduling": COSCHEDULING_PODGROUPS.api_version,
         "kubernetes": "scheduling.k8s.io/v1beta1",
+        "kai": "scheduling.run.ai/v2alpha2",
     }[scheduler]
     assert podgroup["apiVersion"] == api
     assert podgroup["metadata"]["name"] == result.pods[0].job
@@ -224,6 +233,14 @@ def test_a_job_kept_in_one_rack_gets_what_its_scheduler_reads(
         [podgroup] = result.podgroups
         assert podgroup["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
         assert custom_resource_problems(podgroup) == []
+    elif scheduler == "kai":
+        assert affinities == [None] * len(result.pods)
+        [podgroup] = result.podgroups
+        assert podgroup["spec"]["topologyConstraint"] == {
+            "topology": "cluster-topology",
+            "requiredTopologyLevel": RACK,
+        }
+        assert custom_resource_problems(podgroup) == []
     elif scheduler == "kubernetes":
         assert affinities == [None] * len(result.pods)
         [podgroup] = result.podgroups
@@ -255,11 +272,18 @@ def test_a_preferred_placement_is_soft_for_volcano_preferred_for_affinity_and_ku
 
     [podgroup] = render("volcano").podgroups
     assert podgroup["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
+    [podgroup] = render("kai").podgroups
+    assert podgroup["spec"]["topologyConstraint"] == {
+        "topology": "cluster-topology",
+        "preferredTopologyLevel": RACK,
+    }
+    [podgroup] = render("kubernetes").podgroups
+    assert "schedulingConstraints" not in podgroup["spec"]  # the API has no preferred form
     for pod in render("kueue").pods:
         annotations = pod.pod["metadata"]["annotations"]
         assert annotations["kueue.x-k8s.io/podset-preferred-topology"] == RACK
         assert "kueue.x-k8s.io/podset-required-topology" not in annotations
-    for scheduler in ("coscheduling", None):
+    for scheduler in ("coscheduling", "kubernetes", None):
         for pod in render(scheduler).pods:
             assert pod.pod["spec"]["affinity"]["podAffinity"] == {
                 "preferredDuringSchedulingIgnoredDuringExecution": [

@@ -129,6 +129,28 @@ def test_kueues_admission_gate_is_the_one_its_docs_name() -> None:
     assert kueue_gate() == "kueue.x-k8s.io/admission"
 
 
+def test_kai_accepts_its_documented_external_podgroup_and_refuses_an_empty_gang() -> None:
+    podgroup = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "post-training-pipeline", "namespace": "default"},
+        "spec": {
+            "minMember": 5,
+            "queue": "default-queue",
+            "priorityClassName": "normal",
+            "topologyConstraint": {
+                "topology": "cluster-topology",
+                "requiredTopologyLevel": "topology.kubernetes.io/zone",
+            },
+        },
+    }
+    assert custom_resource_problems(podgroup) == []
+    podgroup["spec"]["minMember"] = 0
+    podgroup["spec"]["minResources"] = {"cpu": "1"}
+    problems = custom_resource_problems(podgroup)
+    assert [problem.split(" ")[0] for problem in problems] == ["spec.minMember:", "spec:"]
+
+
 def test_volcano_accepts_a_network_topology_by_tier_number_or_name_and_refuses_a_third_mode() -> (
     None
 ):

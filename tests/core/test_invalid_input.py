@@ -56,7 +56,7 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
             "scheduler",
             "yunikorn",
             "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, "
-            "kueue, kubernetes",
+            "kueue, kubernetes, kai",
         ),
         (
             "schedule-timeout-seconds",
@@ -96,8 +96,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "queue",
             "Team A",
-            "trainhook.io/queue: invalid value 'Team A': a Volcano queue or Kueue LocalQueue "
-            "name (a DNS-1123 label)",
+            "trainhook.io/queue: invalid value 'Team A': a Volcano or KAI queue, or Kueue "
+            "LocalQueue, name (a DNS-1123 label)",
         ),
         (
             "ordered-start",
@@ -344,3 +344,21 @@ def test_a_placement_that_cannot_be_honoured_is_refused_in_one_line(
     refused = refusal(statefulset("t", "pytorch", annotations=annotations))
 
     assert str(refused) == message
+
+
+def test_a_kai_placement_names_the_topology_object_and_only_kai_reads_it() -> None:
+    rack = {"trainhook.io/placement-topology": "cloud.example.com/rack"}
+    refused = refusal(
+        statefulset("t", "pytorch", annotations={"trainhook.io/scheduler": "kai", **rack})
+    )
+    assert str(refused) == (
+        "trainhook.io/placement-topology: invalid value 'cloud.example.com/rack': KAI places a "
+        "job by the levels of a Topology object: add trainhook.io/kai-topology with the name of "
+        "the Topology that has this label as a level"
+    )
+    topology = {"trainhook.io/kai-topology": "cluster-topology"}
+    refused = refusal(statefulset("t", "pytorch", annotations={**rack, **topology}))
+    assert str(refused) == (
+        "trainhook.io/kai-topology: invalid value 'cluster-topology': read only with "
+        "trainhook.io/scheduler: kai and trainhook.io/placement-topology set"
+    )

@@ -3,7 +3,13 @@
 from tests.schemas import custom_resource_problems
 from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.kube.resources import COSCHEDULING_PODGROUPS, KUBERNETES_PODGROUPS, PODGROUPS, SERVICES
+from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
+    PODGROUPS,
+    SERVICES,
+)
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
 from webhook.sweeper.policy import judge
 
@@ -302,4 +308,40 @@ def test_a_finished_kubernetes_job_releases_its_podgroup():
     )
     assert of_type(actions.actions, Delete) == [
         Delete(KUBERNETES_PODGROUPS[BETA], "ml", "hvd", group["metadata"]["uid"])
+    ]
+
+
+KAI = {
+    contract.SCHEDULER: "kai",
+    contract.QUEUE: "team-a",
+    contract.PLACEMENT_TOPOLOGY: "cloud.example.com/rack",
+    contract.KAI_TOPOLOGY: "cluster-topology",
+}
+
+
+def test_a_kai_job_gets_one_podgroup_in_its_queue_kept_current_and_released():
+    launcher, worker = mpi_job(KAI)
+    [create] = creates(decision("hvd", [launcher, worker]).actions, KAI_PODGROUPS)
+    assert create.body["apiVersion"] == "scheduling.run.ai/v2alpha2"
+    assert create.body["spec"] == {
+        "minMember": 3,
+        "queue": "team-a",
+        "topologyConstraint": {
+            "topology": "cluster-topology",
+            "requiredTopologyLevel": "cloud.example.com/rack",
+        },
+    }
+    assert custom_resource_problems(create.body) == []
+
+    launcher, worker = mpi_job(KAI, workers=4)
+    group = owned("PodGroup", "hvd", job="hvd", spec=create.body["spec"])
+    actions = decision("hvd", [launcher, worker], kai_podgroups=[group]).actions
+    [patch] = [a for a in of_type(actions, Patch) if a.resource == KAI_PODGROUPS]
+    assert patch.patch["spec"]["minMember"] == 5
+
+    launcher, worker = finished(mpi_job(KAI))
+    done = pod(launcher, 0, phase="Succeeded", exit_code=0)
+    actions = decision("hvd", [launcher, worker], [done], kai_podgroups=[group])
+    assert of_type(actions.actions, Delete) == [
+        Delete(KAI_PODGROUPS, "ml", "hvd", group["metadata"]["uid"])
     ]

@@ -2,7 +2,7 @@
 
 Each scheduler reads the placement where it looks: Kueue from the pod's Topology Aware
 Scheduling annotations, the default scheduler and coscheduling from a pod affinity to the job's
-own pods, Volcano and Kubernetes' own gang from the PodGroup (see `gang`), so a pod gets only
+own pods, Volcano, KAI and Kubernetes' own gang from the PodGroup (see `gang`), so a pod gets only
 what its scheduler reads.
 """
 
@@ -27,6 +27,7 @@ class Colocation:
     key: str  # the node label key whose value names the domain
     required: bool  # False: preferred, the scheduler may spread the job when it must
     tier: str | None = None  # Volcano's HyperNode tier (a number or a name) for the same domains
+    kai_topology: str | None = None  # the KAI Topology object that has the key as a level
 
 
 def colocation_of(settings: Settings) -> Colocation | None:
@@ -34,7 +35,9 @@ def colocation_of(settings: Settings) -> Colocation | None:
     if settings.placement_topology is None:
         return None
     required = settings.placement in (None, "required")
-    return Colocation(settings.placement_topology, required, settings.placement_tier)
+    return Colocation(
+        settings.placement_topology, required, settings.placement_tier, settings.kai_topology
+    )
 
 
 def colocate_pod(draft: Draft, pod: Mapping[str, Any], settings: Settings, job: str) -> None:

@@ -38,6 +38,7 @@ SUSPEND: Final = "trainhook.io/suspend"
 PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
 PLACEMENT_TIER: Final = "trainhook.io/placement-tier"  # Volcano: the HyperNode tier instead
+KAI_TOPOLOGY: Final = "trainhook.io/kai-topology"  # KAI: its Topology object with that level
 
 # Annotations the webhook writes.
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
@@ -76,6 +77,7 @@ POD_SETTINGS: Final = (
     PLACEMENT_TOPOLOGY,
     PLACEMENT,
     PLACEMENT_TIER,
+    KAI_TOPOLOGY,
 )
 
 # The labels among the keys above; every other key is an annotation.
@@ -124,6 +126,14 @@ KUBERNETES_PODGROUP_APIS: Final = (
     "scheduling.k8s.io/v1alpha2",
 )
 KUBERNETES_IMMUTABLE_PODGROUP_APIS: Final = ("scheduling.k8s.io/v1alpha2",)
+
+# NVIDIA KAI scheduler (v0.17, pkg/common/constants): a PodGroup made outside its podgrouper,
+# which pods join by annotation, with the podgrouper told to leave them alone (docs/batch).
+KAI_PODGROUP_API: Final = "scheduling.run.ai/v2alpha2"
+KAI_SCHEDULER_NAME: Final = "kai-scheduler"
+KAI_POD_GROUP: Final = "pod-group-name"  # pod annotation: the PodGroup
+KAI_SKIP_PODGROUPER: Final = "kai.scheduler/skip-podgrouper"  # pod annotation "true"
+KAI_QUEUE: Final = "kai.scheduler/queue"  # pod label: the queue
 
 # Kubernetes limits that the webhook must stay under.
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024

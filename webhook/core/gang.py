@@ -21,6 +21,7 @@ from webhook.core.settings import Settings
 PODGROUP_APIS = {
     "volcano": contract.VOLCANO_PODGROUP_API,
     "coscheduling": contract.COSCHEDULING_PODGROUP_API,
+    "kai": contract.KAI_PODGROUP_API,
 }  # Kueue's pod group is labels on the pods: no object of its own
 # Said when a job asks for `kubernetes` and the cluster serves no PodGroup of it.
 KUBERNETES_NOT_SERVED = (
@@ -57,6 +58,7 @@ _ALWAYS: tuple[_Key, ...] = (
         lambda s: s.placement or ("required" if s.placement_topology else None),
     ),
     (contract.PLACEMENT_TIER, PLACED, lambda s: s.placement_tier),
+    (contract.KAI_TOPOLOGY, PLACED, lambda s: s.kai_topology),
 )
 _WITH_A_SCHEDULER: tuple[_Key, ...] = (
     (contract.QUEUE, GANG, lambda s: s.queue),
@@ -133,6 +135,8 @@ def podgroup_spec(
     api_version = PODGROUP_APIS.get(gang.scheduler)
     if api_version is None:
         return None
+    if gang.scheduler == "kai":
+        return api_version, kai_podgroup_spec(gang, min_member, priority_class)
     spec: dict[str, Any] = {"minMember": min_member, "minResources": dict(min_resources) or None}
     if gang.scheduler == "volcano":
         spec["queue"] = gang.queue
@@ -155,6 +159,22 @@ def kubernetes_podgroup_spec(
         "schedulingPolicy": {"gang": {"minCount": min_count}},
         "schedulingConstraints": constraints,
         "priorityClassName": priority_class,
+    }
+
+
+def kai_podgroup_spec(gang: Gang, min_member: int, priority_class: str | None) -> dict[str, Any]:
+    """KAI's PodGroup: every pod in the gang, in the job's queue, within one domain of a level of
+    the named Topology (KAI's levels are node label keys)."""
+    constraint = None
+    colocation = gang.colocation
+    if colocation is not None and colocation.kai_topology is not None:
+        level = "requiredTopologyLevel" if colocation.required else "preferredTopologyLevel"
+        constraint = {"topology": colocation.kai_topology, level: colocation.key}
+    return {
+        "minMember": min_member,
+        "queue": gang.queue,
+        "priorityClassName": priority_class,
+        "topologyConstraint": constraint,
     }
 
 

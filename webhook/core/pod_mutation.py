@@ -371,6 +371,12 @@ def _set_scheduler(
         _join_kueue_group(draft, pod, settings.queue, job, placement.topology.total, warnings)
     elif settings.scheduler == "kubernetes":
         _join_kubernetes_group(draft, pod, job, warnings)
+    elif settings.scheduler == "kai":
+        _set_scheduler_name(draft, pod, contract.KAI_SCHEDULER_NAME, warnings)
+        # The job's PodGroup, not the one KAI's podgrouper would make for each workload.
+        annotations = {contract.KAI_POD_GROUP: job, contract.KAI_SKIP_PODGROUPER: "true"}
+        _set_metadata(draft, pod, "annotations", annotations)
+        _set_metadata(draft, pod, "labels", {contract.KAI_QUEUE: settings.queue})
 
 
 def _join_kubernetes_group(

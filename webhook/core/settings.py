@@ -22,7 +22,7 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
-SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
 PLACEMENTS = ("required", "preferred")
 DNS_1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -106,6 +106,7 @@ class Settings(JobSettings):
     placement_topology: str | None = None  # a node label key
     placement: str | None = None  # required or preferred; None: required when a key is set
     placement_tier: str | None = None  # Volcano's HyperNode tier: a number or a tier name
+    kai_topology: str | None = None  # the KAI Topology object whose level is the label
 
 
 # Every annotation `read_settings` reads: the job-wide ones come with their fields.
@@ -124,6 +125,7 @@ SETTING_KEYS = (
     contract.PLACEMENT_TOPOLOGY,
     contract.PLACEMENT,
     contract.PLACEMENT_TIER,
+    contract.KAI_TOPOLOGY,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
 _READ_AT_MOST = 256
@@ -203,8 +205,10 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ),
         placement=_choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
         placement_tier=_tier(get(contract.PLACEMENT_TIER)),
+        kai_topology=_object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
     )
     _check_placement(settings, get)
+    _check_kai_topology(settings, get)
     if get(contract.QUEUE) is not None and settings.scheduler is None:
         raise InvalidSetting(
             contract.QUEUE,
@@ -240,6 +244,29 @@ def _check_placement(settings: Settings, get: Any) -> None:
             f"{contract.PLACEMENT_TIER} with the tier (a number from 1, or the tier's name) "
             "whose HyperNodes group the nodes by this label",
         )
+
+
+def _check_kai_topology(settings: Settings, get: Any) -> None:
+    kai = settings.scheduler == "kai"
+    if settings.kai_topology is not None and not (kai and settings.placement_topology):
+        raise InvalidSetting(
+            contract.KAI_TOPOLOGY,
+            get(contract.KAI_TOPOLOGY),
+            f"read only with {contract.SCHEDULER}: kai and {contract.PLACEMENT_TOPOLOGY} set",
+        )
+    if kai and settings.placement_topology is not None and settings.kai_topology is None:
+        raise InvalidSetting(
+            contract.PLACEMENT_TOPOLOGY,
+            get(contract.PLACEMENT_TOPOLOGY),
+            f"KAI places a job by the levels of a Topology object: add {contract.KAI_TOPOLOGY} "
+            "with the name of the Topology that has this label as a level",
+        )
+
+
+def _object_name(key: str, value: str | None) -> str | None:
+    if value is not None and not (DNS_1123_SUBDOMAIN.match(value) and len(value) <= 253):
+        raise InvalidSetting(key, value, "an object name (a DNS-1123 subdomain)")
+    return value
 
 
 def _label_key(key: str, value: str | None) -> str | None:
@@ -368,7 +395,9 @@ def _queue(value: str | None) -> str:
         return DEFAULT_QUEUE
     if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
         raise InvalidSetting(
-            contract.QUEUE, value, "a Volcano queue or Kueue LocalQueue name (a DNS-1123 label)"
+            contract.QUEUE,
+            value,
+            "a Volcano or KAI queue, or Kueue LocalQueue, name (a DNS-1123 label)",
         )
     return value
 

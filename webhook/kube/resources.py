@@ -37,6 +37,7 @@ SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 PODGROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 COSCHEDULING_PODGROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+KAI_PODGROUPS: Final = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
 # Kubernetes' own PodGroups (workload-aware scheduling), by apiVersion; the cluster serves one
 # or none of them (see `webhook.kube.discovery`).
 KUBERNETES_PODGROUPS: Final = {

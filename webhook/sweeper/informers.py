@@ -13,6 +13,7 @@ from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
+    KAI_PODGROUPS,
     KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
@@ -32,11 +33,12 @@ SELECTORS: dict[Resource, str] = {
     SERVICES: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
     COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
+    KAI_PODGROUPS: OWNED_SELECTOR,
     CONFIGMAPS: OWNED_SELECTOR,
 }
-# Served only where Volcano or scheduler-plugins is installed (Kubernetes' own PodGroup is
+# Served only where Volcano, scheduler-plugins or KAI is installed (Kubernetes' own PodGroup is
 # watched only in the version discovery found served).
-OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS, *KUBERNETES_PODGROUPS.values())
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS, *KUBERNETES_PODGROUPS.values())
 
 
 def selectors(kubernetes_podgroup_api: str | None) -> dict[Resource, str]:

@@ -15,6 +15,7 @@ from webhook.core.workload import build_topology
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
+    KAI_PODGROUPS,
     KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
@@ -99,7 +100,7 @@ def service_actions(state: JobState) -> Iterable[Action]:
 
 
 PODGROUP_RESOURCES = {
-    **{r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)},
+    **{r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS)},
     **KUBERNETES_PODGROUPS,
 }
 
@@ -180,7 +181,11 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
 
 
 def podgroups(state: JobState) -> dict[Resource, Owned | None]:
-    found = {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
+    found = {
+        PODGROUPS: state.podgroup,
+        COSCHEDULING_PODGROUPS: state.coscheduling_podgroup,
+        KAI_PODGROUPS: state.kai_podgroup,
+    }
     if state.kubernetes_podgroup_api is not None:
         found[KUBERNETES_PODGROUPS[state.kubernetes_podgroup_api]] = state.kubernetes_podgroup
     return found
