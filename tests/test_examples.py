@@ -83,6 +83,7 @@ def quantities(resources: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 NAMESPACE = {"tensorflow-ps.yaml": "research"}  # every other example: "default"
 
 JOB = {
+    "jax-kai.yaml": ("jax", "jax-kai"),
     "jax-kubernetes-gang.yaml": ("jax", "jax-gang"),
     "jax.yaml": ("jax", "jax-simple"),
     "mindspore.yaml": ("mindspore", "ms-resnet"),
@@ -100,6 +101,7 @@ JOB = {
 }
 
 PODS: dict[str, list[tuple[str, int, int, str]]] = {
+    "jax-kai.yaml": [("worker", i, i, f"jax-kai-{i}") for i in range(2)],
     "jax-kubernetes-gang.yaml": [("worker", i, i, f"jax-gang-{i}") for i in range(4)],
     "jax.yaml": [
         ("worker", 0, 0, "jax-simple-0"),
@@ -168,6 +170,7 @@ PODS: dict[str, list[tuple[str, int, int, str]]] = {
 }
 
 TOPOLOGY = {
+    "jax-kai.yaml": '{"worker":2}',
     "jax-kubernetes-gang.yaml": '{"worker":4}',
     "jax.yaml": '{"worker":2}',
     "mindspore.yaml": '{"scheduler":1,"worker":4}',
@@ -347,6 +350,7 @@ XGB_WORKER_HOSTS = (
     "xgboost-iris-worker-0.xgboost-iris.default.svc,xgboost-iris-worker-1.xgboost-iris.default.svc"
 )
 JAX_HOSTS = "jax-simple-0.jax-simple.default.svc,jax-simple-1.jax-simple.default.svc"
+JAX_KAI_HOSTS = "jax-kai-0.jax-kai.default.svc,jax-kai-1.jax-kai.default.svc"
 JAX_GANG_HOSTS = ",".join(f"jax-gang-{i}.jax-gang.default.svc" for i in range(4))
 QUEUED_LAUNCHER_HOSTS = "horovod-queued-launcher-0.horovod-queued.default.svc"
 QUEUED_WORKER_HOSTS = (
@@ -800,6 +804,34 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "WORKER_PORT": "9999",
         "WORKER_ADDRS": XGB_WORKER_HOSTS,
     },
+    ("jax-kai.yaml", "worker", 0): {
+        "TRAINHOOK_JOB": "jax-kai",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "2",
+        "TRAINHOOK_WORKER_HOSTS": JAX_KAI_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "2",
+        "PROCESS_ID": "0",
+    },
+    ("jax-kai.yaml", "worker", 1): {
+        "TRAINHOOK_JOB": "jax-kai",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "1",
+        "TRAINHOOK_RANK": "1",
+        "TRAINHOOK_WORLD_SIZE": "2",
+        "TRAINHOOK_WORKER_HOSTS": JAX_KAI_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "2",
+        "PROCESS_ID": "1",
+    },
     ("jax-kubernetes-gang.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "jax-gang",
         "TRAINHOOK_ROLE": "worker",
@@ -929,6 +961,10 @@ def test_pytorch_init_container_gets_the_same_env_as_the_training_container() ->
 RESOURCES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     ("jax.yaml", "worker"): {"requests": {"cpu": "2", "memory": "4Gi"}},
     ("jax-kubernetes-gang.yaml", "worker"): {"requests": {"cpu": "2", "memory": "4Gi"}},
+    ("jax-kai.yaml", "worker"): {
+        "requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    },
     ("mindspore.yaml", "scheduler"): {"requests": {"cpu": "1", "memory": "2Gi"}},
     ("mindspore.yaml", "worker"): {
         "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
@@ -1006,6 +1042,7 @@ LOGS_MOUNT = {"name": "logs", "mountPath": "/train"}
 VOLUMES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "jax.yaml": ([], []),
     "jax-kubernetes-gang.yaml": ([], []),
+    "jax-kai.yaml": ([], []),
     "mindspore.yaml": ([], []),
     "paddle-collective-volcano.yaml": (
         [IMAGENET_VOLUME, DSHM_VOLUME],
@@ -1135,6 +1172,33 @@ def test_the_kubernetes_gang_example_names_its_podgroup_on_every_pod_and_renders
                 "schedulingPolicy": {"gang": {"minCount": 4}},
                 "schedulingConstraints": {"topology": [{"key": "topology.example.com/rack"}]},
                 "priorityClassName": "training",
+            },
+        }
+    ]
+
+
+def test_the_kai_example_joins_every_pod_to_one_podgroup_in_its_queue_within_a_rack() -> None:
+    pods = rendered("jax-kai.yaml")
+    for pod in pods:
+        metadata = pod.pod["metadata"]
+        assert pod.pod["spec"]["schedulerName"] == "kai-scheduler"
+        assert metadata["labels"]["kai.scheduler/queue"] == "research"
+        assert metadata["annotations"]["pod-group-name"] == "jax-kai"
+        assert metadata["annotations"]["kai.scheduler/skip-podgrouper"] == "true"
+    with open(EXAMPLES / "jax-kai.yaml") as manifest:
+        documents = [document for document in yaml.safe_load_all(manifest) if document]
+    assert render_all(documents).podgroups == [
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "jax-kai", "namespace": "default"},
+            "spec": {
+                "minMember": 2,
+                "queue": "research",
+                "topologyConstraint": {
+                    "topology": "cluster-topology",
+                    "requiredTopologyLevel": "topology.example.com/rack",
+                },
             },
         }
     ]

@@ -49,6 +49,7 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
+    trainhook.io/kai-topology: cluster-topology
 spec:
   replicas: 2
   selector:
