@@ -49,7 +49,6 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
-    trainhook.io/kai-topology: cluster-topology
 spec:
   replicas: 2
   selector:
@@ -88,6 +87,51 @@ spec:
   completionMode: Indexed
   completions: 2
   parallelism: 2
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-kai-setting
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/scheduler: kai
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/kai-topology: cluster-topology
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: every-kai-setting
+  template:
+    metadata:
+      labels:
+        app: every-kai-setting
+    spec:
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-kai-setting-job
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/scheduler: kai
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/kai-topology: cluster-topology
+spec:
+  completionMode: Indexed
+  completions: 1
+  parallelism: 1
   template:
     spec:
       restartPolicy: OnFailure
