@@ -39,14 +39,21 @@ chart-check: $(STAMP)
 
 # Every framework's own client forms a job from rendered env, one process tree per pod in its own
 # network namespace (tests/e2e/harness.py says how); as root. Frameworks come from PyPI (MindSpore in
-# a venv of its own), Open MPI 4 and OpenSSH from Debian (apt-get, when missing and running as root).
+# a venv of its own), Open MPI 4, MPICH and OpenSSH from Debian (apt-get, when missing and running
+# as root).
 E2E_STAMP := $(VENV)/.e2e-installed
 MS_VENV   := .venv-mindspore
 MS_STAMP  := $(MS_VENV)/.installed
-E2E_DEBS  := openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2 util-linux gcc
+E2E_DEBS  := openmpi-bin libopenmpi-dev mpich libmpich-dev libfabric1 openssh-server openssh-client \
+	iproute2 util-linux gcc
+# Intel MPI's runtime goes in a prefix of its own (its mpirun would replace Open MPI 5's in .venv),
+# without its libfabric dependency, which PyPI does not have: Debian's libfabric1 serves it.
+IMPI      := .venv-impi
+IMPI_RT   := impi-rt==2021.19.0
 
 $(E2E_STAMP): $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,e2e]'
+	$(BIN)/pip install --quiet --no-deps --prefix $(IMPI) '$(IMPI_RT)'
 	touch $(E2E_STAMP)
 
 $(MS_STAMP): pyproject.toml
@@ -74,4 +81,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 clean:
-	rm -rf $(VENV) $(MS_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MS_VENV) $(IMPI) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -89,6 +89,7 @@ JOB = {
     "mindspore.yaml": ("mindspore", "ms-resnet"),
     "mpi-horovod.yaml": ("mpi", "horovod-mnist"),
     "mpi-kueue.yaml": ("mpi", "horovod-queued"),
+    "mpi-pi-mpich.yaml": ("mpi", "pi"),
     "paddle-collective-volcano.yaml": ("paddle", "resnet50-gang"),
     "paddle-collective.yaml": ("paddle", "resnet50"),
     "paddle-indexed-job.yaml": ("paddle", "ernie"),
@@ -123,6 +124,11 @@ PODS: dict[str, list[tuple[str, int, int, str]]] = {
         ("launcher", 0, 0, "horovod-queued-launcher-0"),
         ("worker", 0, 1, "horovod-queued-worker-0"),
         ("worker", 1, 2, "horovod-queued-worker-1"),
+    ],
+    "mpi-pi-mpich.yaml": [
+        ("launcher", 0, 0, "pi-launcher-0"),
+        ("worker", 0, 1, "pi-worker-0"),
+        ("worker", 1, 2, "pi-worker-1"),
     ],
     "paddle-collective-volcano.yaml": [
         ("worker", 0, 0, "resnet50-gang-0"),
@@ -176,6 +182,7 @@ TOPOLOGY = {
     "mindspore.yaml": '{"scheduler":1,"worker":4}',
     "mpi-horovod.yaml": '{"launcher":1,"worker":2}',
     "mpi-kueue.yaml": '{"launcher":1,"worker":2}',
+    "mpi-pi-mpich.yaml": '{"launcher":1,"worker":2}',
     "paddle-collective-volcano.yaml": '{"worker":2}',
     "paddle-collective.yaml": '{"worker":2}',
     "paddle-indexed-job.yaml": '{"worker":3}',
@@ -320,10 +327,14 @@ MPI_ENV = {
     "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
     "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
     "PRTE_MCA_prte_set_default_slots": "1",
-    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "I_MPI_PERHOST": "1",
 }
+# mpi-operator's MPICH variables, and the name MPICH's Hydra reads for the ssh arguments.
+MPICH_ENV = {
+    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
+    "HYDRA_LAUNCHER_EXTRA_ARGS": "-o ConnectionAttempts=10",
+    "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10",
+}
+PI_WORKER_HOSTS = "pi-worker-0.pi.default.svc,pi-worker-1.pi.default.svc"
 WD_PS_HOSTS = "wide-deep-ps-0.wide-deep.default.svc,wide-deep-ps-1.wide-deep.default.svc"
 WD_WORKER_HOSTS = (
     "wide-deep-worker-0.wide-deep.default.svc,wide-deep-worker-1.wide-deep.default.svc"
@@ -364,6 +375,36 @@ FT_WORKER_HOSTS = (
 )
 
 ENV: dict[tuple[str, str, int], dict[str, str]] = {
+    ("mpi-pi-mpich.yaml", "launcher", 0): {
+        "TRAINHOOK_JOB": "pi",
+        "TRAINHOOK_ROLE": "launcher",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "3",
+        "TRAINHOOK_LAUNCHER_HOSTS": "pi-launcher-0.pi.default.svc",
+        "TRAINHOOK_LAUNCHER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": PI_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "K_MPI_JOB_ROLE": "launcher",
+        **MPICH_ENV,
+        "NVIDIA_VISIBLE_DEVICES": "",
+        "NVIDIA_DRIVER_CAPABILITIES": "",
+    },
+    ("mpi-pi-mpich.yaml", "worker", 1): {
+        "TRAINHOOK_JOB": "pi",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "1",
+        "TRAINHOOK_RANK": "2",
+        "TRAINHOOK_WORLD_SIZE": "3",
+        "TRAINHOOK_LAUNCHER_HOSTS": "pi-launcher-0.pi.default.svc",
+        "TRAINHOOK_LAUNCHER_NUM": "1",
+        "TRAINHOOK_WORKER_HOSTS": PI_WORKER_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "K_MPI_JOB_ROLE": "worker",
+        **MPICH_ENV,
+    },
     ("mpi-kueue.yaml", "launcher", 0): {
         "TRAINHOOK_JOB": "horovod-queued",
         "TRAINHOOK_ROLE": "launcher",
@@ -974,6 +1015,8 @@ RESOURCES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     ("mpi-horovod.yaml", "worker"): {"requests": {"cpu": "4", "memory": "8Gi"}},
     ("mpi-kueue.yaml", "launcher"): {"requests": {"cpu": "1", "memory": "1Gi"}},
     ("mpi-kueue.yaml", "worker"): {"requests": {"cpu": "4", "memory": "8Gi"}},
+    ("mpi-pi-mpich.yaml", "launcher"): {"limits": {"cpu": "1", "memory": "1Gi"}},
+    ("mpi-pi-mpich.yaml", "worker"): {"limits": {"cpu": "1", "memory": "1Gi"}},
     ("pytorch-coscheduling.yaml", "master"): {
         "requests": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8"},
         "limits": {"nvidia.com/gpu": "8"},
@@ -1202,3 +1245,23 @@ def test_the_kai_example_joins_every_pod_to_one_podgroup_in_its_queue_within_a_r
             },
         }
     ]
+
+
+def test_the_non_root_mpich_pods_read_the_keys_in_the_users_home_by_their_fs_group() -> None:
+    for pod in rendered("mpi-pi-mpich.yaml"):
+        assert pod.pod["spec"]["securityContext"] == {
+            "fsGroup": 1000,
+            "fsGroupChangePolicy": "OnRootMismatch",
+        }, pod.name
+        volume = next(v for v in pod.pod["spec"]["volumes"] if "secret" in v)
+        assert volume["secret"] == {"secretName": "pi-ssh", "defaultMode": 0o440}
+        mounts = [m["mountPath"] for m in training_container(pod)["volumeMounts"]]
+        assert "/home/mpiuser/.ssh" in mounts, pod.name
+        assert pod.pod["spec"]["dnsConfig"] == {"searches": ["pi.default.svc.cluster.local"]}
+
+
+def test_the_mpich_launcher_reads_host_colon_slots_lines() -> None:
+    launcher = pod_of("mpi-pi-mpich.yaml", "launcher", 0)
+    assert launcher.pod["metadata"]["annotations"][contract.HOSTFILE] == (
+        "pi-worker-0.pi.default.svc:1\npi-worker-1.pi.default.svc:1\n"
+    )

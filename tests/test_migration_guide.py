@@ -198,7 +198,7 @@ def test_mpijob_launcher_gets_a_hostfile_with_the_slots_per_worker() -> None:
     assert launcher.pod["metadata"]["annotations"][contract.HOSTFILE] == "".join(
         host(f"tf-mnist-mpi-worker-{i}", "tf-mnist-mpi") + " slots=2\n" for i in (0, 1)
     )
-    for var in ("OMPI_MCA_orte_default_hostfile", "I_MPI_HYDRA_HOST_FILE", "HYDRA_HOST_FILE"):
+    for var in ("OMPI_MCA_orte_default_hostfile", "PRTE_MCA_prte_default_hostfile"):
         assert launcher.env[var] == contract.MPI_HOSTFILE_PATH
     for pod in (launcher, *workers):
         secrets = [v["secret"]["secretName"] for v in pod.pod["spec"]["volumes"] if "secret" in v]

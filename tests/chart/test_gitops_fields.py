@@ -97,6 +97,59 @@ spec:
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
+  name: every-mpi-setting-worker
+  labels:
+    trainhook.io/framework: mpi
+    trainhook.io/job: every-mpi-setting
+    trainhook.io/role: worker
+  annotations:
+    trainhook.io/mpi-implementation: MPICH
+    trainhook.io/ssh-auth-mount-path: /home/mpiuser/.ssh
+    trainhook.io/compat: volcano
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: every-mpi-setting-worker
+  template:
+    metadata:
+      labels:
+        app: every-mpi-setting-worker
+    spec:
+      securityContext:
+        runAsUser: 1000
+      containers:
+        - name: mpi
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-mpi-setting-launcher
+  labels:
+    trainhook.io/framework: mpi
+    trainhook.io/job: every-mpi-setting
+    trainhook.io/role: launcher
+  annotations:
+    trainhook.io/mpi-implementation: MPICH
+    trainhook.io/ssh-auth-mount-path: /home/mpiuser/.ssh
+    trainhook.io/compat: volcano
+spec:
+  completionMode: Indexed
+  completions: 1
+  parallelism: 1
+  template:
+    spec:
+      restartPolicy: OnFailure
+      securityContext:
+        runAsUser: 1000
+      containers:
+        - name: mpi
+          image: trainer:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
   name: every-kai-setting
   labels:
     trainhook.io/framework: pytorch

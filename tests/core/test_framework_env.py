@@ -228,13 +228,10 @@ MPI_WORKER_VARS = {
     "PRTE_MCA_prte_keep_fqdn_hostnames": "true",
     "PRTE_MCA_plm_ssh_args": "-o ConnectionAttempts=10",
     "PRTE_MCA_prte_set_default_slots": "4",
-    "I_MPI_HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "HYDRA_HOST_FILE": "/etc/mpi/hostfile",
-    "I_MPI_PERHOST": "4",
 }
 
 
-def test_mpi_pods_point_open_mpi_4_and_5_intel_mpi_and_mpich_at_the_projected_hostfile() -> None:
+def test_mpi_pods_point_open_mpi_4_and_5_at_the_projected_hostfile_by_default() -> None:
     pods = env(*mpi_job(nproc_per_worker=4))
     assert framework_vars(pods["hv-worker-1"]) == MPI_WORKER_VARS
 

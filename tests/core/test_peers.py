@@ -235,7 +235,13 @@ def test_the_launcher_of_a_large_mpi_job_mounts_its_hostfile_from_the_configmap(
         {"name": "mpi-ssh", "secret": {"secretName": "big-ssh", "defaultMode": 0o600}},
         {
             "name": "mpi-hostfile",
-            "configMap": {"name": name, "items": [{"key": "hostfile", "path": "hostfile"}]},
+            "configMap": {
+                "name": name,
+                "items": [
+                    {"key": "hostfile", "path": "hostfile"},
+                    {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 0o555},
+                ],
+            },
         },
     ]
     assert result.pod["spec"]["containers"][0]["volumeMounts"] == [

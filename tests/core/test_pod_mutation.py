@@ -179,7 +179,14 @@ def test_the_mpi_launcher_gets_a_projected_hostfile_and_every_pod_the_ssh_secret
                     {
                         "path": "hostfile",
                         "fieldRef": {"fieldPath": "metadata.annotations['trainhook.io/hostfile']"},
-                    }
+                    },
+                    {
+                        "path": "discover_hosts.sh",
+                        "fieldRef": {
+                            "fieldPath": "metadata.annotations['trainhook.io/discover-hosts']"
+                        },
+                        "mode": 0o555,
+                    },
                 ]
             },
         },

@@ -6,12 +6,13 @@ network namespace per pod whose `eth0` (a veth on that bridge) carries the pod's
 between pods (`route_localnet`) and nothing leaves the loopback range or the job's namespaces.
 Every pod gets, in its own mount, UTS and PID namespaces: a hosts file bind-mounted over
 /etc/hosts naming every pod (`<hostname>.<subdomain>.<namespace>.svc[.cluster.local]`) and
-every Service, its hostname, writable private layers over /etc and /root (so its volumes mount
-where the pod spec says and the machine's files are never written), and its volumes. A
+every Service, its hostname, writable private layers over /etc, /root and /home (so its volumes
+mount where the pod spec says and the machine's files are never written), and its volumes; its
+container runs as the user its securityContext names (setpriv), with the pod's fsGroup. A
 Service with a cluster IP gets an address on the bridge and a relay to its selected pod, as
 kube-proxy would. Env, command and args are resolved as the kubelet does (`kubelet.py`).
 
-Needs root, util-linux (`unshare`, `nsenter`) and iproute2 (CI runs as root).
+Needs root, util-linux (`unshare`, `nsenter`, `setpriv`) and iproute2 (CI runs as root).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ FIRST_POD_HOST = 11  # pod i is 127.0.0.(11 + i)
 FIRST_SERVICE_HOST = 200  # the k-th Service's cluster IP is 127.0.0.(200 + k)
 CLUSTER_DOMAIN = "cluster.local"
 FORWARD = str(Path(__file__).with_name("forward.py"))
+# Every pod writes these through a layer of its own over the machine's, never the machine's.
+PRIVATE_DIRECTORIES = ("/etc", "/root", "/home")
 _clusters = itertools.count()
 
 
@@ -194,14 +197,19 @@ class Cluster:
         return service
 
     def hosts_file(self, own: Pod) -> str:
-        """What a pod resolves: itself as the kubelet writes it, the rest as cluster DNS does."""
+        """What a pod resolves: itself as the kubelet writes it, the rest as cluster DNS does,
+        also by the names its dnsConfig search domains complete."""
         lines = ["127.0.0.1\tlocalhost"]
+        searches = (own.manifest["spec"].get("dnsConfig") or {}).get("searches") or []
         for pod in self.pods.values():
             spec = pod.manifest["spec"]
             names = []
             if spec.get("subdomain"):
                 short = f"{pod.hostname}.{spec['subdomain']}.{self.namespace}.svc"
                 names += [f"{short}.{CLUSTER_DOMAIN}", short]
+                domain = f"{spec['subdomain']}.{self.namespace}.svc.{CLUSTER_DOMAIN}"
+                if domain in searches and pod is not own:
+                    names.append(pod.hostname)
             if pod is own:
                 names.append(pod.hostname)
             if names:
@@ -219,8 +227,14 @@ class Cluster:
         image_env: Mapping[str, str] | None = None,
         secrets: Mapping[str, Mapping[str, str]] | None = None,
         configmaps: Mapping[str, Mapping[str, str]] | None = None,
+        image_files: Mapping[str, str] | None = None,
+        image_script: str = "",
     ) -> None:
-        """Start each named pod's `container`: the kubelet's env over the image's, its volumes.
+        """Start each named pod's `container`: the kubelet's env over the image's, its volumes,
+        and `image_files` (name -> content) in its working directory, as the image has them.
+        `image_script` (shell, run as root in the pod before its volumes are mounted) makes what
+        else the image would hold, such as its users. The container runs as the user its
+        securityContext names (the pod's, the container's over it), with the pod's fsGroup.
 
         A pod whose container has exited is restarted, its env resolved afresh (as the kubelet
         does: Service links are those of the Services that exist now)."""
@@ -238,11 +252,17 @@ class Cluster:
             full_env = {**base, **(image_env or {}), **env}
             hosts = pod.directory / "hosts"
             hosts.write_text(self.hosts_file(pod))
-            script = self._pod_script(pod, spec, status, secrets or {}, configmaps or {})
+            script = self._pod_script(
+                pod, spec, status, secrets or {}, configmaps or {}, image_script
+            )
             pod.starts += 1
             pod.log = pod.directory / f"container-{pod.starts}.log"
             workdir = pod.directory / "workdir"  # the image's working directory
             workdir.mkdir(exist_ok=True)
+            for file_name, content in (image_files or {}).items():
+                (workdir / file_name).write_text(content)
+                if content.startswith("#!"):
+                    (workdir / file_name).chmod(0o755)
             with pod.log.open("wb") as out:
                 pod.process = subprocess.Popen(
                     [
@@ -274,34 +294,39 @@ class Cluster:
         status: PodStatus,
         secrets: Mapping[str, Mapping[str, str]],
         configmaps: Mapping[str, Mapping[str, str]],
+        image_script: str = "",
     ) -> Path:
         d = pod.directory
-        for layer in ("etc-up", "etc-work", "root-up", "root-work", "run"):
-            (d / layer).mkdir(exist_ok=True)  # a restarted container keeps its pod's files
-        lines = [
-            "set -e",
-            f"mount -t overlay overlay -o lowerdir=/etc,upperdir={d}/etc-up,workdir={d}/etc-work"
-            " /etc",
-            f"mount -t overlay overlay -o lowerdir=/root,upperdir={d}/root-up,"
-            f"workdir={d}/root-work /root",
-            f"mount --bind {d}/run /run",
-            f"mount --bind {d}/hosts /etc/hosts",
-        ]
+        lines = ["set -e"]
+        for private in PRIVATE_DIRECTORIES:
+            layer = private.strip("/")
+            for part in ("up", "work"):
+                (d / f"{layer}-{part}").mkdir(exist_ok=True)  # a restart keeps the pod's files
+            lines.append(
+                f"mount -t overlay overlay -o lowerdir={private},upperdir={d}/{layer}-up,"
+                f"workdir={d}/{layer}-work {private}"
+            )
+        (d / "run").mkdir(exist_ok=True)
+        lines += [f"mount --bind {d}/run /run", f"mount --bind {d}/hosts /etc/hosts"]
+        if image_script:
+            lines.append(image_script)
+        security = _security(pod.manifest, spec)
         volumes = {volume["name"]: volume for volume in pod.manifest["spec"].get("volumes") or []}
+        mountable = tuple(f"{directory}/" for directory in (*PRIVATE_DIRECTORIES, "/run"))
         for mount in spec.get("volumeMounts") or []:
             target = mount["mountPath"]
             if mount.get("subPath"):
                 raise AssertionError(f"pod {pod.name}: subPath mounts are not modelled")
-            if not (target.startswith(("/etc/", "/root/", "/run/")) or Path(target).is_dir()):
+            if not (target.startswith(mountable) or Path(target).is_dir()):
                 raise AssertionError(f"pod {pod.name}: cannot mount at {target} privately")
             source = d / "volumes" / mount["name"]
             volume = volumes[mount["name"]]
-            self._fill_volume(pod, volume, source, status, secrets, configmaps)
+            self._fill_volume(pod, volume, source, status, secrets, configmaps, security.fs_group)
             lines += [
                 f"mkdir -p {shlex.quote(target)}",
                 f"mount --bind {source} {shlex.quote(target)}",
             ]
-        lines += [f"hostname {shlex.quote(pod.hostname)}", 'exec "$@"']
+        lines += [f"hostname {shlex.quote(pod.hostname)}", f'exec {security.exec_prefix()}"$@"']
         script = d / "start.sh"
         script.write_text("\n".join(lines) + "\n")
         return script
@@ -314,6 +339,7 @@ class Cluster:
         status: PodStatus,
         secrets: Mapping[str, Mapping[str, str]],
         configmaps: Mapping[str, Mapping[str, str]],
+        fs_group: int | None = None,
     ) -> None:
         if where.exists():
             return
@@ -341,6 +367,10 @@ class Cluster:
         for file_name, content in files.items():
             path = where / file_name
             path.write_text(content)
+            if fs_group is not None and "emptyDir" not in volume:
+                # The kubelet gives the pod's fsGroup the files of a read-only volume.
+                os.chown(path, 0, fs_group)
+                mode |= 0o440
             path.chmod(mode)
 
     def wait(self, names: Iterable[str], timeout: float) -> list[PodExit]:
@@ -404,6 +434,32 @@ class Cluster:
         self.namespaces.clear()
 
 
+@dataclass(frozen=True)
+class Security:
+    """Who a container runs as: its securityContext over the pod's (None: the image's, root)."""
+
+    uid: int | None
+    gid: int | None
+    fs_group: int | None
+
+    def exec_prefix(self) -> str:
+        if self.uid is None or self.uid == 0:
+            return ""
+        gid = self.gid if self.gid is not None else self.uid
+        groups = f"--groups={self.fs_group}" if self.fs_group is not None else "--clear-groups"
+        return f"setpriv --reuid={self.uid} --regid={gid} {groups} --inh-caps=-all -- "
+
+
+def _security(pod: Mapping[str, Any], container: Mapping[str, Any]) -> Security:
+    pod_context = pod["spec"].get("securityContext") or {}
+    own = container.get("securityContext") or {}
+
+    def get(key: str) -> Any:
+        return own.get(key, pod_context.get(key))
+
+    return Security(get("runAsUser"), get("runAsGroup"), pod_context.get("fsGroup"))
+
+
 def describe(pod_exit: PodExit) -> str:
     return f"--- {pod_exit.name} (exit {pod_exit.returncode}) ---\n{pod_exit.log[-4000:]}"
 
@@ -419,13 +475,21 @@ def run_job(
     image_env: Mapping[str, str] | None = None,
     secrets: Mapping[str, Mapping[str, str]] | None = None,
     configmaps: Mapping[str, Mapping[str, str]] | None = None,
+    image_files: Mapping[str, str] | None = None,
+    image_script: str = "",
 ) -> list[PodExit]:
     """Create and start every pod at once; wait for `finishers` (default: all) to exit 0."""
     hosts_before = Path("/etc/hosts").read_bytes()
     with Cluster(workdir, namespace) as cluster:
         cluster.add_pods(manifests)
         cluster.start(
-            cluster.pods, container, image_env=image_env, secrets=secrets, configmaps=configmaps
+            cluster.pods,
+            container,
+            image_env=image_env,
+            secrets=secrets,
+            configmaps=configmaps,
+            image_files=image_files,
+            image_script=image_script,
         )
         exits = cluster.wait(finishers if finishers is not None else list(cluster.pods), timeout)
     assert Path("/etc/hosts").read_bytes() == hosts_before

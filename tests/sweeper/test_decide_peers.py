@@ -163,3 +163,19 @@ def test_the_lists_of_a_deleted_job_go_with_its_other_objects() -> None:
     assert actions == (
         Delete(CONFIGMAPS, NAMESPACE, "pt-peers-0123456789", lists["metadata"]["uid"]),
     )
+
+
+def test_a_large_volcano_compat_jobs_configmap_holds_its_host_files_as_its_pods_mount() -> None:
+    compat = {contract.COMPAT: "volcano"}
+    workloads = large_job()
+    for workload in workloads:
+        # As the webhook leaves them: the setting on the workload and copied onto its template.
+        workload["metadata"]["annotations"].update(compat)
+        workload["spec"]["template"]["metadata"]["annotations"].update(compat)
+    master, workers = workloads
+    name = mounted(workers, 3)
+    assert mounted(master, 0) == name
+    [create] = of_type(decision("pt", workloads, services=[service()]).actions, Create)
+    assert create.body["metadata"]["name"] == name
+    assert create.body["data"]["worker.host"] == hosts("pt-worker", 100).replace(",", "\n")
+    assert create.body["data"]["master.host"] == "pt-master-0.pt.ml.svc"

@@ -249,7 +249,7 @@ def test_an_mpi_job_gets_an_ssh_secret_whose_config_trusts_the_jobs_hosts_only()
         ssh_config=(
             "Host *.hvd.ml.svc *.hvd.ml.svc.*\n"
             "    Port 22\n"
-            "    IdentityFile /root/.ssh/id_ed25519\n"
+            "    IdentityFile ~/.ssh/id_ed25519\n"
             "    StrictHostKeyChecking no\n"
             "    UserKnownHostsFile /dev/null\n"
             "    LogLevel ERROR\n"

@@ -184,6 +184,15 @@ def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_dele
             for index in range(workload["spec"]["replicas"]):
                 kube.create(PODS, "ml", pod(created, index))
         eventually(lambda: names(emulator, SERVICES) == ["victim"], what="the victim's Service")
+        eventually(  # stamped once both roles exist, not in between
+            lambda: (
+                the(emulator, STATEFULSETS, "victim-chief")["spec"]["template"]["metadata"]
+                .get("annotations", {})
+                .get(contract.TOPOLOGY)
+                == '{"chief":1,"worker":2}'
+            ),
+            what="the victim's chief stamped with both roles",
+        )
         stamp = the(emulator, STATEFULSETS, "victim-chief")["spec"]["template"]["metadata"]
         # Bob's parameter server, created a second later (creationTimestamp counts seconds),
         # labelled with the victim's job and stamped with the topology that includes it.

@@ -433,7 +433,11 @@ def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(em
         first.stop()
         eventually(second.leads, timeout=1.5, what="takeover of a released lease")
         create_mpi_job(kube, {})
-        eventually(lambda: names(emulator, SECRETS) == ["hvd-ssh"], what="Secret by the second")
+        eventually(  # an action is recorded once applied: wait for the record, not the Secret
+            lambda: "create Secret ml/hvd-ssh with a new SSH key pair" in second.actions,
+            what="Secret by the second",
+        )
+        assert names(emulator, SECRETS) == ["hvd-ssh"]
         assert creations(first.actions) == ["create Service ml/pt"]
         assert "create Secret ml/hvd-ssh with a new SSH key pair" in second.actions
     finally:

@@ -39,11 +39,23 @@ PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label 
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
 PLACEMENT_TIER: Final = "trainhook.io/placement-tier"  # Volcano: the HyperNode tier instead
 KAI_TOPOLOGY: Final = "trainhook.io/kai-topology"  # KAI: its Topology object with that level
+# MPI: which MPI reads the launcher's hostfile (OpenMPI, Intel, MPICH), job-wide, and where the
+# job's SSH keys are mounted for a training container that does not run as root.
+MPI_IMPLEMENTATION: Final = "trainhook.io/mpi-implementation"
+SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
+# The variables and files of the scheduler or operator a job comes from (volcano,
+# paddle-operator), job-wide.
+COMPAT: Final = "trainhook.io/compat"
 
 # Annotations the webhook writes.
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
+# Horovod elastic's host discovery script, projected into the launcher next to the hostfile.
+DISCOVER_HOSTS: Final = "trainhook.io/discover-hosts"
+# A Volcano-compatible job's pods: one annotation per role, `volcano.trainhook.io/<role>`, holding
+# the role's hosts one per line, projected as /etc/volcano/<role>.host.
+VOLCANO_HOSTS_PREFIX: Final = "volcano.trainhook.io/"
 # On a StatefulSet or Job when it is created: the requester's userInfo.username. A job belongs to
 # the creator of its first workload; nobody else writes or changes it.
 CREATED_BY: Final = "trainhook.io/created-by"
@@ -78,6 +90,9 @@ POD_SETTINGS: Final = (
     PLACEMENT,
     PLACEMENT_TIER,
     KAI_TOPOLOGY,
+    MPI_IMPLEMENTATION,
+    SSH_AUTH_MOUNT_PATH,
+    COMPAT,
 )
 
 # The labels among the keys above; every other key is an annotation.
@@ -147,6 +162,8 @@ MAX_PODS_PER_JOB: Final = 10_000
 WORKDIR_FILES: Final = "/etc/trainhook"
 MPI_HOSTFILE_PATH: Final = "/etc/mpi/hostfile"
 MPI_SSH_PATH: Final = "/root/.ssh"
+MPI_DISCOVER_HOSTS_PATH: Final = "/etc/mpi/discover_hosts.sh"
+VOLCANO_HOSTS_DIR: Final = "/etc/volcano"
 
 
 def known_keys() -> frozenset[str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.colocation import colocate_pod
+from webhook.core.compat import COMPATS, job_lists
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
@@ -51,6 +52,7 @@ class PodMutation:
     placement: Placement
     env: dict[str, str]
     peers: PeerFiles | None = None  # the job's peers ConfigMap, for a job past the inline bound
+    settings: Settings = dataclasses.field(default_factory=Settings)
 
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -112,7 +114,8 @@ def mutate_pod(
     training = training_container(pod, framework.container, settings.container)
     gpus = gpu_count(pod, training, settings)
     nproc = processes_per_pod(pod, training, settings)
-    files = None if inline(topology) else peer_files(topology, port, framework.lists)
+    lists = job_lists(framework.name, settings.compat)
+    files = None if inline(topology) else peer_files(topology, port, lists)
     placement = Placement(
         topology,
         role,
@@ -125,8 +128,13 @@ def mutate_pod(
         service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
         peers=files.name if files else None,
         max_restarts=settings.max_restarts,
+        mpi_implementation=settings.mpi_implementation,
+        ssh_auth_mount_path=settings.ssh_auth_mount_path,
     )
+    compat = COMPATS[settings.compat] if settings.compat is not None else None
     env = common_env(placement) | framework.env(placement)
+    if compat is not None:
+        env |= compat.env(framework, placement)
     field_env = framework.field_env(placement) if framework.field_env is not None else {}
 
     draft = Draft(pod)
@@ -141,8 +149,10 @@ def mutate_pod(
     colocate_pod(draft, pod, settings, placement.topology.job)
     if framework.pod_extras is not None:
         framework.pod_extras(draft, pod, placement)
+    if compat is not None and compat.pod_extras is not None:
+        compat.pod_extras(draft, pod, placement)
     _check_annotation_size(draft.root)
-    return PodMutation(draft.root, warnings, placement, env, files)
+    return PodMutation(draft.root, warnings, placement, env, files, settings)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:

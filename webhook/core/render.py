@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
@@ -52,6 +53,8 @@ class RenderedPod:
     env: dict[str, str]  # the training container's literal env
     warnings: list[str]
     peers: PeerFiles | None = None  # the job's peers ConfigMap, past the inline bound
+    settings: Settings = dataclasses.field(default_factory=Settings)
+    files: tuple[str, ...] = ()  # what the mutation projected into it, e.g. the MPI hostfile
 
     @property
     def name(self) -> str:
@@ -217,6 +220,8 @@ def _mutated(
         env=training_env(result.pod),
         warnings=result.warnings,
         peers=result.peers,
+        settings=result.settings,
+        files=projected_files(pod, result.pod),
     )
 
 
@@ -296,20 +301,26 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
         by_job[(pod.namespace, pod.job)].append(pod)
     for (namespace, job), members in by_job.items():
         framework = members[0].framework
+        settings = members[0].settings
+        compat = COMPATS[settings.compat] if settings.compat is not None else None
+        key_vars = list(dict.fromkeys([*framework.key_vars, *(compat.key_vars if compat else ())]))
         # POD_RANK is the pod's place in the job (the trainhook.io/rank label); the framework's
         # own variables follow under their env names (PyTorch's RANK counts processes).
-        header = ["POD", "ROLE", "INDEX", "POD_RANK", *framework.key_vars]
+        header = ["POD", "ROLE", "INDEX", "POD_RANK", *key_vars]
         rows = [
             [p.name, p.role, str(p.index), str(p.rank)]
-            + [
-                _cell(p.env.get(var, p.env.get(f"{var}_FILE", "")), width)
-                for var in framework.key_vars
-            ]
+            + [_cell(p.env.get(var, p.env.get(f"{var}_FILE", "")), width) for var in key_vars]
             for p in sorted(members, key=lambda p: p.rank)
         ]
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         count = f"{len(members)} pod" + ("s" if len(members) != 1 else "")
-        lines = [f"job {job} ({framework.name}, namespace {namespace}, {count})"]
+        what = [framework.name]
+        if framework.ssh_keys:
+            what.append(settings.mpi_implementation)
+        if compat is not None:
+            what.append(f"compat {compat.name}")
+        lines = [f"job {job} ({', '.join(what)}, namespace {namespace}, {count})"]
+        lines += _files(members)
         files = next((p.peers for p in members if p.peers is not None), None)
         if files is not None:
             lines.append(
@@ -322,6 +333,33 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
             )
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _files(members: Sequence[RenderedPod]) -> list[str]:
+    """One line per distinct set of files Trainhook projects into pods (the MPI hostfile and
+    discovery script, Volcano's .host files), naming the roles that get it."""
+    by_files: dict[tuple[str, ...], list[str]] = {}
+    for pod in sorted(members, key=lambda p: p.rank):
+        if pod.files:
+            roles = by_files.setdefault(pod.files, [])
+            if pod.role not in roles:
+                roles.append(pod.role)
+    return [f"files ({', '.join(roles)}): {', '.join(files)}" for files, roles in by_files.items()]
+
+
+def projected_files(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paths of the files the mutation projected into the first container: items of the
+    downwardAPI and ConfigMap volumes it added."""
+    had = {v.get("name") for v in (before.get("spec") or {}).get("volumes") or []}
+    spec = after.get("spec") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or [] if v.get("name") not in had}
+    containers = spec.get("containers") or [{}]
+    paths: list[str] = []
+    for mount in containers[0].get("volumeMounts") or []:
+        volume = volumes.get(mount.get("name")) or {}
+        source = volume.get("downwardAPI") or volume.get("configMap") or {}
+        paths += [f"{mount['mountPath']}/{item['path']}" for item in source.get("items") or []]
+    return tuple(paths)
 
 
 def _cell(value: str, width: int) -> str:

@@ -8,6 +8,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
@@ -32,6 +33,8 @@ SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
+MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # as mpi-operator's mpiImplementation
+DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_QUEUE = "default"
 INT32_MAX = 2**31 - 1
@@ -72,6 +75,18 @@ class JobSettings:
     # A deadline or a suspension is often added to one workload of a running job.
     active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
     suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
+    # A role without it runs Open MPI, as one that says so.
+    mpi_implementation: str = field(
+        default=DEFAULT_MPI_IMPLEMENTATION,
+        metadata={
+            "key": contract.MPI_IMPLEMENTATION,
+            "agree": EVERY_ROLE,
+            "why": "the launcher's hostfile is written for one MPI, which every pod runs",
+        },
+    )
+    compat: str | None = _job_wide(
+        contract.COMPAT, EVERY_ROLE, "every pod reads the same variables and files"
+    )
 
 
 JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
@@ -108,6 +123,8 @@ class Settings(JobSettings):
     placement_tier: str | None = None  # Volcano's HyperNode tier: a number or a tier name
     kai_topology: str | None = None  # the KAI Topology object whose level is the label
 
+    ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
+
 
 # Every annotation `read_settings` reads: the job-wide ones come with their fields.
 SETTING_KEYS = (
@@ -126,6 +143,7 @@ SETTING_KEYS = (
     contract.PLACEMENT,
     contract.PLACEMENT_TIER,
     contract.KAI_TOPOLOGY,
+    contract.SSH_AUTH_MOUNT_PATH,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
 _READ_AT_MOST = 256
@@ -206,6 +224,9 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         placement=_choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
         placement_tier=_tier(get(contract.PLACEMENT_TIER)),
         kai_topology=_object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
+        mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
+        ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
+        compat=_compat(get(contract.COMPAT), framework),
     )
     _check_placement(settings, get)
     _check_kai_topology(settings, get)
@@ -302,6 +323,53 @@ def _tier(value: str | None) -> str | None:
             "a HyperNode tier: a whole number from 1, or a tier name (a DNS-1123 subdomain)",
         )
     return value
+
+
+def _mpi_implementation(value: str | None, framework: Framework) -> str:
+    if value is None:
+        return DEFAULT_MPI_IMPLEMENTATION
+    if not framework.ssh_keys:
+        raise InvalidSetting(
+            contract.MPI_IMPLEMENTATION, value, f"read by mpi jobs only, not {framework.name}"
+        )
+    choice = _choice(contract.MPI_IMPLEMENTATION, value, MPI_IMPLEMENTATIONS)
+    return choice or DEFAULT_MPI_IMPLEMENTATION
+
+
+def _ssh_auth_mount_path(value: str | None, framework: Framework) -> str | None:
+    if value is None:
+        return None
+    if not framework.ssh_keys:
+        raise InvalidSetting(
+            contract.SSH_AUTH_MOUNT_PATH, value, f"read by mpi jobs only, not {framework.name}"
+        )
+    parts = value.split("/")
+    if (
+        not value.startswith("/")
+        or value == "/"
+        or len(value) > 4096
+        or any(part in (".", "..") for part in parts)
+        or ":" in value
+    ):
+        raise InvalidSetting(
+            contract.SSH_AUTH_MOUNT_PATH,
+            value,
+            "an absolute directory path without '..' or ':', the ~/.ssh of the container's "
+            "user, e.g. /home/mpiuser/.ssh",
+        )
+    return value.rstrip("/")
+
+
+def _compat(value: str | None, framework: Framework) -> str | None:
+    compat = _choice(contract.COMPAT, value, tuple(COMPATS))
+    if compat is not None and not COMPATS[compat].allows(framework):
+        raise InvalidSetting(
+            contract.COMPAT,
+            value,
+            f"{compat} is for {' and '.join(COMPATS[compat].frameworks)} jobs, "
+            f"not {framework.name}",
+        )
+    return compat
 
 
 def _nproc(value: str | None) -> int | None:

@@ -156,6 +156,8 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     role = read_role(labels, framework)
     settings = read_settings(effective_annotations(obj), framework)
     template = template_of(obj)
+    if framework.check_template is not None:
+        framework.check_template(template, settings.ssh_auth_mount_path)
     nproc = processes_per_pod(
         template, training_container(template, framework.container, settings.container), settings
     )

@@ -118,7 +118,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         if key == contract.JOB_COMPLETION_INDEX
         or (
             key.startswith(contract.PREFIX)
-            and key != contract.HOSTFILE
+            and key not in (contract.HOSTFILE, contract.DISCOVER_HOSTS)
             and not key.startswith(LARGE_VALUES)
         )
     }

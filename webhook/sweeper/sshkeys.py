@@ -1,6 +1,7 @@
 """The MPI SSH Secret: a fresh key pair per job and an ssh config that trusts the job's hosts.
 
-The Secret is mounted as a whole at /root/.ssh, so its keys are the file names ssh looks for.
+The Secret is mounted as a whole at the ~/.ssh of the pods' user (/root/.ssh, or
+trainhook.io/ssh-auth-mount-path), so its keys are the file names ssh looks for.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ def ssh_config(patterns: Sequence[str], port: int) -> str:
     return (
         f"Host {' '.join(patterns)}\n"
         f"    Port {port}\n"
-        f"    IdentityFile /root/.ssh/{PRIVATE_KEY}\n"
+        # `~` is the home of the user ssh runs as: root's, or a non-root image user's.
+        f"    IdentityFile ~/.ssh/{PRIVATE_KEY}\n"
         "    StrictHostKeyChecking no\n"
         "    UserKnownHostsFile /dev/null\n"
         "    LogLevel ERROR\n"

@@ -27,6 +27,8 @@ class Placement:
     # The job's peers ConfigMap when its lists are files from it rather than env.
     peers: str | None = None
     max_restarts: int | None = None  # torchrun restarts its worker group this often
+    mpi_implementation: str = "OpenMPI"  # the MPI that reads the hostfile, as its format
+    ssh_auth_mount_path: str | None = None  # where the training container's user finds ~/.ssh
 
     @property
     def rank(self) -> int:
@@ -123,6 +125,9 @@ class Framework:
     pod_extras: PodExtras | None = None
     elastic: bool = False  # takes trainhook.io/elastic (a rendezvous that admits min:max nodes)
     ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
+    # Refuses a workload's pod template its pods could not run with, from the template and
+    # trainhook.io/ssh-auth-mount-path; at the workload's admission, before any pod is refused.
+    check_template: Callable[[Mapping[str, Any], str | None], None] | None = None
     field_env: FieldEnvFunction | None = None
     services: ServicesFunction | None = None
     # The framework's job-wide lists (the same for every pod), beyond TRAINHOOK_<ROLE>_HOSTS:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.compat import job_lists
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
@@ -287,6 +288,8 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
         wanted = tuple(sorted(stamp(build_topology(cores, state.cluster_domain)).items()))
         for workload_port in dict.fromkeys(port(w) for w in state.workloads):
             pairs[(wanted, workload_port)] = None
+    # The compat layer's lists too: the job has one (the webhook refuses roles that disagree).
+    lists = job_lists(framework.name, state.settings.compat)
     found: dict[str, PeerFiles] = {}
     for stamp_items, stamp_port in pairs:
         topology = topology_from_stamp(
@@ -299,7 +302,7 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
         )
         if topology is None or inline(topology):
             continue
-        files = peer_files(topology, stamp_port, framework.lists)
+        files = peer_files(topology, stamp_port, lists)
         found[files.name] = files
     return found
 
