@@ -130,7 +130,7 @@ def test_kueues_admission_gate_is_the_one_its_docs_name() -> None:
 
 
 def test_kai_accepts_its_documented_external_podgroup_and_refuses_an_empty_gang() -> None:
-    podgroup = {
+    podgroup: dict[str, Any] = {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
         "metadata": {"name": "post-training-pipeline", "namespace": "default"},

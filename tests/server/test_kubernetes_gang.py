@@ -9,6 +9,7 @@ from tests.support.reviews import encoded, is_review, review
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
+from webhook.server.reviews import AdmissionResponse
 
 NOT_SERVED = (
     "trainhook.io/scheduler: kubernetes: this cluster serves no PodGroup of scheduling.k8s.io "
@@ -18,7 +19,7 @@ NOT_SERVED = (
 )
 
 
-def answer(served: bool | None, scheduler: str = "kubernetes") -> dict:
+def answer(served: bool | None, scheduler: str = "kubernetes") -> AdmissionResponse:
     workload = statefulset("pt", "pytorch", annotations={contract.SCHEDULER: scheduler})
     context = Context(kubernetes_podgroups_served=served)
     body = answer_to(encoded(review(workload)), "application/json", context).body

@@ -341,7 +341,7 @@ def test_a_kai_job_gets_one_podgroup_in_its_queue_kept_current_and_released():
 
     launcher, worker = finished(mpi_job(KAI))
     done = pod(launcher, 0, phase="Succeeded", exit_code=0)
-    actions = decision("hvd", [launcher, worker], [done], kai_podgroups=[group])
-    assert of_type(actions.actions, Delete) == [
+    released = decision("hvd", [launcher, worker], [done], kai_podgroups=[group])
+    assert of_type(released.actions, Delete) == [
         Delete(KAI_PODGROUPS, "ml", "hvd", group["metadata"]["uid"])
     ]
