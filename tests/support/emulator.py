@@ -459,6 +459,11 @@ class EmulatorThread:
         result: T = self.call(function)
         return result
 
+    def serve(self, resource: str, kind: str, namespaced: bool = True) -> None:
+        """Serve one more resource (`group/version/plural`), as a cluster with an API enabled."""
+        info = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
+        self.run(lambda: self.emulator.resources.__setitem__(resource, info))
+
     def api(self) -> Kube:
         return Kube(api_client_for(client.Configuration(host=self.url)))
 

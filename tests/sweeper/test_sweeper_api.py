@@ -187,10 +187,7 @@ def test_a_coscheduling_job_gets_its_podgroup_and_loses_it_once_it_is_done(emula
 
 def serve_kubernetes_podgroups(emulator, api_version):
     """The emulator serves Kubernetes' own PodGroup in this version, as a 1.37 cluster does."""
-    import kmock
-
-    info = kmock.ResourceInfo(kind="PodGroup", namespaced=True)
-    emulator.run(lambda: emulator.emulator.resources.__setitem__(f"{api_version}/podgroups", info))
+    emulator.serve(f"{api_version}/podgroups", "PodGroup")
 
 
 def test_a_kubernetes_job_gets_the_podgroup_the_cluster_serves_resized_on_scale_and_released(
