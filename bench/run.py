@@ -11,7 +11,12 @@
 6. per framework, jobs of 64 to 8,192 pods: bytes one pod holds, bytes the job writes to the
    API, admission time per pod and the sweeper's memory for the job (bench/sizes.py);
 7. the sweeper: its decision time and pod cache for one job of 1,000 and of 5,000 pods and for
-   1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own).
+   1,000 jobs of 8 pods (bench/sweeper.py, also `python -m bench.sweeper` on its own);
+8. a real `trainhook sweep` process holding one job of 10,000 pods and 1,000 jobs of 8: its
+   memory after listing, after pod events, after a relist, and at its peak, against the
+   chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
+9. what one pod event costs the sweeper at 10,000 pods, trickled, in a burst, or ignored
+   (bench/pod_events.py, also `python -m bench.pod_events`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,13 @@ from pathlib import Path
 
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
+from bench.pod_events import event_costs, events_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
+from bench.sweeper_process import process_memory, process_table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
 from tests.support.serving import serving
@@ -294,6 +301,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 7. The sweeper: deciding on large jobs and many, and its pod cache\n", flush=True)
     sweeper = sweeper_costs(max(3, args.inprocess_rounds // 6))
     print(sweeper_table(sweeper))
+    print("\n## 8. A trainhook sweep process at 10,000 pods and at 1,000 jobs\n", flush=True)
+    process = process_memory()
+    print(process_table(process))
+    print("\n## 9. What a pod event costs the sweeper at 10,000 pods\n", flush=True)
+    events = event_costs()
+    print(events_table(events, 10_000))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
@@ -303,6 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
+            "sweep_process": [dataclasses.asdict(p) for p in process],
+            "pod_events": [dataclasses.asdict(e) for e in events],
             "attacks": [
                 {
                     "attack": r.attack,

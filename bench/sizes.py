@@ -71,15 +71,15 @@ def compact(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":")))
 
 
-def workloads(framework: str, pods: int) -> list[dict[str, Any]]:
+def workloads(framework: str, pods: int, job: str = JOB) -> list[dict[str, Any]]:
     roles = ROLES[framework]
     fixed = sum(roles.values())
     documents = []
     for role, count in roles.items():
-        name = f"{JOB}-{role}"
+        name = f"{job}-{role}"
         labels = {
             "trainhook.io/framework": framework,
-            "trainhook.io/job": JOB,
+            "trainhook.io/job": job,
             "trainhook.io/role": role,
         }
         documents.append(

@@ -239,6 +239,16 @@ def test_sweeper_runs_two_replicas_that_share_one_lease() -> None:
     assert lease_rule["resourceNames"] == ["ml-sweeper"]
 
 
+def test_sweeper_shards_give_each_replica_its_share_and_a_lease_per_shard() -> None:
+    rendered = render({"sweeper": {"replicas": 3, "shards": 6, "leaseName": "ml-sweeper"}})
+    args = rendered.container("Deployment", "trainhook-sweeper")["args"]
+    assert "--shards=6" in args and "--replicas=3" in args
+    lease_rule = rendered.named("Role", "trainhook-sweeper-lease")["rules"][1]
+    assert lease_rule["resourceNames"] == ["ml-sweeper"] + [f"ml-sweeper-{i}" for i in range(1, 6)]
+    one = render().container("Deployment", "trainhook-sweeper")["args"]
+    assert not any(arg.startswith(("--shards", "--replicas")) for arg in one)
+
+
 def test_the_sweeper_names_large_jobs_peers_with_the_webhooks_cluster_domain() -> None:
     rendered = render({"clusterDomain": "cluster.local"})
     args = rendered.container("Deployment", "trainhook-sweeper")["args"]

@@ -167,10 +167,11 @@ def test_cache_lists_then_watches_labelled_statefulsets_and_jobs_of_every_namesp
     ] * 2
     assert timeouts[0] == timeouts[2] == 0
     assert 300 <= timeouts[1] <= 330 and 300 <= timeouts[3] <= 330
+    listed = {**selector, "limit": "500"}  # a page at a time
     assert [params for _, params in calls] == [
-        selector,
+        listed,
         {**selector, "allowWatchBookmarks": "true", "resourceVersion": "0", "watch": "true"},
-        selector,
+        listed,
         {**selector, "allowWatchBookmarks": "true", "resourceVersion": "0", "watch": "true"},
     ]
 
@@ -235,8 +236,9 @@ def test_a_job_the_cache_does_not_hold_is_read_directly_from_its_namespace(
 
     assert siblings == [stored(api, MASTER)]
     assert requests_after(api, seen) == [
-        "GET /apis/apps/v1/namespaces/ml/statefulsets?labelSelector=trainhook.io/framework",
-        "GET /apis/batch/v1/namespaces/ml/jobs?labelSelector=trainhook.io/framework",
+        "GET /apis/apps/v1/namespaces/ml/statefulsets?labelSelector=trainhook.io/framework"
+        "&limit=500",
+        "GET /apis/batch/v1/namespaces/ml/jobs?labelSelector=trainhook.io/framework&limit=500",
     ]
 
 

@@ -10,10 +10,15 @@ adds, like the API server:
   * JSON patch (RFC 6902), a failed `test` or a bad path answered 422 as the API server does;
   * label selectors (`a`, `!a`, `a=b`, `a!=b`, comma = and) and `metadata.name`/
     `metadata.namespace` field selectors on list and watch;
-  * watches from a resourceVersion replaying the events after it, `timeoutSeconds`;
+  * lists in pages (`limit` and `continue`, `remainingItemCount`);
+  * watches from a resourceVersion replaying the events after it, `timeoutSeconds`, and with
+    `allowWatchBookmarks` a BOOKMARK event carrying the latest resourceVersion when the watch
+    times out; a watch from a version older than the last `compact()` answered 410 Gone;
   * a garbage collector: objects whose owners (ownerReferences) are all gone are deleted.
 And for tests: injected error statuses, watches answered with 410 Gone, watches ended on demand;
-kmock's own DSL (`handler[...] << response`) and request log work as usual.
+kmock's own DSL (`handler[...] << response`) and request log work as usual. For benches of
+thousands of objects, `load()` puts objects in without a request, and `keep_requests = False`
+stops kmock keeping every request (it scans them all on each new one).
 
 The emulator runs on its own event loop in a background thread (`EmulatorThread`, or the
 `emulator()` context manager), so the synchronous clients and threads of the code under test
@@ -23,6 +28,7 @@ talk to it as to a real API server.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -115,6 +121,8 @@ class Emulator(kmock.KubernetesEmulator):
     _faults: list[Fault] = attrs.field(factory=list)
     _gone: dict[str, int] = attrs.field(factory=dict)  # plural: watches to answer 410 Gone
     _watch_epoch: int = 0
+    compacted: int = 0  # watches from a version before this are answered 410 Gone
+    keep_requests: bool = True  # kmock's request log, which its DSL scans on every request
     _tick: asyncio.Event | None = None
     _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
     _guard: threading.Lock = attrs.field(factory=threading.Lock)
@@ -136,12 +144,45 @@ class Emulator(kmock.KubernetesEmulator):
         with self._guard:
             self._watch_epoch += 1
 
+    def compact(self) -> None:
+        """Forget the changes so far, as etcd's compaction does: a watch from an older version
+        is answered 410 Gone. Call on the emulator's loop (EmulatorThread.call)."""
+        self.compacted = self.version
+        self.history.clear()
+        self.end_watches()  # their places in the history are gone with it
+
+    def load(self, resource: Resource, objects: list[dict[str, Any]]) -> None:
+        """Store objects as created, without requests or watch events (for benches of
+        thousands); call on the emulator's loop (EmulatorThread.call)."""
+        key = kmock.resource(resource.group, resource.version, resource.plural)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for obj in objects:
+            meta = obj.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", now)
+            meta["resourceVersion"] = self._bump()
+            self.objects[key, meta.get("namespace"), meta["name"]] = obj
+
+    def change(self, resource: Resource, kind: str, obj: dict[str, Any]) -> None:
+        """Store a changed object (MODIFIED) or drop one (DELETED) and tell its watches, without
+        a request; call on the emulator's loop (EmulatorThread.call)."""
+        key = kmock.resource(resource.group, resource.version, resource.plural)
+        meta = obj["metadata"]
+        meta["resourceVersion"] = self._bump()
+        if kind == "DELETED":
+            self.objects[key, meta.get("namespace"), meta["name"]].delete()
+        else:
+            self.objects[key, meta.get("namespace"), meta["name"]] = obj
+        self._remember(key, kind, obj)
+
     # --- request handling -------------------------------------------------------------------
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         response = await self._dispatch(request)
         entry = (str(request.method.value), str(request.url.path), response.status, time.time())
         self.log.append(entry)
+        if not self.keep_requests:
+            self._requests.clear()
         return response
 
     async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
@@ -325,13 +366,27 @@ class Emulator(kmock.KubernetesEmulator):
         return selector_matches(selector, meta.get("labels") or {}) and field_matches(fields, obj)
 
     async def _serve_list(self, request: rendering.Request) -> rendering.Payload:
-        items = [
-            copy.deepcopy(obj.raw)
-            for (resource, _, _), obj in self.objects.items()
-            if not obj.deleted and self._matches(request, resource, obj.raw)
-        ]
-        items.sort(key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
-        return {"kind": "List", "metadata": {"resourceVersion": str(self.version)}, "items": items}
+        matching = sorted(
+            (
+                ((obj.raw["metadata"].get("namespace") or "", obj.raw["metadata"]["name"]), obj)
+                for (resource, _, _), obj in self.objects.items()
+                if not obj.deleted and self._matches(request, resource, obj.raw)
+            ),
+            key=lambda found: found[0],
+        )
+        version = str(self.version)
+        token = request.params.get("continue") or ""
+        if token:
+            version, after = _read_continue(token)
+            matching = [found for found in matching if found[0] > after]
+        limit = int(request.params.get("limit") or 0)
+        page = matching[:limit] if limit > 0 else matching
+        metadata: dict[str, Any] = {"resourceVersion": version}
+        if len(page) < len(matching):
+            metadata["continue"] = _continue(version, page[-1][0])
+            metadata["remainingItemCount"] = len(matching) - len(page)
+        items = [copy.deepcopy(obj.raw) for _, obj in page]
+        return {"kind": "List", "metadata": metadata, "items": items}
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[rendering.Payload]:
         yield b""
@@ -348,6 +403,9 @@ class Emulator(kmock.KubernetesEmulator):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + float(request.params.get("timeoutSeconds") or 300)
         since = request.params.get("resourceVersion") or ""
+        if since not in ("", "0") and int(since) < self.compacted:
+            yield {"type": "ERROR", "object": status(410, "Expired", "too old resource version")}
+            return
         if since in ("", "0"):
             for (resource, _, _), obj in list(self.objects.items()):
                 if not obj.deleted and self._matches(request, resource, obj.raw):
@@ -372,9 +430,30 @@ class Emulator(kmock.KubernetesEmulator):
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
+                if request.params.get("allowWatchBookmarks") == "true":
+                    yield _bookmark(request, str(self.version))
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(tick.wait(), min(remaining, 0.2))
+
+
+def _continue(version: str, after: tuple[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps([version, *after]).encode()).decode()
+
+
+def _read_continue(token: str) -> tuple[str, tuple[str, str]]:
+    version, namespace, name = json.loads(base64.urlsafe_b64decode(token))
+    return str(version), (namespace, name)
+
+
+def _bookmark(request: rendering.Request, version: str) -> dict[str, Any]:
+    resource = request.resource
+    group = (resource.group if resource else "") or ""
+    api_version = f"{group}/{resource.version}" if group and resource else "v1"
+    return {
+        "type": "BOOKMARK",
+        "object": {"apiVersion": api_version, "metadata": {"resourceVersion": version}},
+    }
 
 
 def _json(body: dict[str, Any], code: int) -> aiohttp.web.Response:

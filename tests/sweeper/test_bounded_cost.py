@@ -117,4 +117,15 @@ def test_the_sweeper_benchmark_measures_what_it_says_on_small_jobs():
     assert (small.jobs, small.pods, many.jobs, many.pods) == (1, 40, 5, 40)
     assert small.held_pod_bytes < small.whole_pod_bytes
     assert small.decide_ms > 0 and many.all_jobs_ms > 0
+    # Each case's pods are its own: none is read as a pod of an earlier case's job and deleted.
+    assert small.deletes == many.deletes == 0
     assert sweeper_table([small]).splitlines()[0].startswith("| sweeper ")
+
+
+def test_the_pod_event_benchmark_reconciles_as_the_sweeper_would():
+    from bench.pod_events import event_costs, events_table
+
+    ignored, trickle, burst = event_costs(pods=40, trickled=3, burst=10)
+    assert (ignored.reconciles, trickle.reconciles, burst.reconciles) == (0, 3, 1)
+    assert (ignored.events, trickle.events, burst.events) == (3, 3, 10)
+    assert events_table([burst], 40).splitlines()[2].startswith("| burst ")

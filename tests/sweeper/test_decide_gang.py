@@ -345,3 +345,15 @@ def test_a_kai_job_gets_one_podgroup_in_its_queue_kept_current_and_released():
     assert of_type(released.actions, Delete) == [
         Delete(KAI_PODGROUPS, "ml", "hvd", group["metadata"]["uid"])
     ]
+
+
+def test_an_elastic_gang_is_its_minimum_of_nodes_the_first_roles_first():
+    elastic = {contract.SCHEDULER: "volcano", contract.ELASTIC: "2:4"}
+    master = statefulset("pt-master", role="master", job="pt", annotations=elastic)
+    workers = statefulset("pt-worker", role="worker", job="pt", replicas=3, annotations=elastic)
+    with_resources(master, {"requests": {"cpu": "1", "memory": "1Gi"}})
+    with_resources(workers, {"requests": {"cpu": "4", "memory": "8Gi"}})
+    [create] = creates(decision("pt", stamped(master, workers)).actions, PODGROUPS)
+    # Two pods start the job: the master and one worker, not every replica.
+    assert create.body["spec"]["minMember"] == 2
+    assert create.body["spec"]["minResources"] == {"cpu": "5", "memory": "9Gi"}

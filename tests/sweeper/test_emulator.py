@@ -48,10 +48,12 @@ def test_a_watch_from_a_resource_version_replays_what_happened_since_then(emulat
     kube.create(SERVICES, "ml", service("b"))
     kube.delete(SERVICES, "ml", "a", {})
     events = list(kube.watch(SERVICES, "ml", "", version, timeout_seconds=1))
-    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
         ("ADDED", "b"),
         ("DELETED", "a"),
+        ("BOOKMARK", None),  # where to resume from, as the watch times out
     ]
+    assert events[-1]["object"]["metadata"]["resourceVersion"] == "3"
 
 
 def test_writes_on_a_stale_resource_version_conflict(emulator, kube):

@@ -277,3 +277,117 @@ def test_a_finished_job_stays_finished_when_suspended():
         workload["spec"]["replicas"] = 0
     made = decision("pt", [master, workers], [], records=True)
     assert made.actions == () and made.phase == "Succeeded"
+
+
+# --- any prefix of the sweeper's writes leads to the same end -------------------------------
+
+
+def apply_patch(obj, patch):
+    """A merge patch as the API server applies it (None removes a key)."""
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(obj.get(key), dict):
+            apply_patch(obj[key], value)
+        elif value is None:
+            obj.pop(key, None)
+        else:
+            obj[key] = value
+
+
+def suspended_job():
+    master, workers = pytorch({contract.ACTIVE_DEADLINE_SECONDS: "60"})
+    record(
+        (master, workers),
+        state="Suspended",
+        reason="Suspended",
+        restarts=0,
+        startTime="2025-01-01T00:00:00Z",
+    )
+    for workload, replicas in ((master, "1"), (workers, "2")):
+        workload["metadata"]["annotations"][contract.SUSPENDED_REPLICAS] = replicas
+        workload["spec"]["replicas"] = 0
+    return master, workers
+
+
+def test_a_resume_that_reached_only_some_workloads_keeps_the_deadline_from_the_resume():
+    for landed in range(3):  # how many of the resume's writes reached the API server
+        master, workers = suspended_job()
+        made = decision("pt", [master, workers], [], records=True)
+        patches = of_type(made.actions, Patch)
+        assert [p.name for p in patches] == ["pt-master", "pt-worker"]
+        by_name = {"pt-master": master, "pt-worker": workers}
+        for patch in patches[:landed]:
+            apply_patch(by_name[patch.name], patch.patch)
+        # The sweeper dies; the next one looks 30 s later, then the writes all land.
+        later = NOW + timedelta(seconds=30)
+        again = decision("pt", [master, workers], [], now=later, records=True)
+        missed = [p.name for p in of_type(again.actions, Patch)]
+        assert missed == ["pt-master", "pt-worker"][landed:]  # what did not land, no more
+        for patch in of_type(again.actions, Patch):
+            apply_patch(by_name[patch.name], patch.patch)
+        resumed = later if landed == 0 else NOW
+        for workload in (master, workers):
+            status = json.loads(workload["metadata"]["annotations"][contract.STATUS])
+            assert (status["state"], status["startTime"]) == ("Pending", format_time(resumed))
+            assert contract.SUSPENDED_REPLICAS not in workload["metadata"]["annotations"]
+        assert (master["spec"]["replicas"], workers["spec"]["replicas"]) == (1, 2)
+        # ... and the job runs its 60 s from the resume, not from its first start.
+        settled = decision("pt", [master, workers], [], now=resumed + timedelta(seconds=59))
+        assert of_type(settled.actions, Delete) == [] and settled.phase != "Failed"
+        assert settled.recheck_at == resumed + timedelta(seconds=60)
+
+
+def test_a_pod_created_in_the_second_of_a_restart_is_restarted_after_an_interrupted_one():
+    master, workers, pods = crashed_job()
+    for obj in pods:
+        created(obj, NOW)  # the same second as the restart, before it
+    moment = NOW + timedelta(milliseconds=500)
+    first = decision("pt", [master, workers], pods, now=moment, records=True).actions
+    assert status_of(first)["restartedAt"] == "2025-01-01T01:00:01Z"
+    for workload in (master, workers):  # the records land; the sweeper dies before deleting
+        workload["metadata"]["annotations"].update(
+            annotations_patched(first, workload["metadata"]["name"])
+        )
+    again = decision("pt", [master, workers], pods, now=moment + timedelta(seconds=1))
+    assert sorted(d.name for d in of_type(again.actions, Delete)) == [
+        "pt-master-0",
+        "pt-worker-0",
+        "pt-worker-1",
+    ]
+
+
+def test_a_deleted_role_whose_pods_the_garbage_collector_has_not_marked_yet_holds_the_job():
+    annotations = {contract.SCHEDULER: "volcano"}
+    master, workers = pytorch(annotations)
+    group = owned(
+        "PodGroup",
+        "pt",
+        job="pt",
+        owners=[],
+        spec={"minMember": 3, "queue": "default", "priorityClassName": None},
+    )
+    # The worker StatefulSet is gone; its pods carry no deletionTimestamp yet.
+    pods = [pod(master, 0), pod(workers, 0), pod(workers, 1)]
+    actions = decision("pt", [master], pods, podgroups=[group]).actions
+    assert [a for a in actions if not isinstance(a, Emit)] == []  # no restamp, no shrink
+    assert [e.reason for e in of_type(actions, Emit)] == []  # and they are no intruders
+
+
+def test_a_success_recorded_in_an_attempt_before_a_restart_counts_for_nothing_after_it():
+    master, workers = pytorch(RESTART_JOB)
+    # The master succeeded in the first attempt; then a worker crashed and the job restarted.
+    # The restart's record reached the worker StatefulSet only: the master still records its
+    # success of the first attempt.
+    first = {"reason": "Running", "message": "", "startTime": "2025-01-01T00:00:00Z"}
+    record((master,), state="Running", restarts=0, **first)
+    master["metadata"]["annotations"][contract.SUCCEEDED] = "0"
+    restart = {"restartedAt": "2025-01-01T00:59:00Z", "cause": "x/1"}
+    record((workers,), state="Restarting", restarts=1, **first, **restart)
+    fresh = [
+        created(pod(w, i), NOW - timedelta(seconds=30))
+        for w, i in ((master, 0), (workers, 0), (workers, 1))
+    ]
+    made = decision("pt", [master, workers], fresh, records=True)
+    assert made.phase == "Running"  # not Succeeded: the new master trains
+    records = annotations_patched(made.actions, "pt-master")
+    assert records[contract.SUCCEEDED] is None  # forgotten with the attempt it belonged to
+    assert json.loads(records[contract.STATUS])["restartedAt"] == "2025-01-01T00:59:00Z"

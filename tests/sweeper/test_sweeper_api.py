@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import logging
 import time
 from functools import partial
@@ -401,20 +402,24 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
     assert pod_lists[:3] == [500, 500, 200]
 
 
-def test_a_watch_answered_410_gone_or_ended_is_followed_by_a_fresh_list(emulator, kube):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, CONFIGMAPS):
-        emulator.emulator.gone(resource.plural)  # its first watch
+def test_a_watch_answered_410_gone_is_followed_by_a_list_and_one_that_ends_is_resumed(
+    emulator, kube
+):
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, PODGROUPS, CONFIGMAPS):
+        emulator.emulator.gone(resource.plural)  # its first watch (both kinds of PodGroups)
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()
-        eventually(lambda: all(i.lists >= 2 for i in informers), what="relist after 410 Gone")
+        eventually(lambda: all(i.lists == 2 for i in informers), what="relist after 410 Gone")
         create_pytorch_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["pt"], what="Service")
+        watches = {id(i): i.watches for i in informers}
         emulator.emulator.end_watches()
         eventually(
-            lambda: all(i.lists >= 3 for i in informers), what="relist after the watch ended"
+            lambda: all(i.watches > watches[id(i)] for i in informers), what="watches resumed"
         )
         create_mpi_job(kube, {})
         eventually(lambda: names(emulator, SERVICES) == ["hvd", "pt"], what="second Service")
+        assert [i.lists for i in informers] == [2] * len(informers)  # nothing listed again
 
 
 def test_only_one_of_two_sweepers_acts_and_the_other_takes_over_when_it_stops(emulator, kube):
@@ -578,3 +583,44 @@ def test_the_sweeper_process_serves_its_build_and_whether_it_leads_as_metrics(em
         f'trainhook_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0'
     )
     assert build in text.splitlines()
+
+
+def test_a_resume_whose_second_write_fails_does_not_fail_the_job_past_its_old_deadline(
+    emulator, kube
+):
+    # Suspended an hour after it started, with a deadline of ten minutes: only the time since
+    # the resume counts.
+    suspended = json.dumps(
+        {
+            "state": "Suspended",
+            "reason": "Suspended",
+            "message": "",
+            "restarts": 0,
+            "startTime": "2025-01-01T00:00:00Z",
+        },
+        separators=(",", ":"),
+    )
+    settings = {contract.ACTIVE_DEADLINE_SECONDS: "600", contract.STATUS: suspended}
+    master, workers, _ = create_pytorch_job(kube, settings)
+    for workload, replicas in ((master, 1), (workers, 2)):
+        name = workload["metadata"]["name"]
+        remembered = {contract.SUSPENDED_REPLICAS: str(replicas)}
+        kube.patch(STATEFULSETS, "ml", name, {"metadata": {"annotations": remembered}})
+    # The resume's patch of the workers fails once: only the master's lands at first.
+    emulator.emulator.fail(500, method="PATCH", path="/statefulsets/pt-worker", times=1)
+    with sweeping(kube):
+        eventually(
+            lambda: all(
+                contract.SUSPENDED_REPLICAS not in annotations_on(emulator, STATEFULSETS, n)
+                for n in ("pt-master", "pt-worker")
+            ),
+            what="both workloads resumed",
+        )
+        time.sleep(1.0)  # looks after the resume
+    failed = [(m, c) for m, p, c, _ in emulator.emulator.log if p.endswith("/pt-worker")]
+    assert ("PATCH", 500) in failed
+    for name in ("pt-master", "pt-worker"):
+        annotations = annotations_on(emulator, STATEFULSETS, name)
+        assert contract.PHASE not in annotations  # not Failed: DeadlineExceeded
+        status = json.loads(annotations[contract.STATUS])
+        assert status["state"] != "Suspended" and status["startTime"] > "2026"

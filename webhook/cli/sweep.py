@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.validators import log_level, positive_seconds, whole_seconds
+from webhook.cli.validators import log_level, positive_int, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
 from webhook.sweeper.metrics import SweeperMetrics
@@ -57,10 +57,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--resync-seconds",
         type=positive_seconds,
         default=60.0,
-        help="relist everything and look at every job this often (default: 60)",
+        help="look at every job this often, even without events (default: 60)",
     )
     parser.add_argument(
-        "--lease-name", default="trainhook-sweeper", help="the Lease that elects the active sweeper"
+        "--lease-name",
+        default="trainhook-sweeper",
+        help="the Lease that elects the active sweeper (with shards: of shard 0; shard i's is "
+        "<lease-name>-<i>)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=positive_int,
+        default=1,
+        help="split the jobs (hashed by namespace/name) into this many shards, each acted on "
+        "by the replica holding its Lease (default: 1)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="how many sweeper replicas share the shards: each takes shards/replicas at first "
+        "and more only when they stay free (default: 1)",
     )
     parser.add_argument(
         "--lease-namespace",
@@ -111,6 +128,8 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
         renew_deadline=duration * 2 / 3,
         retry_period=max(0.2, duration / 7.5),
         cluster_domain=args.cluster_domain,
+        shards=args.shards,
+        replicas=args.replicas,
     )
 
 

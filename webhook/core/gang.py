@@ -42,6 +42,22 @@ class Gang:
     queue: str
     schedule_timeout_seconds: int | None
     colocation: Colocation | None = None
+    # An elastic job starts with `min` of its `trainhook.io/elastic` min:max nodes: the gang is
+    # that many pods, as Kubeflow's minAvailable from elasticPolicy.minReplicas.
+    minimum: int | None = None
+
+    def minimum_of(self, parts: Sequence[tuple[Requests, int]]) -> tuple[int, dict[str, str]]:
+        """(minMember, minResources) of a gang of the pods of `parts` ((one pod's requests,
+        pods) per role, in role order): every pod, or an elastic job's first `minimum`."""
+        total = sum(count for _, count in parts)
+        if self.minimum is None or self.minimum >= total:
+            return total, sum_requests(parts)
+        left, taken = self.minimum, []
+        for requests, count in parts:
+            if left > 0:
+                taken.append((requests, min(count, left)))
+                left -= min(count, left)
+        return self.minimum, sum_requests(taken)
 
 
 # Job-wide keys, in the order they are compared, with why the job has one value of each: the
@@ -85,7 +101,14 @@ def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
                 )
     if first.scheduler is None:
         return None
-    return Gang(first.scheduler, first.queue, first.schedule_timeout_seconds, colocation_of(first))
+    minimum = first.elastic[0] if first.elastic else None
+    return Gang(
+        first.scheduler,
+        first.queue,
+        first.schedule_timeout_seconds,
+        colocation=colocation_of(first),
+        minimum=minimum,
+    )
 
 
 def _shown(value: object) -> str:
@@ -197,9 +220,9 @@ def podgroup_of_pods(
     """The PodGroup a job of these (mutated) pods is scheduled with, as `trainhook render`
     shows it; the sweeper creates the same from the job's workloads."""
     specs = [pod.get("spec") or {} for pod in pods]
-    resources = sum_requests((pod_requests(spec), 1) for spec in specs)
+    members, resources = gang.minimum_of([(pod_requests(spec), 1) for spec in specs])
     priority = next((s["priorityClassName"] for s in specs if s.get("priorityClassName")), None)
-    found = podgroup_spec(gang, len(pods), resources, priority, kubernetes_api)
+    found = podgroup_spec(gang, members, resources, priority, kubernetes_api)
     if found is None:
         return None
     api_version, spec = found

@@ -183,6 +183,8 @@ def _event(line: bytes) -> dict[str, Any]:
 
 REQUEST_TIMEOUT = 15.0
 CONNECT_TIMEOUT = 5.0
+# Objects per page of a list: the API server's default for client-go's informers.
+LIST_PAGE = 500
 
 
 class Kube:
@@ -229,10 +231,27 @@ class Kube:
     ) -> tuple[list[dict[str, Any]], str]:
         """The objects (kind and apiVersion filled in, as a list leaves them out) and the
         resourceVersion to watch from."""
-        query: Query = _selectors(selector, field_selector)
-        answer = self.request("GET", resource.path(namespace), query=query, timeout=timeout)
-        items = [_typed(item, resource) for item in answer.get("items") or []]
-        return items, str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        pages = self.pages(
+            resource, namespace, selector, field_selector=field_selector, timeout=timeout
+        )
+        items = [item for page in pages for item in page]
+        return items, pages.resource_version
+
+    def pages(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selector: str = "",
+        *,
+        field_selector: str = "",
+        limit: int = LIST_PAGE,
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Pages:
+        """A list read `limit` objects at a time (limit and continue), so that a caller keeping
+        only part of each object never holds a whole large list decoded at once."""
+        return Pages(
+            self, resource, namespace, _selectors(selector, field_selector), limit, timeout
+        )
 
     def watch(
         self,
@@ -261,9 +280,14 @@ class Kube:
         )
 
     def create(
-        self, resource: Resource, namespace: str | None, body: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | tuple[float, float] | None = None,
     ) -> dict[str, Any]:
-        answer = self.request("POST", resource.path(namespace), body=dict(body))
+        answer = self.request("POST", resource.path(namespace), body=dict(body), timeout=timeout)
         return _typed(answer, resource)
 
     def patch(
@@ -280,9 +304,16 @@ class Kube:
         return _typed(self.request("PATCH", path, body=patch, content_type=content_type), resource)
 
     def replace(
-        self, resource: Resource, namespace: str | None, name: str, body: Mapping[str, Any]
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | tuple[float, float] | None = None,
     ) -> dict[str, Any]:
-        answer = self.request("PUT", resource.path(namespace, name), body=dict(body))
+        path = resource.path(namespace, name)
+        answer = self.request("PUT", path, body=dict(body), timeout=timeout)
         return _typed(answer, resource)
 
     def delete(
@@ -341,3 +372,41 @@ def _typed(obj: dict[str, Any], resource: Resource) -> dict[str, Any]:
     obj.setdefault("kind", resource.kind)
     obj.setdefault("apiVersion", resource.api_version)
     return obj
+
+
+class Pages:
+    """The pages of one list, in order; `resource_version` is the list's once the last page has
+    been read (every page of a list is read at the version of its first)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        namespace: str | None,
+        query: Query,
+        limit: int,
+        timeout: float | tuple[float, float] | None,
+    ) -> None:
+        self._kube = kube
+        self._resource = resource
+        self._path = resource.path(namespace)
+        self._query = list(query)
+        self._limit = limit
+        self._timeout = timeout
+        self.resource_version = ""
+
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        token = ""
+        while True:
+            query = [*self._query, ("limit", self._limit)]
+            if token:
+                query.append(("continue", token))
+            answer = self._kube.request("GET", self._path, query=query, timeout=self._timeout)
+            metadata = answer.get("metadata") or {}
+            items = [_typed(item, self._resource) for item in answer.get("items") or []]
+            del answer  # only this page's items stay, for as long as the caller wants them
+            yield items
+            token = str(metadata.get("continue") or "")
+            if not token:
+                self.resource_version = str(metadata.get("resourceVersion") or "")
+                return

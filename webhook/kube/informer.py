@@ -2,21 +2,24 @@
 
 The lookup cache (sibling workloads at admission), the sweeper (every labelled object) and the
 self-managed certificates (their MutatingWebhookConfiguration) each run informers. An informer
-lists, then watches from the list's resourceVersion; a watch that ends (every resync period at
-the latest) or answers 410 Gone is followed by a fresh list, and a failure by a wait that doubles
-up to a cap. Objects are indexed by a key the caller derives (a job, a name); every key whose
-objects changed is handed to `on_change`, and after a list every key seen before or after it,
-so a missed event costs at most one resync period.
+lists once, a page at a time, then watches from the list's resourceVersion. A watch that ends
+is resumed from the last resourceVersion it delivered (bookmarks included), as client-go does;
+only a watch answered 410 Gone (the version is older than the API server keeps) is followed by
+a fresh list, and a failure by a wait that doubles up to a cap. Objects are indexed by a key the
+caller derives (a job, a name); every key whose objects changed is handed to `on_change`, after
+a list every key seen before or after it, and every resync period every key held, so a key whose
+change was missed is looked at again within one period without reading anything again.
 
 Objects are held as the API sent them (kind and apiVersion filled in) unless `keep` says
-otherwise; a change replaces an object whole and never changes one in place, so callers may hold
-what they were handed without copying it.
+otherwise, which is applied page by page as a list arrives; a change replaces an object whole
+and never changes one in place, so callers may hold what they were handed without copying it.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +30,9 @@ log = logging.getLogger("trainhook.kube")
 
 Key = TypeVar("Key", bound=Hashable)
 ObjectKey = tuple[str, str]  # (namespace, name)
+# Watches that fail in a row (the API server unreachable, or answering errors) before the
+# resource is listed afresh rather than watched again from the same version.
+RELIST_AFTER_FAILURES = 3
 
 
 def backoff(failures: int, base: float, cap: float = 60.0) -> float:
@@ -53,6 +59,7 @@ class Informer(Generic[Key]):
         resync_seconds: float,
         field_selector: str = "",
         keep: Callable[[dict[str, Any]], dict[str, Any] | None] = _held_as_sent,
+        unchanged: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
         optional: bool = False,
@@ -65,12 +72,16 @@ class Informer(Generic[Key]):
         self.index = index
         self.on_change = on_change
         self.keep = keep  # what of an object to hold; None: do not hold it
+        # Whether a new version of a held object says nothing new to `on_change` (what `keep`
+        # holds of it is the same): it is held, and no key is handed over.
+        self.unchanged = unchanged
         self.resync_seconds = resync_seconds
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.optional = optional  # a resource that may not be served (Volcano's PodGroups)
         self.synced = threading.Event()
         self.lists = 0  # how many times the resource was listed, for logs and tests
+        self.watches = 0  # how many watches were started
         self._objects: dict[ObjectKey, dict[str, Any]] = {}
         self._keys: dict[Key, set[ObjectKey]] = {}
         self._lock = threading.Lock()
@@ -90,23 +101,39 @@ class Informer(Generic[Key]):
 
     def run(self) -> None:
         failures = 0
+        version = ""  # where the next watch starts; empty: list first
+        resync_at = time.monotonic() + self.resync_seconds
         while not self._stop.is_set():
             try:
-                self._list_and_watch()
+                if not version:
+                    version = self._list()
+                    resync_at = time.monotonic() + self.resync_seconds
+                version = self._watch(version)
                 failures = 0
+                if time.monotonic() >= resync_at:
+                    self._resync()
+                    resync_at = time.monotonic() + self.resync_seconds
             except ApiError as error:
                 if error.status == 404 and self.optional:
-                    self._replace([])
+                    self._replace({}, {})
                     self.synced.set()
+                    version = ""
                     log.info("%s are not served here; looking again later", self.resource.plural)
                     self._stop.wait(self.resync_seconds)
                     continue
+                if error.status == 410:  # a list's continue token or a version too old
+                    log.info("%s: %s; relisting", self.resource.plural, error)
+                    version = ""
+                    continue
                 failures += 1
+                if failures >= RELIST_AFTER_FAILURES:
+                    version = ""
                 delay = backoff(failures, self.backoff_base, self.backoff_cap)
                 log.warning("%s: %s; retrying in %.1fs", self.resource.plural, error, delay)
                 self._stop.wait(delay)
             except Exception:
                 failures += 1
+                version = ""
                 log.exception("%s: unexpected error", self.resource.plural)
                 self._stop.wait(backoff(failures, self.backoff_base, self.backoff_cap))
 
@@ -156,16 +183,35 @@ class Informer(Generic[Key]):
 
     # --- list and watch --------------------------------------------------------------------
 
-    def _list_and_watch(self) -> None:
-        """List, then watch until the watch ends (at the resync period at the latest)."""
-        items, version = self.kube.list(
+    def _list(self) -> str:
+        """Read every object a page at a time, keeping of each what `keep` says before the next
+        page is read; the resourceVersion to watch from."""
+        objects: dict[ObjectKey, dict[str, Any]] = {}
+        keys: dict[Key, set[ObjectKey]] = {}
+        pages = self.kube.pages(
             self.resource, self.namespace, self.selector, field_selector=self.field_selector
         )
+        for page in pages:
+            for obj in page:
+                held = self._typed(obj)
+                if held is None:
+                    continue
+                name = self._name(held)
+                objects[name] = held
+                key = self.index(held)
+                if key is not None:
+                    keys.setdefault(key, set()).add(name)
+            page.clear()  # the whole objects go now, not when the next page has been read
         self.lists += 1
-        self._replace(items)
+        self._replace(objects, keys)
         self.synced.set()
+        return pages.resource_version
+
+    def _watch(self, version: str) -> str:
+        """Watch from `version` until the watch ends; the version to resume from, or "" when
+        the API server no longer has `version` (410 Gone) and the resource must be listed."""
         if self._stop.is_set():
-            return
+            return version
         stream = self.kube.watch(
             self.resource,
             self.namespace,
@@ -174,24 +220,28 @@ class Informer(Generic[Key]):
             max(1, round(self.resync_seconds)),
             field_selector=self.field_selector,
         )
+        self.watches += 1
         self._stream = stream
         if self._stop.is_set():
             stream.close()
         try:
             for event in stream:
                 obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
+                kind = event.get("type")
+                if kind == "ERROR":
                     if obj.get("code") == 410:
                         log.info("%s: watch expired (410 Gone); relisting", self.resource.plural)
-                        return
+                        return ""
                     reason = obj.get("reason") or "Error"
                     raise ApiError(obj.get("code") or 0, reason, obj.get("message") or "")
-                if event.get("type") in ("ADDED", "MODIFIED"):
+                if kind in ("ADDED", "MODIFIED"):
                     self._put(obj)
-                elif event.get("type") == "DELETED":
+                elif kind == "DELETED":
                     self._remove(obj)
+                version = _version(obj) or version  # a BOOKMARK carries only its version
         finally:
             self._stream = None
+        return version
 
     # --- the store -------------------------------------------------------------------------
 
@@ -212,7 +262,12 @@ class Informer(Generic[Key]):
             known = self._objects.get(name)
             # The event of a write this process already holds (remember) is no news to it.
             notify = notify and not (
-                known is not None and held is not None and _version(known) == _version(held) != ""
+                known is not None
+                and held is not None
+                and (
+                    _version(known) == _version(held) != ""
+                    or (self.unchanged is not None and self.unchanged(known, held))
+                )
             )
             before = self._unindex(name)
             if held is None:
@@ -244,22 +299,19 @@ class Informer(Generic[Key]):
                 self._keys.pop(before, None)
         return before
 
-    def _replace(self, items: list[dict[str, Any]]) -> None:
+    def _replace(
+        self, objects: dict[ObjectKey, dict[str, Any]], keys: dict[Key, set[ObjectKey]]
+    ) -> None:
         with self._lock:
-            touched = set(self._keys)
-            self._objects = {}
-            self._keys = {}
-            for obj in items:
-                held = self._typed(obj)
-                if held is None:
-                    continue
-                name = self._name(held)
-                self._objects[name] = held
-                key = self.index(held)
-                if key is not None:
-                    self._keys.setdefault(key, set()).add(name)
-            touched |= set(self._keys)
+            touched = set(self._keys) | set(keys)
+            self._objects = objects
+            self._keys = keys
         for key in sorted(touched, key=repr):
+            self.on_change(key)
+
+    def _resync(self) -> None:
+        """Hand every key held to `on_change` again, from the cache."""
+        for key in sorted(self.keys(), key=repr):
             self.on_change(key)
 
 

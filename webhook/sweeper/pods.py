@@ -141,9 +141,10 @@ def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
     return ("Pod", metadata_of(obj).get("name") or "")
 
 
-# A pod is read once per version: a pod event costs one pod's reading, not the whole job's.
-_READ_PODS_AT_MOST = 50_000
-_read_pods: dict[tuple[str, str, str], tuple[tuple[str, str, int], PodView]] = {}
+# A pod is read once per version: a pod event costs one pod's reading, not the whole job's. One
+# reading is kept per pod (its latest version), so pod events do not pile readings up.
+_READ_PODS_AT_MOST = 100_000
+_read_pods: dict[str, tuple[str, str, tuple[str, str, int], PodView]] = {}
 
 
 def read_pod_once(
@@ -155,16 +156,21 @@ def read_pod_once(
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not uid or not version:
         return _read_pod(pod, framework, workloads)
-    key = (uid, version, framework.name if framework else "")
-    found = _read_pods.get(key)
+    reader = framework.name if framework else ""
+    found = _read_pods.get(uid)
     if found is not None:
-        seen_owner, view = found
-        if _owner_facts(workloads.get((view.owner_kind, view.owner_name))) == seen_owner:
+        seen_version, seen_reader, seen_owner, view = found
+        if (
+            seen_version == version
+            and seen_reader == reader
+            and _owner_facts(workloads.get((view.owner_kind, view.owner_name))) == seen_owner
+        ):
             return view
     view = _read_pod(pod, framework, workloads)
     if len(_read_pods) >= _READ_PODS_AT_MOST:
-        _read_pods.clear()
-    _read_pods[key] = (_owner_facts(workloads.get((view.owner_kind, view.owner_name))), view)
+        _read_pods.clear()  # pods that are gone leave their readings behind until then
+    owner = _owner_facts(workloads.get((view.owner_kind, view.owner_name)))
+    _read_pods[uid] = (version, reader, owner, view)
     return view
 
 

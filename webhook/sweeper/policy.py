@@ -129,9 +129,18 @@ def observed_successes(state: JobState) -> dict[str, set[int]]:
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
             continue
+        if _before_attempt(state, pod):
+            continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
     return found
+
+
+def _before_attempt(state: JobState, pod: PodView) -> bool:
+    """Whether a pod was created before the job's current whole-job restart (its success, if
+    any, was of an earlier attempt)."""
+    began = state.attempt_began
+    return began is not None and pod.created is not None and pod.created < began
 
 
 def succeeded_replicas(state: JobState) -> set[Replica]:
@@ -141,7 +150,7 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     on SIGTERM."""
     done: set[Replica] = set()
     for pod in counted_pods(state):
-        if pod.role is None or pod.index is None:
+        if pod.role is None or pod.index is None or _before_attempt(state, pod):
             continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded
@@ -149,8 +158,10 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
             ok = pod.phase == "Succeeded"
         if ok:
             done.add((pod.role, pod.index))
+    attempt = state.attempt
     for workload in state.workloads:
-        done.update((workload.role, i) for i in workload.succeeded)
+        if workload.attempt == attempt:  # successes of an earlier attempt count for nothing
+            done.update((workload.role, i) for i in workload.succeeded)
         status = workload.job_status
         if status is None:
             continue

@@ -1,4 +1,5 @@
-"""The sweeper process: caches fed by watches, a work queue of jobs, one leader acting."""
+"""The sweeper process: caches fed by watches, a work queue of jobs, each job acted on by the
+replica holding its shard's lease."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
-from webhook.sweeper.lease import LeaderElector
+from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
@@ -46,6 +47,9 @@ CONFLICT_RETRIES = 3
 # tenth of its time on any one busy job and a pod event costs O(1) amortised.
 COALESCE_FACTOR = 10.0
 COALESCE_MAX = 2.0
+# On shutdown, how long the threads get to end once the leases are given up (they are daemon
+# threads: whatever still waits on the API server ends with the process).
+JOIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class SweeperConfig:
     retry_period: float = 2.0
     backoff_base: float = 1.0  # first delay after an API error; doubles up to a minute
     cluster_domain: str = ""  # the webhook's --cluster-domain, for large jobs' peer lists
+    shards: int = 1  # jobs are split into this many shards, each with its own Lease
+    replicas: int = 1  # replicas expected to share them: each takes shards / replicas at first
 
 
 def fetch_state(
@@ -163,11 +169,13 @@ class Sweeper:
             backoff_base=config.backoff_base,
             watched=self.selectors,
         )
-        self.elector = LeaderElector(
+        self.elector = ShardElector(
             kube,
             namespace=config.lease_namespace,
             name=config.lease_name,
             identity=config.identity,
+            shards=config.shards,
+            replicas=config.replicas,
             duration_seconds=config.lease_duration_seconds,
             renew_deadline=config.renew_deadline,
             retry_period=config.retry_period,
@@ -176,15 +184,18 @@ class Sweeper:
             kube,
             identity=config.identity,
             clock=clock,
-            may_act=self.elector.is_leader,
+            may_act=self._may_act,
             written=self._written,
         )
+        self._acting_on: JobKey | None = None
+        self._stopping = threading.Event()
         self._failures: dict[JobKey, int] = {}
         self._costs: dict[JobKey, float] = {}  # seconds the job's last reconcile took
         self.health = SweeperHealth(queue_depth=lambda: len(self.queue))
 
     def run(self, stop: threading.Event) -> None:
-        """Sweep until `stop` is set; then hand the lease over and stop every thread."""
+        """Sweep until `stop` is set; then give the leases up at once and return within a few
+        seconds, whether the API server answers or not."""
         threads = [
             threading.Thread(
                 target=informer.run,
@@ -194,10 +205,11 @@ class Sweeper:
             for (resource, namespace), informer in self.watches.items()
         ]
         elector = threading.Thread(target=self.elector.run, name="lease", daemon=True)
-        for thread in [*threads, elector]:
+        worker = threading.Thread(target=self._work, name="reconcile", daemon=True)
+        for thread in [*threads, elector, worker]:
             thread.start()
         log.info(
-            "sweeper %s started, watching %s",
+            "sweeper %s started, watching %s%s",
             self.config.identity,
             (
                 f"namespace{'s' if len(self.config.namespaces) > 1 else ''} "
@@ -205,34 +217,53 @@ class Sweeper:
                 if self.config.namespaces
                 else "every namespace"
             ),
+            f", {self.config.shards} shards" if self.config.shards > 1 else "",
         )
-        leading = False
         try:
-            while not stop.is_set():
-                self.health.turned()
-                self.health.set_ready(self.synced())
-                now_leading = self.elector.is_leader() and self.synced()
-                if now_leading and not leading:
-                    for key in self.known_jobs():
-                        self.queue.add(key)
-                if leading and not now_leading:
-                    self.health.phases.clear()  # the new leader counts them
-                leading = now_leading
-                if not leading:
-                    stop.wait(min(0.2, self.config.retry_period))
-                    continue
-                due = self.queue.pop(timeout=min(0.5, self.config.retry_period))
-                if due is not None:
-                    self.reconcile(due)
+            while not stop.wait(0.5) and worker.is_alive():
+                pass
         finally:
+            # A reconcile waiting on the API server is not waited for: it writes nothing more
+            # (may_act), and a write already sent carries its preconditions.
+            self._stopping.set()
             self.elector.stop()
             for informer in self.watches.values():
                 informer.stop()
-            elector.join(timeout=30)
-            self.elector.release()  # only once no renewal can take the lease back
-            for thread in threads:
-                thread.join(timeout=5)
+            self.elector.release()
+            deadline = time.monotonic() + JOIN_SECONDS
+            for thread in [worker, elector, *threads]:
+                thread.join(max(0.0, deadline - time.monotonic()))
             log.info("sweeper %s stopped", self.config.identity)
+
+    def _work(self) -> None:
+        """Reconcile the jobs of the shards this replica holds, as they come due."""
+        held: frozenset[int] = frozenset()
+        while not self._stopping.is_set():
+            self.health.turned()
+            self.health.set_ready(self.synced())
+            now_held = self.elector.held() if self.synced() else frozenset()
+            if now_held - held:
+                for key in self.known_jobs():
+                    if self.shard(key) in now_held - held:
+                        self.queue.add(key)
+            if held - now_held:
+                for key in list(self.health.phases):  # the new holder counts them
+                    if self.shard(key) in held - now_held:
+                        self.health.job_phase(key, None)
+            held = now_held
+            if not held:
+                self._stopping.wait(min(0.2, self.config.retry_period))
+                continue
+            due = self.queue.pop(timeout=min(0.5, self.config.retry_period))
+            if due is not None and self.shard(due) in held:
+                self.reconcile(due)
+
+    def shard(self, key: JobKey) -> int:
+        return shard_of(key, self.config.shards)
+
+    def _may_act(self) -> bool:
+        key = self._acting_on
+        return not self._stopping.is_set() and key is not None and self.elector.owns(key)
 
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.watches.values())
@@ -273,6 +304,7 @@ class Sweeper:
         """Decide on the cached state and act; on a conflict decide again on fresh state."""
         now = self.clock()
         began = time.monotonic()
+        self._acting_on = key
         try:
             state = self.cached_state(key)
             for _ in range(CONFLICT_RETRIES):
@@ -302,6 +334,7 @@ class Sweeper:
             self.health.errors.labels("unexpected").inc()
             self._retry_later(key, "unexpected error")
         finally:
+            self._acting_on = None
             took = time.monotonic() - began
             self.health.reconciles.observe(took)
             if key in self.health.phases:  # a job that is gone is forgotten
@@ -328,7 +361,8 @@ class Sweeper:
 
     def _changed(self, key: JobKey) -> None:
         # A change is news even for a job backing off after an error: decide on it soon; the
-        # events of a busy large job share one look (COALESCE_FACTOR).
+        # events of a busy large job share one look (COALESCE_FACTOR). A job of a shard held
+        # elsewhere is dropped when it comes due, and queued again if its shard is taken over.
         self.queue.add(key, min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0)))
 
     def _retry_later(self, key: JobKey, why: str) -> None:

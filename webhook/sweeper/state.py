@@ -95,6 +95,9 @@ class WorkloadView:
     job_status: JobStatus | None = None
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
+    # The whole-job restart its recorded status names (restartedAt, "" before any): the
+    # attempt its recorded successes belong to.
+    attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
 
     @property
@@ -188,6 +191,16 @@ class JobState:
         return (self.namespace, self.job)
 
     @property
+    def attempt(self) -> str:
+        """The job's current attempt: the latest whole-job restart any workload records (a
+        restart's record may have reached only some of them)."""
+        return max((workload.attempt for workload in self.workloads), default="")
+
+    @property
+    def attempt_began(self) -> datetime | None:
+        return parse_time(self.attempt) if self.attempt else None
+
+    @property
     def framework(self) -> Framework:
         return self.workloads[0].framework
 
@@ -251,6 +264,7 @@ def read_job_state(
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
     if members:
         owned = []
+        deleted_roles = _stamped_pod_owners(workloads)
         for candidate in pods:
             controller = controller_of(candidate)
             if controller in members:
@@ -258,6 +272,12 @@ def read_job_state(
                 continue
             if controller in ignored:
                 continue  # a pod of another user's workload: that workload has the Warning
+            if controller[0] in ("StatefulSet", "Job") and controller[1] in deleted_roles:
+                # A role the job's stamp still names whose workload is gone: its pods wait for
+                # the garbage collector, and the job is not restamped for the roles left until
+                # they are gone.
+                deleting = True
+                continue
             intruders.append(_intruder(candidate, job, members))
             if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
@@ -317,6 +337,24 @@ def read_job_state(
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
+
+
+def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The workloads (their names are the pods' prefixes) the job's topology stamps name."""
+    names: set[str] = set()
+    for obj in workloads:
+        template = (obj.get("spec") or {}).get("template") or {}
+        try:
+            hosts = json.loads(annotations_of(template).get(contract.HOSTS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(hosts, dict):
+            names.update(
+                str(entry["pod"])
+                for entry in hosts.values()
+                if isinstance(entry, dict) and entry.get("pod")
+            )
+    return names - {metadata_of(obj).get("name") or "" for obj in workloads}
 
 
 def _claimed(
@@ -397,8 +435,19 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
+        attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
     )
+
+
+def _attempt(status: str | None) -> str:
+    """The restartedAt of a recorded trainhook.io/status, "" when it names none."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    restarted = value.get("restartedAt") if isinstance(value, dict) else None
+    return restarted if isinstance(restarted, str) else ""
 
 
 def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:

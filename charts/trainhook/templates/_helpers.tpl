@@ -74,6 +74,16 @@ serving certificate when an issuer is given (its ca.crt is that issuer's CA).
 {{- default (include "trainhook.sweeperName" .) .Values.sweeper.leaseName }}
 {{- end }}
 
+{{- /* Every shard's Lease: shard 0's is the lease name, shard i's "<lease name>-<i>". */ -}}
+{{- define "trainhook.leaseNames" -}}
+{{- $name := include "trainhook.leaseName" . }}
+{{- $names := list $name }}
+{{- range $i := untilStep 1 (int .Values.sweeper.shards) 1 }}
+{{- $names = append $names (printf "%s-%d" $name $i) }}
+{{- end }}
+{{- join ", " $names }}
+{{- end }}
+
 {{- define "trainhook.image" -}}
 {{- $repository := .Values.image.repository }}
 {{- with .Values.image.registry }}

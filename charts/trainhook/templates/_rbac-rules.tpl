@@ -105,7 +105,7 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
   verbs: [create]
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  resourceNames: [{{ include "trainhook.leaseName" . }}]
+  resourceNames: [{{ include "trainhook.leaseNames" . }}]
   verbs: [get, update]
 {{- end }}
 

@@ -74,21 +74,24 @@ def _decide(state: JobState, now: datetime) -> Decision:
     recorded = recorded_status(state)
     suspend = bool(state.settings.suspend)
     start = parse_time(recorded.get("startTime")) or now
+    resumed = parse_time(recorded.get("resumedAt"))
     if recorded.get("state") == SUSPENDED and not suspend:
-        start = now  # as for a Job, the deadline counts from the resume
+        start = resumed = now  # as for a Job, the deadline counts from the resume
     succeeded = succeeded_replicas(state)
     verdict = judge(state, now) or (None if suspend else deadline_verdict(state, now, start))
     plan: RestartPlan | None = None
     if verdict is None and suspend:
-        return suspend_job(state, now, recorded, start, succeeded)
+        return suspend_job(state, now, recorded, start, succeeded, resumed)
     if verdict is None and state.settings.restart_policy == RESTART_JOB and not state.deleting:
         plan, verdict = plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = restarts_of(state, now, recorded, succeeded)
-        status = status_json(verdict.phase, verdict.reason, verdict.message, restarts, start)
+        status = status_json(
+            verdict.phase, verdict.reason, verdict.message, restarts, start, resumed=resumed
+        )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return finish_job(state, outcome, now)
-    return _running(state, now, recorded, start, succeeded, plan)
+    return _running(state, now, recorded, start, succeeded, plan, resumed)
 
 
 def _running(
@@ -98,6 +101,7 @@ def _running(
     start: datetime,
     succeeded: set[Replica],
     plan: RestartPlan | None,
+    resumed: datetime | None,
 ) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
@@ -125,6 +129,7 @@ def _running(
         start,
         plan.since if plan else None,
         plan.cause if plan else "",
+        resumed=resumed,
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:

@@ -10,7 +10,6 @@ from webhook.core.compat import job_lists
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
-from webhook.core.requests import sum_requests
 from webhook.core.topology import stamp, topology_from_stamp
 from webhook.core.workload import build_topology
 from webhook.kube.resources import (
@@ -172,9 +171,9 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
     # A bare pod counts once: pods of a bare-pod job not created yet add no requests.
     parts = [(w.pod_requests, w.replicas) for w in state.workloads]
     priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
-    found = core_podgroup_spec(
-        gang, sum(counts.values()), sum_requests(parts), priority, state.kubernetes_podgroup_api
-    )
+    members, resources = gang.minimum_of(parts)
+    members = min(members, sum(counts.values()))
+    found = core_podgroup_spec(gang, members, resources, priority, state.kubernetes_podgroup_api)
     if found is None:
         return None
     api_version, spec = found

@@ -66,6 +66,14 @@ def recorded_status(state: JobState) -> dict[str, Any]:
     starts = [t for t in (parse_time(v.get("startTime")) for v in found) if t is not None]
     if starts:
         status["startTime"] = format_time(min(starts))
+    # Once resumed, the clock runs from the latest resume any workload records, and that write
+    # says whether the job still is suspended: a resume that reached only some workloads is
+    # not taken back by those it missed, whose records are older.
+    resumes = [(t, v) for v in found if (t := parse_time(v.get("resumedAt"))) is not None]
+    if resumes:
+        latest, newest = max(resumes, key=lambda found: found[0])
+        status["startTime"] = status["resumedAt"] = format_time(latest)
+        status["state"] = newest.get("state")
     return status
 
 
@@ -81,6 +89,8 @@ def status_json(
     start: datetime,
     restarted_at: datetime | None = None,
     cause: str = "",
+    *,
+    resumed: datetime | None = None,
 ) -> str:
     """trainhook.io/status: compact JSON, the same on every workload of the job."""
     value: dict[str, Any] = {
@@ -93,6 +103,8 @@ def status_json(
     if restarted_at is not None:
         value["restartedAt"] = format_time(restarted_at)
         value["cause"] = cause
+    if resumed is not None:
+        value["resumedAt"] = format_time(resumed)
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -155,20 +167,28 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     return "Pending", "Pending", ""
 
 
-def records_to_write(state: JobState, counts: Tally, status: str) -> dict[str, dict[str, str]]:
+def records_to_write(
+    state: JobState, counts: Tally, status: str
+) -> dict[str, dict[str, str | None]]:
     """Per workload, the annotations to record: the job's status, the replicas seen to succeed
-    (never forgotten once seen) and the failed runs counted so far."""
+    (never forgotten once seen within one attempt) and the failed runs counted so far."""
     observed = observed_successes(state)
-    records: dict[str, dict[str, str]] = {}
+    attempt = str(json.loads(status).get("restartedAt") or "")
+    records: dict[str, dict[str, str | None]] = {}
     for workload in state.workloads:
         if workload.kind == "Pod":
             continue
-        wanted: dict[str, str] = {}
+        wanted: dict[str, str | None] = {}
         if workload.annotations.get(contract.STATUS) != status:
             wanted[contract.STATUS] = status
         seen = observed.get(workload.name, set()) if workload.kind == "StatefulSet" else set()
-        if not seen <= workload.succeeded:
-            wanted[contract.SUCCEEDED] = format_indexes(seen | workload.succeeded)
+        # Written with the status, in one patch: a workload that records the new attempt has
+        # forgotten the successes of the one before.
+        recorded = workload.succeeded if workload.attempt == attempt else frozenset()
+        if attempt != workload.attempt and workload.succeeded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen) or None
+        elif not seen <= recorded:
+            wanted[contract.SUCCEEDED] = format_indexes(seen | recorded)
         ledger = counts.ledgers.get(workload.name)
         if ledger is not None and ledger != workload.failed_runs:
             wanted[contract.FAILED_RUNS] = ledger.format()
@@ -181,7 +201,7 @@ def merge_records(
     state: JobState,
     actions: list[Action],
     events: list[Action],
-    records: dict[str, dict[str, str]],
+    records: dict[str, dict[str, str | None]],
 ) -> list[Action]:
     """One patch per workload and decision: records join a patch the job needs anyway (each
     carries the resourceVersion it was decided on), else come after the creations."""

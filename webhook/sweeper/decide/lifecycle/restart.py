@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
@@ -45,7 +45,14 @@ def plan_restart(
             f"and {contract.BACKOFF_LIMIT} is {limit}",
         )
         return None, verdict
-    return RestartPlan(now, cause.key, count, cause), None
+    return RestartPlan(_next_second(now), cause.key, count, cause), None
+
+
+def _next_second(moment: datetime) -> datetime:
+    """`moment` rounded up to a whole second: restart times are recorded, and pods' creation
+    times kept, to the second, so every pod created before the restart is older than it."""
+    whole = moment.replace(microsecond=0)
+    return whole if whole == moment else whole + timedelta(seconds=1)
 
 
 def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:

@@ -18,12 +18,13 @@ def suspend_job(
     recorded: dict[str, Any],
     start: datetime,
     succeeded: set[Replica],
+    resumed: datetime | None,
 ) -> Decision:
     """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
     restarts and its recorded successes and failed runs."""
     restarts = restarts_of(state, now, recorded, succeeded)
     message = f"{contract.SUSPEND} is true"
-    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start)
+    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start, resumed=resumed)
     actions: list[Action] = []
     if recorded.get("state") != SUSPENDED:
         actions.append(state_event(state, SUSPENDED, SUSPENDED, message, restarts))
