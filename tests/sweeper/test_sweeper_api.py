@@ -24,6 +24,7 @@ from webhook.kube.resources import (
     COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
+    KAI_PODGROUPS,
     KUBERNETES_PODGROUPS,
     LEASES,
     PODGROUPS,
@@ -405,8 +406,9 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
 def test_a_watch_answered_410_gone_is_followed_by_a_list_and_one_that_ends_is_resumed(
     emulator, kube
 ):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, PODGROUPS, CONFIGMAPS):
-        emulator.emulator.gone(resource.plural)  # its first watch (both kinds of PodGroups)
+    podgroups = (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS)
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, *podgroups, CONFIGMAPS):
+        emulator.emulator.gone(resource.plural)  # its first watch (every kind of PodGroup)
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()
         eventually(lambda: all(i.lists == 2 for i in informers), what="relist after 410 Gone")
