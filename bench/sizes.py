@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.peers import configmap
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
@@ -128,7 +128,7 @@ def measure(framework: str, pods: int) -> JobSize:
     gc.collect()
     started = time.thread_time()
     for pod in raw:
-        admit(pod, kind="Pod", operation="CREATE", namespace=NAMESPACE)
+        admit(Request("Pod", "CREATE", pod, NAMESPACE))
     admission_us = (time.thread_time() - started) / len(raw) * 1e6
     results = [mutate_pod(pod, NAMESPACE) for pod in raw]
     added = [compact(r.pod) - compact(pod) for r, pod in zip(results, raw, strict=True)]

@@ -22,7 +22,7 @@ from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.sweeper.actions import Delete, Patch
 
 DOC = (REPO / "docs" / "gitops.md").read_text()
@@ -264,7 +264,7 @@ def admission_changes() -> set[tuple[str, str]]:
     found = set()
     for doc in yaml.safe_load_all(EVERY_SETTING):
         kind = doc["kind"]
-        outcome = admit(doc, kind=kind, operation="CREATE", namespace="ml", username="alice")
+        outcome = admit(Request(kind, "CREATE", doc, "ml", username="alice"))
         assert outcome is not None
         found |= {(kind, f) for f in changed_fields(doc, jsonpatch.apply_patch(doc, outcome.patch))}
     return found

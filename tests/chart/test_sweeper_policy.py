@@ -28,7 +28,12 @@ def evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 
 def admit(
-    user: str, operation: str, resource: str, obj: dict[str, Any] | None, old: dict[str, Any] | None
+    user: str,
+    operation: str,
+    resource: str,
+    obj: dict[str, Any] | None,
+    old: dict[str, Any] | None,
+    namespace: str = "ml",
 ) -> str | None:
     """None when the policy lets the write through, else the message the client would get."""
     spec = policy()["spec"]
@@ -38,7 +43,7 @@ def admit(
         "operation": operation,
         "userInfo": {"username": user},
         "resource": {"resource": resource},
-        "namespace": "ml",
+        "namespace": namespace,
     }
     activation: dict[str, Any] = {
         "request": json_to_cel(request),
@@ -63,28 +68,47 @@ def admit(
     return None
 
 
-def thing(name: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "ml", "labels": labels}}
+def thing(name: str, spec: dict[str, Any] | None = None, /, **labels: str) -> dict[str, Any]:
+    found: dict[str, Any] = {"metadata": {"name": name, "namespace": "ml", "labels": labels}}
+    if spec is not None:
+        found["spec"] = spec
+    return found
 
 
 MADE = {"app.kubernetes.io/managed-by": "trainhook"}
 FRAMEWORK = {"trainhook.io/framework": "pytorch"}
+JOB = {"trainhook.io/job": "pt"}
+POD_SPEC = {"containers": [{"name": "pytorch", "image": "trainer:1"}]}
+WORKLOAD_SPEC = {"replicas": 2, "template": {"spec": POD_SPEC}}
+HEADLESS = {"clusterIP": "None", "selector": {"trainhook.io/job": "pt"}}
+SCHEDULER = {"type": "ClusterIP", "selector": {"trainhook.io/job": "pt", "trainhook.io/role": "s"}}
+
+
+def secret(name: str, kind: str = "Opaque", /, **labels: str) -> dict[str, Any]:
+    return {**thing(name, **labels), "type": kind}
+
+
+def changed(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {**obj, "spec": {**obj["spec"], **spec}}
 
 
 @pytest.mark.parametrize(
     ("operation", "resource", "before", "after"),
     [
-        ("UPDATE", "pods", thing("pt-worker-0", **{"trainhook.io/job": "pt"}), None),
-        ("DELETE", "pods", thing("pt-worker-0", **{"trainhook.io/job": "pt"}), None),
-        ("UPDATE", "statefulsets", thing("pt-worker", **FRAMEWORK), None),
+        ("UPDATE", "pods", thing("pt-worker-0", POD_SPEC, **JOB), None),
+        ("DELETE", "pods", thing("pt-worker-0", POD_SPEC, **JOB), None),
+        ("UPDATE", "statefulsets", thing("pt-worker", WORKLOAD_SPEC, **FRAMEWORK),
+         changed(thing("pt-worker", WORKLOAD_SPEC, **FRAMEWORK), replicas=0)),
         ("DELETE", "jobs", thing("hvd-launcher", **{"trainhook.io/framework": "mpi"}), None),
-        ("CREATE", "services", None, thing("pt", **MADE)),
-        ("DELETE", "services", thing("pt", **MADE), None),
-        ("CREATE", "secrets", None, thing("hvd-ssh", **MADE)),
-        ("DELETE", "secrets", thing("hvd-ssh", **MADE), None),
-        ("CREATE", "podgroups", None, thing("pt", **MADE)),
-        ("CREATE", "configmaps", None, thing("pt-peers-0123456789", **MADE)),
-        ("DELETE", "configmaps", thing("pt-peers-0123456789", **MADE), None),
+        ("CREATE", "services", None, thing("pt", HEADLESS, **MADE, **JOB)),
+        ("CREATE", "services", None, thing("pt-ms-scheduler", SCHEDULER, **MADE, **JOB)),
+        ("UPDATE", "services", thing("pt", HEADLESS, **MADE, **JOB), None),
+        ("DELETE", "services", thing("pt", HEADLESS, **MADE, **JOB), None),
+        ("CREATE", "secrets", None, secret("pt-ssh", **MADE, **JOB)),
+        ("DELETE", "secrets", secret("pt-ssh", **MADE, **JOB), None),
+        ("CREATE", "podgroups", None, thing("pt", {"minMember": 2}, **MADE, **JOB)),
+        ("CREATE", "configmaps", None, thing("pt-peers-0123456789", **MADE, **JOB)),
+        ("DELETE", "configmaps", thing("pt-peers-0123456789", **MADE, **JOB), None),
     ],
 )  # fmt: skip
 def test_the_sweeper_may_write_training_jobs_and_what_it_made(
@@ -104,10 +128,19 @@ def test_the_sweeper_may_write_training_jobs_and_what_it_made(
         ("DELETE", "secrets", thing("db-password"), None),
         ("DELETE", "secrets", thing("db-password", **MADE), None),
         ("CREATE", "secrets", None, thing("api-token", **MADE)),
+        ("CREATE", "secrets", None, secret("api-ssh", **MADE)),
+        ("CREATE", "secrets", None, secret("db-password", **MADE, **JOB)),
         ("DELETE", "podgroups", thing("someone-elses"), None),
+        ("CREATE", "podgroups", None, thing("someone-elses", {}, **MADE, **JOB)),
         ("DELETE", "configmaps", thing("app-config"), None),
         ("DELETE", "configmaps", thing("app-config", **MADE), None),
+        ("DELETE", "configmaps", thing("app-config", **MADE, **JOB), None),
         ("UPDATE", "configmaps", thing("pt-peers-0123456789"), None),
+        ("CREATE", "services", None, thing("api", HEADLESS, **MADE, **JOB)),
+        # Labels stripped by the write itself: the object after it is checked too.
+        ("UPDATE", "statefulsets", thing("pt-worker", WORKLOAD_SPEC, **FRAMEWORK),
+         thing("pt-worker", WORKLOAD_SPEC)),
+        ("UPDATE", "pods", thing("pt-worker-0", POD_SPEC, **JOB), thing("pt-worker-0", POD_SPEC)),
     ],
 )  # fmt: skip
 def test_the_sweeper_may_not_write_anything_else(
@@ -119,6 +152,62 @@ def test_the_sweeper_may_not_write_anything_else(
     assert message == (
         "the Trainhook sweeper may write only training jobs' objects and those it made; "
         f"{resource} ml/{target['metadata']['name']} is neither"
+    )
+
+
+SA_TOKEN = {
+    **secret("x-ssh", "kubernetes.io/service-account-token", **MADE, **{"trainhook.io/job": "x"}),
+    "metadata": {
+        "name": "x-ssh",
+        "namespace": "kube-system",
+        "labels": {**MADE, "trainhook.io/job": "x"},
+        "annotations": {"kubernetes.io/service-account.name": "clusterrole-aggregation-controller"},
+    },
+}
+LOAD_BALANCER = thing(
+    "x",
+    {"type": "LoadBalancer", "selector": {"k8s-app": "kube-dns"}},
+    **MADE,
+    **{"trainhook.io/job": "x"},
+)
+ANY_PODS = thing(
+    "x",
+    {"clusterIP": "None", "selector": {"k8s-app": "kube-dns"}},
+    **MADE,
+    **{"trainhook.io/job": "x"},
+)
+EXPOSED = thing("pt", {**HEADLESS, "externalIPs": ["203.0.113.7"]}, **MADE, **JOB)
+WORKER = thing("pt-worker", WORKLOAD_SPEC, **FRAMEWORK)
+NEW_IMAGE = {"template": {"spec": {"containers": [{"name": "pytorch", "image": "evil:1"}]}}}
+
+
+@pytest.mark.parametrize(
+    ("operation", "resource", "before", "after", "namespace"),
+    [
+        ("CREATE", "secrets", None, SA_TOKEN, "kube-system"),
+        ("CREATE", "services", None, LOAD_BALANCER, "kube-system"),
+        ("CREATE", "services", None, ANY_PODS, "kube-system"),
+        ("UPDATE", "services", thing("pt", HEADLESS, **MADE, **JOB), EXPOSED, "ml"),
+        ("UPDATE", "statefulsets", WORKER, changed(WORKER, **NEW_IMAGE), "ml"),
+        ("UPDATE", "jobs", WORKER, changed(WORKER, **NEW_IMAGE), "ml"),
+        ("UPDATE", "pods", thing("pt-worker-0", POD_SPEC, **JOB),
+         thing("pt-worker-0", NEW_IMAGE["template"]["spec"], **JOB), "ml"),
+        ("CREATE", "pods", None, thing("pt-worker-9", POD_SPEC, **JOB), "ml"),
+    ],
+)  # fmt: skip
+def test_the_sweeper_may_not_turn_a_jobs_objects_into_a_way_in(
+    operation: str,
+    resource: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any],
+    namespace: str,
+) -> None:
+    message = admit(SWEEPER, operation, resource, after, before, namespace)
+    assert message == (
+        "the Trainhook sweeper creates no pods, StatefulSets or Jobs and never changes their "
+        "containers, and makes only Opaque Secrets and ClusterIP Services selecting their job's "
+        f"pods; this {operation} of {resource} {namespace}/{after['metadata']['name']} "
+        "would"
     )
 
 

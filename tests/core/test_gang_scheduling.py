@@ -10,7 +10,7 @@ import pytest
 
 from tests.schemas import kueue_gate, kueue_group_problems
 from tests.support.builders import bare_pod, indexed_job, pods, statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Policy, Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import expand, render_all
 from webhook.core.workload_mutation import mutate_workload
@@ -40,7 +40,7 @@ def controller_pods(documents: list[Any]) -> list[dict[str, Any]]:
 
 def trainhook(pod: dict[str, Any], warnings: list[str] | None = None) -> dict[str, Any]:
     """Trainhook's webhook on a pod at creation: its patch applied as the API server does."""
-    outcome = admit(pod, kind="Pod", operation="CREATE", namespace="default")
+    outcome = admit(Request("Pod", "CREATE", pod, "default"))
     assert outcome is not None
     if warnings is not None:
         warnings.extend(outcome.warnings)
@@ -107,11 +107,8 @@ def test_the_coscheduling_scheduler_name_is_the_one_the_webhook_is_given() -> No
     assert {pod.pod["spec"]["schedulerName"] for pod in rendering.pods} == {"sp-coscheduler"}
     [pod] = controller_pods(documents)[:1]
     outcome = admit(
-        pod,
-        kind="Pod",
-        operation="CREATE",
-        namespace="default",
-        coscheduling_scheduler="sp-coscheduler",
+        Request("Pod", "CREATE", pod, "default"),
+        policy=Policy(coscheduling_scheduler="sp-coscheduler"),
     )
     assert outcome is not None
     assert {"op": "add", "path": "/spec/schedulerName", "value": "sp-coscheduler"} in (
@@ -162,7 +159,7 @@ def test_kueue_and_trainhook_webhooks_give_the_same_pod_in_either_order(
 def test_trainhook_reinvoked_after_kueue_changes_nothing_and_keeps_kueues_gate() -> None:
     for created in controller_pods(job(KUEUE)):
         both = kueue(trainhook(created))
-        outcome = admit(both, kind="Pod", operation="CREATE", namespace="default")
+        outcome = admit(Request("Pod", "CREATE", both, "default"))
         assert outcome is not None
         assert outcome.patch == []
 
@@ -218,13 +215,7 @@ def test_bare_pods_of_a_kueue_job_form_the_group_their_stamp_counts() -> None:
 
 def refusal(documents: list[Any]) -> str:
     with pytest.raises(TrainhookError) as caught:
-        admit(
-            documents[0],
-            kind="StatefulSet",
-            operation="CREATE",
-            namespace="default",
-            siblings=documents,
-        )
+        admit(Request("StatefulSet", "CREATE", documents[0], "default"), Found(documents))
     return str(caught.value)
 
 

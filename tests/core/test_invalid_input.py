@@ -6,13 +6,13 @@ from typing import Any
 import pytest
 
 from tests.support.builders import indexed_job, statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
 
 
 def refusal(obj: dict[str, Any], kind: str = "StatefulSet", **kwargs: Any) -> TrainhookError:
     with pytest.raises(TrainhookError) as caught:
-        admit(obj, kind=kind, operation="CREATE", namespace="default", **kwargs)
+        admit(Request(kind, "CREATE", obj, "default"), Found(**kwargs))
     return caught.value
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tests.support.builders import bare_pod, env, pods, statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.render import RenderError, render_all
 from webhook.core.settings import JobSettings, Settings, job_settings
@@ -138,9 +138,7 @@ def test_a_scheduler_on_the_workers_only_is_refused_naming_both_roles() -> None:
     master, worker = pytorch(worker=VOLCANO)
 
     with pytest.raises(TrainhookError) as caught:
-        admit(
-            worker, kind="StatefulSet", operation="CREATE", namespace="default", siblings=[master]
-        )
+        admit(Request("StatefulSet", "CREATE", worker, "default"), Found([master]))
 
     assert (str(caught.value), caught.value.status_code) == (SCHEDULER_ON_WORKERS, 403)
 
@@ -157,15 +155,28 @@ def test_an_update_that_leaves_roles_disagreeing_is_admitted_with_the_line_as_a_
     master, worker = pytorch(master=VOLCANO, worker=VOLCANO)
     del worker["metadata"]["annotations"]
 
-    outcome = admit(
-        worker, kind="StatefulSet", operation="UPDATE", namespace="default", siblings=[master]
-    )
+    outcome = admit(Request("StatefulSet", "UPDATE", worker, "default"), Found([master]))
 
     assert outcome is not None
     assert outcome.warnings == [
-        "trainhook.io/scheduler: job 'pt' is one gang, so every role must say the same: "
-        "'volcano' on StatefulSet pt-master but not set on StatefulSet pt-worker"
+        "trainhook.io/scheduler: the roles of job pt disagree; set the same value on every "
+        "workload of the job"
     ]
+
+
+def test_every_warning_fits_the_120_characters_kubectl_and_argo_cd_show() -> None:
+    job = "j" * 63
+    master = statefulset("m" * 60, "pytorch", role="master", job=job, annotations=VOLCANO)
+    worker = statefulset("w" * 60, "pytorch", role="worker", job=job)
+    worker["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "MASTER_PORT", "value": "1"}
+    ]
+    worker["spec"]["template"]["spec"]["containers"][0]["name"] = "c" * 63
+
+    outcome = admit(Request("StatefulSet", "UPDATE", worker, "default"), Found([master]))
+
+    assert outcome is not None and outcome.warnings
+    assert all(len(warning) <= 120 for warning in outcome.warnings), outcome.warnings
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.errors import TrainhookError
 from webhook.core.pod_mutation import PodMutation, mutate_pod
 from webhook.core.render import expand
@@ -255,10 +255,10 @@ def test_the_launcher_of_a_large_mpi_job_mounts_its_hostfile_from_the_configmap(
 
 def test_admitting_a_large_jobs_pod_twice_changes_nothing_the_second_time() -> None:
     pod = raw(job("tensorflow", worker=500), "big-worker-1")
-    first = admit(pod, kind="Pod", operation="CREATE", namespace="default")
+    first = admit(Request("Pod", "CREATE", pod, "default"))
     assert first is not None
     patched = jsonpatch.apply_patch(pod, first.patch)
-    again = admit(patched, kind="Pod", operation="CREATE", namespace="default")
+    again = admit(Request("Pod", "CREATE", patched, "default"))
     assert again is not None and again.patch == []
 
 

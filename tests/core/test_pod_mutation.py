@@ -7,8 +7,8 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import bare_pod, mpi_job, pods, statefulset
-from webhook.core.admit import admit, owner_to_resolve
-from webhook.core.errors import TrainhookError
+from webhook.core.admit import Found, Request, admit, owner_to_resolve
+from webhook.core.errors import Refused, TrainhookError
 from webhook.core.render import expand, training_env
 from webhook.core.workload_mutation import mutate_workload
 
@@ -23,8 +23,8 @@ def raw_pod(workload: dict[str, Any], ordinal: int, *siblings: dict[str, Any]) -
     return expand(mutated, "default")[ordinal]
 
 
-def admit_pod(pod: dict[str, Any], **kwargs: Any) -> Any:
-    return admit(pod, kind="Pod", operation="CREATE", namespace="default", **kwargs)
+def admit_pod(pod: dict[str, Any], **found: Any) -> Any:
+    return admit(Request("Pod", "CREATE", pod, "default"), Found(**found))
 
 
 def test_pods_are_labelled_with_job_role_rank_and_role_index() -> None:
@@ -51,18 +51,42 @@ def test_the_patch_applies_to_the_pod_as_received_and_a_second_pass_is_empty() -
     assert admit_pod(patched).patch == []
 
 
-def test_env_goes_into_every_container_and_init_container_ahead_of_the_users_own() -> None:
+def test_env_goes_into_the_training_and_init_containers_ahead_of_the_users_own() -> None:
     containers: list[dict[str, Any]] = [
-        {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
         {"name": "sidecar", "image": "s"},
+        {"name": "pytorch", "image": "t", "env": [{"name": "LR", "value": "0.1"}]},
     ]
     sts = statefulset("ddp", "pytorch", replicas=2, containers=containers)
     sts["spec"]["template"]["spec"]["initContainers"] = [{"name": "fetch", "image": "f"}]
     pod = pod_of(sts, name="ddp-0")
-    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+    fetch, (sidecar, training) = pod["spec"]["initContainers"][0], pod["spec"]["containers"]
+    for container in (fetch, training):
         names = [e["name"] for e in container["env"]]
         assert names[0] == "TRAINHOOK_JOB" and "RANK" in names
-    assert pod["spec"]["containers"][0]["env"][-1] == {"name": "LR", "value": "0.1"}
+    assert training["env"][-1] == {"name": "LR", "value": "0.1"}
+    assert sidecar == {"name": "sidecar", "image": "s"}
+
+
+def test_a_pod_of_15000_sidecars_costs_what_one_container_does() -> None:
+    sidecars = [{"name": f"sidecar-{i}", "image": "s"} for i in range(15000)]
+    sts = statefulset("ddp", "pytorch", containers=[{"name": "pytorch", "image": "t"}, *sidecars])
+    raw = raw_pod(sts, 0)
+    outcome = admit_pod(raw, owner=sts)
+    touched = {op["path"].split("/")[3] for op in outcome.patch if op["path"].startswith("/spec/c")}
+    assert touched == {"0"}
+
+
+def test_a_pod_with_more_init_containers_than_trainhook_equips_is_refused() -> None:
+    sts = statefulset("ddp", "pytorch")
+    sts["spec"]["template"]["spec"]["initContainers"] = [
+        {"name": f"init-{i}", "image": "i"} for i in range(17)
+    ]
+    with pytest.raises(Refused) as caught:
+        admit_pod(raw_pod(sts, 0), owner=sts)
+    assert str(caught.value) == (
+        "spec.initContainers: a training pod has at most 16 init containers (each gets the "
+        "job's env); this one has 17"
+    )
 
 
 def test_env_the_user_set_is_kept_and_a_warning_names_it() -> None:
@@ -322,8 +346,8 @@ def test_unlabelled_pods_and_other_operations_are_left_alone() -> None:
     }
     assert admit_pod(plain) is None
     labelled = raw_pod(statefulset("ddp", "pytorch"), 0)
-    assert admit(labelled, kind="Pod", operation="UPDATE", namespace="default") is None
-    assert admit(labelled, kind="Pod", operation="DELETE", namespace="default") is None
+    assert admit(Request("Pod", "UPDATE", labelled, "default")) is None
+    assert admit(Request("Pod", "DELETE", labelled, "default")) is None
 
 
 def test_label_keys_are_escaped_in_patch_paths_and_the_users_own_labels_left_alone() -> None:
@@ -427,7 +451,7 @@ def test_a_service_name_that_is_no_dns_label_is_refused_before_any_host_is_named
     sts["spec"]["serviceName"] = "Bad_Service"
 
     with pytest.raises(TrainhookError) as caught:
-        admit(sts, kind="StatefulSet", operation="CREATE", namespace="default")
+        admit(Request("StatefulSet", "CREATE", sts, "default"))
 
     assert str(caught.value) == (
         "job ddp: Service 'Bad_Service' of role worker is not a DNS-1035 label of at most 63 "

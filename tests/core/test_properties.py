@@ -35,7 +35,8 @@ from tests.core.strategies import (
 )
 from tests.support.builders import statefulset
 from webhook.core import contract
-from webhook.core.admit import Outcome, admit
+from webhook.core.admit import Found, Outcome, Policy, Request, admit
+from webhook.core.frameworks import FRAMEWORKS
 
 OLDEST = "1.29"
 NEWEST = kubernetes_validate.latest_version()
@@ -112,14 +113,7 @@ def deep_copy(obj: Any) -> Any:
 def call_admit(
     obj: Obj, kind: str, operation: str, namespace: str, siblings: list[Obj], cluster_domain: str
 ) -> Outcome | None:
-    return admit(
-        obj,
-        kind=kind,
-        operation=operation,
-        namespace=namespace,
-        siblings=siblings,
-        cluster_domain=cluster_domain,
-    )
+    return admit(Request(kind, operation, obj, namespace), Found(siblings), Policy(cluster_domain))
 
 
 def admitted(
@@ -461,11 +455,28 @@ def test_patches_touch_only_what_the_contract_names_and_keep_every_user_entry(
 # --- 5: ranks and world size ------------------------------------------------------------------
 
 
+def _equipped(pod: Obj) -> set[tuple[str, int]]:
+    """Where the webhook puts the job's env: every init container and the training container
+    (named by trainhook.io/container, else the framework's own container name, else the first)."""
+    spec = _pod_spec(pod)
+    names = [each.get("name") for each in spec.get("containers") or []]
+    wanted = (pod["metadata"].get("annotations") or {}).get(contract.CONTAINER)
+    default = FRAMEWORKS[pod["metadata"]["labels"][contract.FRAMEWORK]].container
+    training = names.index(wanted or default) if (wanted or default) in names else 0
+    found = {("initContainers", i) for i in range(len(spec.get("initContainers") or []))}
+    return found | ({("containers", training)} if names else set())
+
+
 def _env_values(admission: Admission, name: str) -> Iterator[str]:
-    """The variable's value in every container where the user did not set it."""
-    for (_, _, original), (_, _, result) in zip(
+    """The variable's value in every equipped container where the user did not set it; the
+    other containers get none."""
+    equipped = _equipped(admission.before)
+    for (field, position, original), (_, _, result) in zip(
         _containers(admission.before), _containers(admission.patched), strict=True
     ):
+        if (field, position) not in equipped:
+            assert result.get("env") == original.get("env"), f"{admission.describe()}: sidecar"
+            continue
         if any(item["name"] == name for item in original.get("env") or []):
             continue
         values = [item.get("value") for item in result.get("env") or [] if item["name"] == name]

@@ -6,11 +6,11 @@ from typing import Any
 import jsonpatch
 
 from tests.support.builders import indexed_job, statefulset
-from webhook.core.admit import admit
+from webhook.core.admit import Found, Request, admit
 
 
 def admitted(obj: dict[str, Any], operation: str = "CREATE", **kwargs: Any) -> dict[str, Any]:
-    outcome = admit(obj, kind=obj["kind"], operation=operation, namespace="default", **kwargs)
+    outcome = admit(Request(obj["kind"], operation, obj, "default"), Found(**kwargs))
     assert outcome is not None
     patched: dict[str, Any] = jsonpatch.apply_patch(obj, outcome.patch)
     return patched
@@ -26,9 +26,7 @@ def test_a_statefulset_gets_labels_stamp_service_and_parallel_start_and_nothing_
         replicas=2,
         annotations={"trainhook.io/gpus": "2", "trainhook.io/backoff-limit": "3"},
     )
-    outcome = admit(
-        worker, kind="StatefulSet", operation="CREATE", namespace="default", siblings=[master]
-    )
+    outcome = admit(Request("StatefulSet", "CREATE", worker, "default"), Found([master]))
     assert outcome is not None
     assert outcome.patch == [
         {
@@ -62,7 +60,7 @@ def test_a_statefulset_gets_labels_stamp_service_and_parallel_start_and_nothing_
 def test_admitting_the_admitted_statefulset_again_changes_nothing() -> None:
     sts = admitted(statefulset("ddp", "pytorch", replicas=3))
     for operation in ("CREATE", "UPDATE"):
-        outcome = admit(sts, kind="StatefulSet", operation=operation, namespace="default")
+        outcome = admit(Request("StatefulSet", operation, sts, "default"))
         assert outcome is not None and outcome.patch == []
 
 
@@ -131,10 +129,10 @@ def test_an_indexed_job_gets_its_subdomain_and_stamp() -> None:
 
 def test_jobs_are_only_mutated_on_create_and_unlabelled_workloads_never() -> None:
     job = indexed_job("ernie", "paddle", completions=3)
-    assert admit(job, kind="Job", operation="UPDATE", namespace="default") is None
+    assert admit(Request("Job", "UPDATE", job, "default")) is None
     plain = statefulset("web", "pytorch")
     del plain["metadata"]["labels"]["trainhook.io/framework"]
-    assert admit(plain, kind="StatefulSet", operation="CREATE", namespace="default") is None
+    assert admit(Request("StatefulSet", "CREATE", plain, "default")) is None
 
 
 def test_siblings_of_other_jobs_or_namespaces_do_not_join_the_topology() -> None:
@@ -158,7 +156,7 @@ def test_a_finished_statefulset_scaled_to_zero_keeps_the_stamp_it_ran_with() -> 
     sts = admitted(statefulset("ddp", "pytorch", replicas=3))
     sts["metadata"]["annotations"] = {"trainhook.io/phase": "Succeeded"}
     sts["spec"]["replicas"] = 0
-    outcome = admit(sts, kind="StatefulSet", operation="UPDATE", namespace="default")
+    outcome = admit(Request("StatefulSet", "UPDATE", sts, "default"))
     assert outcome is not None and outcome.patch == []
     assert sts["spec"]["template"]["metadata"]["annotations"]["trainhook.io/topology"] == (
         '{"worker":3}'
@@ -169,5 +167,5 @@ def test_a_suspended_statefulset_scaled_to_zero_keeps_the_stamp_it_resumes_with(
     sts = admitted(statefulset("ddp", "pytorch", replicas=3))
     sts["metadata"]["annotations"] = {"trainhook.io/suspended-replicas": "3"}
     sts["spec"]["replicas"] = 0
-    outcome = admit(sts, kind="StatefulSet", operation="UPDATE", namespace="default")
+    outcome = admit(Request("StatefulSet", "UPDATE", sts, "default"))
     assert outcome is not None and outcome.patch == []

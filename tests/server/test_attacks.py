@@ -22,7 +22,7 @@ from tests.support.reviews import encoded, review
 from tests.support.serving import Webhook, serving
 from webhook.server import gunicorn_conf
 from webhook.server.admission import MAX_BODY_BYTES
-from webhook.server.worker import REQUEST_SECONDS
+from webhook.server.worker import BUFFER_BUDGET, REQUEST_SECONDS
 
 THREADS = gunicorn_conf.threads
 
@@ -287,3 +287,38 @@ def test_two_requests_sent_in_one_write_get_both_answers_at_once(webhook: Webhoo
 
     assert statuses == [(200, True), (200, True)]
     assert waited < 2.0
+
+
+def test_an_admission_is_served_while_large_slow_bodies_fill_the_workers_budget(
+    certs: Path, tmp_path: Path
+) -> None:
+    almost = MAX_BODY_BYTES - 1
+    announced = head(
+        "POST /mutate HTTP/1.1", Content_Type="application/json", Content_Length=str(MAX_BODY_BYTES)
+    )
+    with serving(certs, tmp_path / "serve.log", "--workers=1") as webhook:
+        # Bodies of 3 MiB less one byte, never finished, until the worker's 64 MiB hold all but
+        # 200 bytes: less than an admission takes.
+        sizes = [len(announced) + almost] * (BUFFER_BUDGET // (len(announced) + almost))
+        sizes.append(BUFFER_BUDGET - sum(sizes) - 200)
+        hoarders = [tls_client(webhook) for _ in sizes]
+        try:
+            for client, size in zip(hoarders, sizes, strict=True):
+                client.sendall((announced + b" " * almost)[:size])
+            time.sleep(0.5)  # the worker has read them all (loopback)
+            document = encoded(review(labelled_pod()))
+            status, answer = raw_answer(
+                webhook,
+                head(
+                    "POST /mutate HTTP/1.1",
+                    Content_Type="application/json",
+                    Content_Length=str(len(document)),
+                )
+                + document,
+            )
+        finally:
+            for client in hoarders:
+                client.close()
+
+    assert status == 200, answer
+    assert answer["response"]["allowed"] is True

@@ -6,6 +6,7 @@ Measured in-process through the server's handler: time and the peak of Python's 
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import tracemalloc
@@ -14,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support.reviews import encoded, is_review, is_status, review
-from webhook.core import contract
-from webhook.server.admission import Answer, Context
+from webhook.core import contract, jsoncodec
+from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 
 MILLISECONDS = 10
@@ -66,6 +67,73 @@ def measured(document: dict[str, Any]) -> tuple[Answer, float, float]:
     finally:
         tracemalloc.stop()
     return answer, best * 1000, peak / 2**20
+
+
+def beyond_decoding(document: dict[str, Any]) -> tuple[Answer, float, float]:
+    """The answer, and what the review costs past decoding its body (CPU ms, best of three, and
+    MiB at the peak): decoding is bounded by the body, which the API server caps at 3 MiB."""
+    body = encoded(document)
+
+    def cpu(call: Any) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.thread_time()
+            call()
+            best = min(best, time.thread_time() - started)
+        return best * 1000
+
+    def peak(call: Any) -> float:
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
+
+    def decode() -> None:
+        jsoncodec.loads(body)
+
+    def whole() -> Answer:
+        return answer_to(body, "application/json", Context())
+
+    return whole(), cpu(whole) - cpu(decode), peak(whole) - peak(decode)
+
+
+def many_containers(count: int, field: str) -> dict[str, Any]:
+    """A bare labelled pod with `count` more containers in `field`, near the API server's
+    largest body (3 MiB): a tenant allowed to create pods can send it."""
+    spec: dict[str, Any] = {"containers": [{"name": "pytorch", "image": "trainer:1"}]}
+    spec.setdefault(field, []).extend(
+        {"name": f"c{i}", "image": "registry.example.com/" + "i" * 100} for i in range(count)
+    )
+    return pod(spec=spec)
+
+
+def test_a_pod_of_15000_sidecars_admits_within_10_ms_and_5_mib_past_decoding() -> None:
+    document = many_containers(15000, "containers")
+    assert 2 * 2**20 < len(encoded(review(document))) < MAX_BODY_BYTES
+
+    answer, milliseconds, mebibytes = beyond_decoding(review(document))
+
+    assert is_review(answer.body) and answer.body["response"]["allowed"] is True
+    patch = json.loads(base64.b64decode(answer.body["response"]["patch"]))
+    assert {op["path"].split("/")[3] for op in patch if op["path"].startswith("/spec/con")} == {"0"}
+    assert milliseconds < MILLISECONDS
+    assert mebibytes < MEBIBYTES
+
+
+def test_a_pod_of_15000_init_containers_is_refused_within_10_ms_and_5_mib_past_decoding() -> None:
+    answer, milliseconds, mebibytes = beyond_decoding(
+        review(many_containers(15000, "initContainers"))
+    )
+
+    assert message_of(answer) == (
+        403,
+        "spec.initContainers: a training pod has at most 16 init containers (each gets the "
+        "job's env); this one has 15000",
+    )
+    assert milliseconds < MILLISECONDS
+    assert mebibytes < MEBIBYTES
 
 
 def message_of(answer: Answer) -> tuple[int, str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import time
+import tracemalloc
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +19,7 @@ from tests.support.reviews import (
     review,
     workloads_of,
 )
-from webhook.core import contract
+from webhook.core import contract, jsoncodec
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
 
@@ -225,3 +227,69 @@ def test_no_hostile_pod_gets_a_server_error_or_a_denial_of_several_lines(body: b
             assert status["code"] in (400, 403)
             assert "\n" not in status["message"]
             assert len(status["message"]) < 1100
+
+
+@st.composite
+def crowded_pods(draw: st.DrawFn) -> bytes:
+    """A hostile pod with as many containers, init containers and env entries as a tenant
+    likes: what it costs must not grow with them."""
+    if draw(st.booleans()):
+        document = json.loads(draw(hostile_pods()))
+    else:  # one the webhook admits: a lone bare pod, a job of one
+        framework = draw(st.sampled_from(["pytorch", "generic", "mpi", "jax", "tensorflow"]))
+        lone = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "t", "namespace": "ml", "labels": {contract.FRAMEWORK: framework}},
+            "spec": {"containers": [{"name": framework, "image": "t"}]},
+        }
+        document = review(lone, namespace="ml")
+    obj = document["request"]["object"]
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    obj["spec"] = spec
+    env = [{"name": f"V{i}", "value": "x"} for i in range(draw(st.integers(0, 20)))]
+    for field, most in (("containers", 3000), ("initContainers", 40)):
+        extra = [
+            {"name": f"{field[:4].lower()}-{i}", "image": "i", "env": env}
+            for i in range(draw(st.integers(0, most)))
+        ]
+        kept = [c for c in spec.get(field) or [] if isinstance(c, dict)]
+        spec[field] = kept + extra
+    return json.dumps(document).encode()
+
+
+def _cost_past_decoding(body: bytes) -> tuple[float, float]:
+    """CPU ms (best of three) and peak MiB of answering `body`, less those of decoding it."""
+
+    def cpu(call: Any) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.thread_time()
+            call()
+            best = min(best, time.thread_time() - started)
+        return best * 1000
+
+    def peak(call: Any) -> float:
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
+
+    def decode() -> None:
+        jsoncodec.loads(body)
+
+    def answer() -> None:
+        answer_to(body, JSON, CONTEXT)
+
+    return cpu(answer) - cpu(decode), peak(answer) - peak(decode)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=crowded_pods() | hostile_pods())
+def test_no_hostile_pod_costs_over_10_ms_or_5_mib_past_decoding(body: bytes) -> None:
+    milliseconds, mebibytes = _cost_past_decoding(body)
+
+    assert milliseconds < 10
+    assert mebibytes < 5

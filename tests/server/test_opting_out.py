@@ -133,3 +133,19 @@ def test_an_old_object_that_cannot_be_read_is_ignored_rather_than_a_500() -> Non
     body = answer(new, operation="UPDATE", old=unreadable)
 
     assert "patch" not in body["response"]
+
+
+def test_a_selector_the_schema_does_not_allow_gets_a_422_naming_it_rather_than_a_500() -> None:
+    old = stored({contract.GPUS: "2"})
+    for selector, message in (
+        (5, "request.object.spec.selector must be an object, got an integer"),
+        (["app"], "request.object.spec.selector must be an object, got an array"),
+    ):
+        new = copy.deepcopy(old)
+        new["metadata"]["labels"].pop(contract.FRAMEWORK)
+        new["spec"]["selector"] = selector
+        document = review(new, namespace="ml", operation="UPDATE", old=old)
+
+        got = answer_to(encoded(document), "application/json", Context())
+
+        assert (got.status, got.body.get("message")) == (422, message)

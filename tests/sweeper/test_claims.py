@@ -128,3 +128,23 @@ def test_workloads_created_in_the_same_second_belong_to_the_first_by_name() -> N
         f"StatefulSet victim-chief is labelled trainhook.io/job=victim but was created by {ALICE}, "
         "and the job belongs to bob (StatefulSet aaa-evil); the sweeper ignores it"
     )
+
+
+def test_a_workload_without_a_recorded_creator_in_a_claimed_job_is_kept_and_said_so() -> None:
+    chief, workers = victim(chief_by=None)
+
+    actions = decision("victim", [chief, workers], pods(chief, workers, None)).actions
+
+    notices = [a for a in actions if isinstance(a, Emit) and a.reason == "NotAttributed"]
+    assert [(a.type, a.involved.name) for a in notices] == [("Warning", "victim-chief")]
+    assert notices[0].message == (
+        "StatefulSet victim-chief is labelled trainhook.io/job=victim but records no creator "
+        "(trainhook.io/created-by): the webhook did not admit it into the job, which belongs to "
+        f"{ALICE}; the sweeper takes it as the job's, as it does workloads made before creators "
+        "were recorded; recreate it if that is wrong"
+    )
+    recorded_chief, recorded_workers = victim()
+    every = decision(
+        "victim", [recorded_chief, recorded_workers], pods(recorded_chief, recorded_workers, None)
+    ).actions
+    assert not [a for a in every if isinstance(a, Emit) and a.reason == "NotAttributed"]

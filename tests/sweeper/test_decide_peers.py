@@ -6,10 +6,11 @@ from typing import Any
 
 from tests.support.stored import NAMESPACE, bare_pod, owned, pod, stamped, statefulset
 from webhook.core import contract
+from webhook.core.peers import PeerFiles, configmap_prefix, digest_of
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
 from webhook.kube.resources import CONFIGMAPS, MANAGED_BY, MANAGER, STATEFULSETS
-from webhook.sweeper.actions import Create, Delete, Patch
+from webhook.sweeper.actions import Create, Delete, Emit, Patch
 
 from .helpers import decision, of_type
 
@@ -25,22 +26,33 @@ def large_job(workers: int = 100) -> list[dict[str, Any]]:
     )
 
 
-def mounted(workload: dict[str, Any], index: int, cluster_domain: str = "") -> str:
-    """The ConfigMap the webhook mounts in pod `index` of a workload."""
+def mounted_files(workload: dict[str, Any], index: int, cluster_domain: str = "") -> PeerFiles:
+    """The ConfigMap the webhook mounts in pod `index` of a workload, and what it holds."""
     raw = expand(workload, NAMESPACE)[index]
     result = mutate_pod(raw, NAMESPACE, cluster_domain=cluster_domain)
     assert result.peers is not None
-    return result.peers.name
+    return result.peers
+
+
+def mounted(workload: dict[str, Any], index: int, cluster_domain: str = "") -> str:
+    return mounted_files(workload, index, cluster_domain).name
+
+
+def stale() -> PeerFiles:
+    """The lists of an older topology of job pt."""
+    data = {"TRAINHOOK_WORKER_HOSTS": "pt-worker-0.pt.ml.svc"}
+    return PeerFiles(configmap_prefix("pt") + digest_of(data), data)
 
 
 def hosts(prefix: str, count: int, domain: str = "") -> str:
     return ",".join(f"{prefix}-{i}.pt.ml.svc{domain}" for i in range(count))
 
 
-def peers_configmap(name: str) -> dict[str, Any]:
-    found = owned("ConfigMap", name, job="pt")
+def peers_configmap(files: PeerFiles, managed: bool = True) -> dict[str, Any]:
+    """The ConfigMap as the sweeper creates it (or as someone plants it, unmanaged)."""
+    found = owned("ConfigMap", files.name, job="pt", managed=managed)
     del found["spec"]
-    return found
+    return {**found, "immutable": True, "data": dict(files.data)}
 
 
 def with_peers(obj: dict[str, Any], name: str) -> dict[str, Any]:
@@ -54,12 +66,13 @@ def test_the_sweeper_creates_exactly_the_configmap_a_large_jobs_pods_mount() -> 
     assert mounted(master, 0) == name
     actions = decision("pt", [master, workers], services=[service()]).actions
     [create] = of_type(actions, Create)
+    assert create.on_conflict is not None and create.on_conflict.reason == "ForeignConfigMap"
     owners = [
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w["metadata"]["name"], "uid": uid}
         for w in (master, workers)
         for uid in [w["metadata"]["uid"]]
     ]
-    assert create == Create(
+    assert (create.resource, create.namespace, create.body) == (
         CONFIGMAPS,
         NAMESPACE,
         {
@@ -112,16 +125,16 @@ def test_a_small_job_gets_no_configmap() -> None:
 
 def test_an_existing_configmap_is_not_created_again() -> None:
     master, workers = large_job()
-    existing = peers_configmap(mounted(workers, 0))
+    existing = peers_configmap(mounted_files(workers, 0))
     actions = decision("pt", [master, workers], services=[service()], configmaps=[existing])
     assert actions.actions == ()
 
 
 def test_a_scale_creates_the_new_lists_before_it_restamps_any_workload() -> None:
     master, workers = large_job()
-    old = mounted(workers, 0)
+    old = mounted_files(workers, 0)
     workers["spec"]["replicas"] = 101
-    running = [with_peers(pod(workers, i), old) for i in range(3)]
+    running = [with_peers(pod(workers, i), old.name) for i in range(3)]
     actions = decision(
         "pt",
         [master, workers],
@@ -143,26 +156,53 @@ def test_a_scale_creates_the_new_lists_before_it_restamps_any_workload() -> None
 
 def test_lists_no_pod_mounts_and_no_stamp_names_are_deleted() -> None:
     master, workers = large_job()
-    current = mounted(workers, 0)
-    gone = peers_configmap("pt-peers-0123456789")
+    current = mounted_files(workers, 0)
+    gone = peers_configmap(stale())
     actions = decision(
         "pt",
         [master, workers],
-        [with_peers(pod(workers, 0), current)],
+        [with_peers(pod(workers, 0), current.name)],
         services=[service()],
         configmaps=[peers_configmap(current), gone],
     ).actions
-    assert actions == (
-        Delete(CONFIGMAPS, NAMESPACE, "pt-peers-0123456789", gone["metadata"]["uid"]),
-    )
+    assert actions == (Delete(CONFIGMAPS, NAMESPACE, stale().name, gone["metadata"]["uid"]),)
 
 
 def test_the_lists_of_a_deleted_job_go_with_its_other_objects() -> None:
-    lists = peers_configmap("pt-peers-0123456789")
+    lists = peers_configmap(stale())
     actions = decision("pt", [], [], configmaps=[lists]).actions
-    assert actions == (
-        Delete(CONFIGMAPS, NAMESPACE, "pt-peers-0123456789", lists["metadata"]["uid"]),
+    assert actions == (Delete(CONFIGMAPS, NAMESPACE, stale().name, lists["metadata"]["uid"]),)
+
+
+def test_a_planted_configmap_labelled_as_the_sweepers_is_deleted_with_one_warning() -> None:
+    master, workers = large_job()
+    name = mounted(workers, 0)
+    planted = peers_configmap(PeerFiles(name, {"TRAINHOOK_WORKER_HOSTS": "evil-0.evil.ml.svc"}))
+
+    actions = decision("pt", [master, workers], services=[service()], configmaps=[planted]).actions
+
+    [warning] = [a for a in of_type(actions, Emit) if a.reason == "ForeignConfigMap"]
+    assert (warning.type, warning.involved.name, warning.message) == (
+        "Warning",
+        "pt-master",
+        f"ConfigMap {name} was not made by Trainhook (its content is not what its name says), "
+        "yet the job's pods would mount it as their peer lists; the sweeper deletes it and makes "
+        "the job's own",
     )
+    assert of_type(actions, Delete) == [
+        Delete(CONFIGMAPS, NAMESPACE, name, planted["metadata"]["uid"])
+    ]
+    assert of_type(actions, Create) == []
+
+
+def test_a_configmap_planted_with_the_jobs_own_lists_is_harmless_and_kept() -> None:
+    master, workers = large_job()
+    same = peers_configmap(mounted_files(workers, 0))
+    same["metadata"]["uid"] = "uid-of-someone-elses"
+
+    actions = decision("pt", [master, workers], services=[service()], configmaps=[same]).actions
+
+    assert actions == ()
 
 
 def test_a_large_volcano_compat_jobs_configmap_holds_its_host_files_as_its_pods_mount() -> None:

@@ -2,7 +2,7 @@
 
 from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.kube.resources import PODGROUPS, SERVICES
+from webhook.kube.resources import PODGROUPS, SECRETS, SERVICES
 from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
 
 from .helpers import decision, of_type
@@ -260,8 +260,26 @@ def test_an_mpi_job_gets_an_ssh_secret_whose_config_trusts_the_jobs_hosts_only()
 
 def test_an_existing_ssh_secret_is_never_replaced():
     launcher, workers = mpi_job()
-    secret = owned("Secret", "hvd-ssh", job="hvd")
+    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[owner(launcher), owner(workers)])
     actions = decision("hvd", [launcher, workers], secrets=[secret]).actions
+    assert of_type(actions, CreateSshSecret) == []
+    assert of_type(actions, Delete) == []
+
+
+def test_an_ssh_secret_planted_with_the_sweepers_label_before_the_job_is_deleted_with_a_warning():
+    launcher, workers = mpi_job()
+    planted = owned("Secret", "hvd-ssh", job="hvd")  # the job's workloads did not exist yet
+
+    actions = decision("hvd", [launcher, workers], secrets=[planted]).actions
+
+    [warning] = [a for a in of_type(actions, Emit) if a.reason == "ForeignSecret"]
+    assert warning.message == (
+        "Secret hvd-ssh is labelled as Trainhook's but is not owned by the job's workloads, so "
+        "someone else made it; the sweeper deletes it and makes the job's own SSH keys"
+    )
+    assert of_type(actions, Delete) == [
+        Delete(SECRETS, "ml", "hvd-ssh", planted["metadata"]["uid"])
+    ]
     assert of_type(actions, CreateSshSecret) == []
 
 

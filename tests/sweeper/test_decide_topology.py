@@ -129,7 +129,7 @@ def test_a_started_job_whose_template_cannot_change_is_reported_not_patched():
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
     )
     workers["spec"]["replicas"] = 4
-    secret = owned("Secret", "hvd-ssh", job="hvd")
+    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[{"uid": launcher["metadata"]["uid"]}])
     svc = owned("Service", "hvd", job="hvd", managed=False, spec={"clusterIP": "None"})
     actions = decision("hvd", [launcher, workers], services=[svc], secrets=[secret]).actions
     warning = of_type(actions, Emit)[0]
@@ -152,7 +152,7 @@ def test_a_suspended_job_that_never_started_is_restamped():
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
     )
     workers["spec"]["replicas"] = 4
-    secret = owned("Secret", "hvd-ssh", job="hvd")
+    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[{"uid": launcher["metadata"]["uid"]}])
     svc = owned("Service", "hvd", job="hvd", managed=False, spec={"clusterIP": "None"})
     actions = decision("hvd", [launcher, workers], services=[svc], secrets=[secret]).actions
     assert [(p.resource, p.name) for p in of_type(actions, Patch)] == [

@@ -13,7 +13,7 @@ import yaml
 
 from tests.support.stored import NAMESPACE
 from webhook.core import contract
-from webhook.core.admit import admit
+from webhook.core.admit import Request, admit
 from webhook.core.render import expand, render
 from webhook.core.workload_mutation import mutate_workload
 from webhook.sweeper.actions import Delete, Patch
@@ -47,7 +47,7 @@ def running_pods(worker: dict[str, Any], replicas: int) -> list[dict[str, Any]]:
     scaled["spec"]["replicas"] = replicas
     pods = []
     for i, raw in enumerate(expand(scaled, NAMESPACE)):
-        outcome = admit(raw, kind="Pod", operation="CREATE", namespace=NAMESPACE)
+        outcome = admit(Request("Pod", "CREATE", raw, NAMESPACE))
         assert outcome is not None, "every pod of the job is Trainhook's to mutate"
         pod = jsonpatch.apply_patch(raw, outcome.patch)
         pod["metadata"] |= {

@@ -1,4 +1,10 @@
-"""The admission entry point of the core: an object in, a JSONPatch and warnings out."""
+"""The admission entry point of the core: a request in, a JSONPatch and warnings out.
+
+Every admission rule is decided here or below: who may write a job's outcome and its creator
+(`webhook.core.authority`), whose job a workload may join (`webhook.core.claims`), and what
+the object becomes (workload and pod mutation). The server only decodes the review, looks up
+what `lookups()` names, calls `admit()` and encodes the answer.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +13,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import claim_refusal, claimed, forged_creator
+from webhook.core.authority import forged_creator, forged_outcome, joins
+from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.gang import KUBERNETES_NOT_SERVED
+from webhook.core.limits import WARNING_AT_MOST, one_line
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
-from webhook.core.workload import job_of
+from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
 __all__ = [
+    "Found",
     "Outcome",
+    "Policy",
+    "Request",
     "admit",
-    "changed_outcome",
-    "forged_creator",
     "job_of",
+    "lookups",
     "owner_to_resolve",
 ]
 
@@ -32,7 +42,54 @@ HANDLED = {
     ("StatefulSet", "CREATE"),
     ("StatefulSet", "UPDATE"),
     ("Job", "CREATE"),
+    ("Job", "UPDATE"),  # only one that brings the Job into a job: its template is immutable
 }
+
+
+@dataclass(frozen=True)
+class Request:
+    """One admission request as the API server sends it (the AdmissionReview's request)."""
+
+    kind: str
+    operation: str
+    object: Mapping[str, Any]
+    namespace: str = ""
+    name: str = ""
+    # The object before an UPDATE, as sent (the AdmissionReview's oldObject); None otherwise.
+    old: Mapping[str, Any] | None = None
+    username: str = ""  # userInfo.username: the requester
+    dry_run: bool = False
+
+    @property
+    def object_name(self) -> str:
+        """The request's name, else the object's name or generateName."""
+        metadata = self.object.get("metadata")
+        if self.name or not isinstance(metadata, Mapping):
+            return self.name
+        name = metadata.get("name") or metadata.get("generateName") or ""
+        return name if isinstance(name, str) else ""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What the server read for a request, as `lookups()` asked: the other workloads of the job
+    and, for a pod without a topology stamp, the StatefulSet or Job that owns it."""
+
+    siblings: Sequence[Mapping[str, Any]] = ()
+    owner: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The webhook's settings that admission decisions depend on."""
+
+    cluster_domain: str = ""
+    coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER
+    # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
+    sweeper_username: str = ""
+    # Whether the cluster serves Kubernetes' own PodGroup (None: not known); a job that asks for
+    # it where it is not served is refused.
+    kubernetes_podgroups_served: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -40,66 +97,101 @@ class Outcome:
     patch: list[PatchOp]
     warnings: list[str]
 
+    def __post_init__(self) -> None:
+        # Each warning one line of at most 120 characters, the key that it is about first.
+        self.warnings[:] = [one_line(w, WARNING_AT_MOST) for w in self.warnings]
+
+
+@dataclass(frozen=True)
+class Lookups:
+    """What to read before admitting: the job whose workloads are siblings (leaving out
+    `itself`), and the owner (kind, name) of a pod to read first, whose job then names them."""
+
+    job: str | None = None
+    itself: tuple[str, str] | None = None
+    owner: tuple[str, str] | None = None
+
+
+def lookups(request: Request) -> Lookups:
+    """What `admit()` needs read from the cluster for `request`; nothing for requests it does
+    not act on, so those cost no read."""
+    if (request.kind, request.operation) not in HANDLED:
+        return Lookups()
+    if request.kind in WORKLOAD_KINDS:
+        job = job_of(request.object)
+        if job is None:
+            return Lookups()
+        return Lookups(job=job, itself=(request.kind, request.object_name))
+    return Lookups(owner=owner_to_resolve(request.object))
+
 
 def admit(
-    obj: Mapping[str, Any],
-    *,
-    kind: str,
-    operation: str,
-    namespace: str,
-    siblings: Sequence[Mapping[str, Any]] = (),
-    owner: Mapping[str, Any] | None = None,
-    cluster_domain: str = "",
-    coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER,
-    old: Mapping[str, Any] | None = None,
-    username: str = "",
-    kubernetes_podgroups_served: bool | None = None,
+    request: Request, found: Found | None = None, policy: Policy | None = None
 ) -> Outcome | None:
-    """Mutate one admitted object; None when Trainhook has nothing to do with it.
+    """Admit one request: None when Trainhook has nothing to do with it.
 
-    `old` is the object before an UPDATE (the AdmissionReview's oldObject), when known;
-    `username` the requester (the AdmissionReview's userInfo.username): a workload created in (or
-    relabelled into) a job that belongs to someone else is refused, every workload created
-    records its creator, and a sibling another user created is left out of the topology.
-    `kubernetes_podgroups_served` says whether the cluster serves Kubernetes' own PodGroup
-    (None: not known); a job that asks for it where it is not served is refused.
-    Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
+    A workload created in (or relabelled into) a job that belongs to someone else is refused,
+    every workload created records its creator, and a sibling another user created is left out
+    of the topology. Raises `webhook.core.errors.TrainhookError` for invalid or refused input.
     """
+    found = found or Found()
+    policy = policy or Policy()
+    obj, kind, operation = request.object, request.kind, request.operation
+    previous = trusted_old(request)
+    forged = forged_outcome(
+        obj, previous, kind, operation, request.username, policy.sweeper_username
+    ) or forged_creator(obj, previous, kind, operation, request.username)
+    if forged is not None:
+        raise Refused(forged)
+    if kind == "Pod" and joins(obj, previous, operation) and operation == "UPDATE":
+        raise Refused(_pod_relabelled(obj, previous))
     if (kind, operation) not in HANDLED:
         return None
-    if kubernetes_podgroups_served is False and operation == "CREATE":
+    if policy.kubernetes_podgroups_served is False and operation == "CREATE":
         _refuse_unserved_scheduler(obj)
+    namespace = request.namespace
+    siblings = found.siblings
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
         # A pod named by generateName has no name yet: the job it belongs to is checked there.
         pod = mutate_pod(
             obj,
             namespace,
-            owner=owner,
+            owner=found.owner,
             siblings=siblings,
-            cluster_domain=cluster_domain,
-            coscheduling_scheduler=coscheduling_scheduler,
+            cluster_domain=policy.cluster_domain,
+            coscheduling_scheduler=policy.coscheduling_scheduler,
         )
         return Outcome(diff(obj, pod.pod), pod.warnings)
     if kind == "Pod":
         return None
+    old = previous
     if job_of(obj) is None:
         if kind == "StatefulSet" and old is not None and job_of(old) is not None:
             # The framework label was removed: the webhook's additions go with it.
             return Outcome(diff(obj, opt_out(obj, old)), [])
         return None
-    joining = operation == "CREATE" or (old is not None and job_of(old) != job_of(obj))
-    if joining:  # created, or relabelled into a job: by the job's owner only
-        refusal = claim_refusal(obj, kind, namespace, siblings, username)
+    joining = joins(obj, previous, operation)
+    if joining:  # created, labelled or relabelled into a job: by the job's owner only
+        refusal = claim_refusal(obj, kind, namespace, siblings, request.username)
         if refusal is not None:
             raise Refused(refusal)
-    siblings = claimed(obj, siblings)
-    workload = mutate_workload(obj, operation, namespace, siblings, cluster_domain, old)
-    mutated = workload.workload
-    if operation == "CREATE" and username:
+    if kind == "Job" and operation == "UPDATE":
+        if not joining:
+            return None
+        # A Job's template cannot change once created; it joins with its creator recorded, and
+        # its pods are stamped from it as they are created.
+        mutated: Mapping[str, Any] = obj
+        warnings: list[str] = []
+    else:
+        workload = mutate_workload(
+            obj, operation, namespace, claimed(obj, siblings), policy.cluster_domain, old
+        )
+        mutated, warnings = workload.workload, workload.warnings
+    if joining and request.username:
         draft = Draft(mutated)
-        draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = username
+        draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = request.username
         mutated = draft.root
-    return Outcome(diff(obj, mutated), workload.warnings)
+    return Outcome(diff(obj, mutated), warnings)
 
 
 def _refuse_unserved_scheduler(obj: Mapping[str, Any]) -> None:
@@ -112,21 +204,30 @@ def _refuse_unserved_scheduler(obj: Mapping[str, Any]) -> None:
         raise Refused(f"{contract.SCHEDULER}: kubernetes: {KUBERNETES_NOT_SERVED}")
 
 
-# What the sweeper records and decides on: a forged success, failure count or start time would
-# end or fail a job as surely as a forged phase.
-OUTCOME_KEYS = (
-    contract.PHASE,
-    contract.FINISHED_AT,
-    contract.REASON,
-    contract.SUCCEEDED,
-    contract.FAILED_RUNS,
-    contract.STATUS,
-)
+def _pod_relabelled(pod: Mapping[str, Any], old: Mapping[str, Any] | None) -> str:
+    job = job_of(pod)
+    before = job_of(old) if old is not None else None
+    change = "labels it for" if before is None else f"moves it from job {before!r} to"
+    return (
+        f"{contract.JOB}: a pod joins a job only when it is created (its rank and peers are set "
+        f"then, and a pod's containers cannot change); this update {change} job {job!r}: "
+        "create a new pod instead"
+    )
 
 
-def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
-    """The outcome annotations (phase, finished-at, reason, and the successes, failed runs and
-    state the sweeper records) `obj` sets or changes compared with `old` (None: a new object)."""
-    now = annotations_of(obj)
-    before = annotations_of(old) if old is not None else {}
-    return [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+def trusted_old(request: Request) -> Mapping[str, Any] | None:
+    """The object before an UPDATE, when its labels and annotations read as the API server
+    sends them: what tells a labelling update from any other, and what the webhook copied. Only
+    a client other than the API server sends one that is not; the request is then judged as if
+    nothing were known of the object before."""
+    old = request.old
+    if request.operation != "UPDATE" or old is None or old.get("kind") != request.kind:
+        return None
+    metadata = old.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        return None
+    readable = all(
+        isinstance(pairs, Mapping) and all(isinstance(v, str) for v in pairs.values())
+        for pairs in (metadata.get("labels") or {}, metadata.get("annotations") or {})
+    )
+    return old if readable else None

@@ -15,9 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.limits import shown
 from webhook.core.objects import parse_time
-from webhook.core.workload import WORKLOAD_KINDS, job_of
+from webhook.core.workload import job_of
 
 
 @dataclass(frozen=True)
@@ -92,50 +91,6 @@ def claimed(
     if claim is None:
         return list(siblings)
     return [s for s in siblings if creator_of(s) in (None, claim.creator)]
-
-
-def forged_creator(
-    obj: Mapping[str, Any],
-    old: Mapping[str, Any] | None,
-    kind: str,
-    operation: str,
-    username: str,
-) -> str | None:
-    """Why a request may not carry the `trainhook.io/created-by` it does; None when it may.
-
-    Only the webhook writes it, as the workload is created: a CREATE may carry only the
-    requester's own name (the webhook's earlier answer, when it is called again), and an UPDATE
-    may not set, change or remove it."""
-    if kind not in WORKLOAD_KINDS:
-        return None
-    labelled = job_of(obj) is not None or (old is not None and job_of(old) is not None)
-    if not labelled:
-        return None
-    now = creator_of(obj)
-    key = contract.CREATED_BY
-    if operation == "CREATE":
-        if now is None or now == username:
-            return None
-        return (
-            f"{key}: {shown(now)} is not the user creating this {kind} "
-            f"({username or 'unknown'}); the Trainhook webhook records it, so leave it out"
-        )
-    if operation != "UPDATE" or old is None or not _readable(old):
-        return None  # only a client other than the API server sends no readable oldObject
-    before = creator_of(old)
-    if now == before:
-        return None
-    recorded = shown(before) if before is not None else "none recorded"
-    change = f"sets {shown(now)}" if now is not None else "removes it"
-    return (
-        f"{key}: recorded by the Trainhook webhook when the {kind} was created ({recorded}) "
-        f"and never changed; this update {change}"
-    )
-
-
-def _readable(obj: Mapping[str, Any]) -> bool:
-    metadata = obj.get("metadata")
-    return isinstance(metadata, Mapping) and isinstance(metadata.get("annotations") or {}, Mapping)
 
 
 def _name(obj: Mapping[str, Any]) -> str:

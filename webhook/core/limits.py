@@ -16,6 +16,8 @@ DNS_1035_LABEL: Final = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 DNS_1123_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # A value is quoted at most this long in a message.
 SHOWN_AT_MOST: Final = 80
+# Admission warnings longer than this are cut by the API server's clients: kubectl, Argo CD.
+WARNING_AT_MOST: Final = 120
 
 
 def whole_number(text: str, high: int = MAX_INT32) -> int | None:

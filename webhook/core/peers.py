@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -88,9 +88,7 @@ def peer_files(topology: Topology, port: int | None, lists: Lists | None) -> Pee
     data = common_lists(topology)
     if lists is not None:
         data |= lists(topology, port)
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-    digest = hashlib.sha256(canonical).hexdigest()[:DIGEST_LENGTH]
-    files = PeerFiles(configmap_prefix(topology.job) + digest, data)
+    files = PeerFiles(configmap_prefix(topology.job) + digest_of(data), data)
     if files.size > PEERS_DATA_LIMIT:
         raise Refused(
             f"job {topology.job} has {topology.total} pods whose peer lists take {files.size} "
@@ -98,6 +96,24 @@ def peer_files(topology: Topology, port: int | None, lists: Lists | None) -> Pee
             "Service or namespace names, or fewer pods"
         )
     return files
+
+
+def digest_of(data: dict[str, str]) -> str:
+    """The digest a peers ConfigMap's name ends with: that of its data."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()[:DIGEST_LENGTH]
+
+
+def proven(obj: Mapping[str, Any], job: str) -> bool:
+    """Whether a ConfigMap named as one of `job`'s peer lists holds what its name says: immutable,
+    its data of that digest. Such a one is harmless whoever made it; any other is not the job's."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    data = obj.get("data")
+    if obj.get("immutable") is not True or not isinstance(data, Mapping):
+        return False
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        return False
+    return name == configmap_prefix(job) + digest_of(dict(data))
 
 
 def configmap(files: PeerFiles, namespace: str) -> dict[str, Any]:

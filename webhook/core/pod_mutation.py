@@ -20,7 +20,8 @@ from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
     PodIdentity,
     add_volume,
-    containers,
+    check_init_containers,
+    equipped,
     identify,
     mount,
     training_container,
@@ -84,6 +85,7 @@ def mutate_pod(
         raise replica_controller(*_replica_owner(controller, labels))
     framework = read_framework(labels)
     check_keys(labels, annotations)
+    check_init_containers(pod)
     identity = identify(pod)
     job = read_job(labels, identity.owner_name or metadata.get("name") or "")
     role = read_role(labels, framework)
@@ -130,6 +132,7 @@ def mutate_pod(
         max_restarts=settings.max_restarts,
         mpi_implementation=settings.mpi_implementation,
         ssh_auth_mount_path=settings.ssh_auth_mount_path,
+        training=training,
     )
     compat = COMPATS[settings.compat] if settings.compat is not None else None
     env = common_env(placement) | framework.env(placement)
@@ -140,11 +143,11 @@ def mutate_pod(
     draft = Draft(pod)
     warnings: list[str] = []
     _set_identity(draft, pod, placement, identity, warnings)
-    _set_env(draft, pod, env, field_env, warnings)
+    _set_env(draft, pod, training, env, field_env, warnings)
     if files is not None:
-        _mount_peers(draft, pod, files)
+        _mount_peers(draft, pod, training, files)
     _set_gpus(draft, pod, training, settings)
-    _set_shm(draft, pod, settings)
+    _set_shm(draft, pod, training, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     colocate_pod(draft, pod, settings, placement.topology.job)
     if framework.pod_extras is not None:
@@ -279,25 +282,30 @@ def _set_identity(
         )
 
 
-def _mount_peers(draft: Draft, pod: Mapping[str, Any], files: PeerFiles) -> None:
-    """The job's peers ConfigMap at /etc/trainhook in every container. Not optional: the kubelet
-    holds the pod until the sweeper has created it, so no pod runs with a partial list."""
+def _mount_peers(
+    draft: Draft, pod: Mapping[str, Any], training: int | None, files: PeerFiles
+) -> None:
+    """The job's peers ConfigMap at /etc/trainhook in the init and training containers. Not
+    optional: the kubelet holds the pod until the sweeper has created it, so no pod runs with a
+    partial list."""
     add_volume(draft, {"name": PEERS_VOLUME, "configMap": {"name": files.name}})
-    for field, position, container in containers(pod):
+    for field, position, container in equipped(pod, training):
         mount(draft, field, position, container, PEERS_VOLUME, contract.WORKDIR_FILES)
 
 
 def _set_env(
     draft: Draft,
     pod: Mapping[str, Any],
+    training: int | None,
     env: dict[str, str],
     field_env: dict[str, str],
     warnings: list[str],
 ) -> None:
-    """Every container gets the literal env and the fieldRef env (name -> fieldPath)."""
+    """The init containers and the training container get the literal env and the fieldRef env
+    (name -> fieldPath); sidecars get none, so a pod's cost does not grow with its containers."""
     wanted = env
     kept: list[str] = []
-    for field, position, container in containers(pod):
+    for field, position, container in equipped(pod, training):
         existing = {item.get("name"): item for item in container.get("env") or []}
         missing: list[dict[str, Any]] = [
             {"name": k, "value": v} for k, v in wanted.items() if k not in existing
@@ -345,16 +353,18 @@ def _set_gpus(
         draft.dict_at("spec", "containers", training, "resources", "requests")[resource] = count
 
 
-def _set_shm(draft: Draft, pod: Mapping[str, Any], settings: Settings) -> None:
+def _set_shm(
+    draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
+) -> None:
     if settings.shm_size is None:
         return
     add_volume(
         draft,
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
     )
-    for field, position, container in containers(pod):
-        if field == "containers":
-            mount(draft, field, position, container, SHM_VOLUME, "/dev/shm", read_only=False)
+    if training is not None:
+        container = pod["spec"]["containers"][training]
+        mount(draft, "containers", training, container, SHM_VOLUME, "/dev/shm", read_only=False)
 
 
 def _set_scheduler(

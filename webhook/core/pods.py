@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import InvalidSetting
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.limits import MAX_INT32, whole_number
 from webhook.core.objects import annotations_of, labels_of
 
@@ -72,6 +72,33 @@ def containers(pod: Mapping[str, Any]) -> list[tuple[str, int, Mapping[str, Any]
         for field in ("initContainers", "containers")
         for position, container in enumerate(spec.get(field) or [])
     ]
+
+
+# A training pod gets Trainhook's env in each of its init containers (they often wait for or
+# prepare the job's peers): this many at most, so a pod's cost never grows with what it claims.
+MAX_INIT_CONTAINERS = 16
+
+
+def equipped(
+    pod: Mapping[str, Any], training: int | None
+) -> list[tuple[str, int, Mapping[str, Any]]]:
+    """The containers that get the job's env and files, as (field, position, container): every
+    init container, then the training container; sidecars get nothing."""
+    spec = pod.get("spec") or {}
+    found = [("initContainers", i, c) for i, c in enumerate(spec.get("initContainers") or [])]
+    if training is not None:
+        found.append(("containers", training, spec["containers"][training]))
+    return found
+
+
+def check_init_containers(pod: Mapping[str, Any]) -> None:
+    """Raises Refused for a pod with more init containers than Trainhook equips."""
+    count = len((pod.get("spec") or {}).get("initContainers") or [])
+    if count > MAX_INIT_CONTAINERS:
+        raise Refused(
+            f"spec.initContainers: a training pod has at most {MAX_INIT_CONTAINERS} init "
+            f"containers (each gets the job's env); this one has {count}"
+        )
 
 
 def training_container(

@@ -60,8 +60,13 @@ def mutate_workload(
     if problem is not None:
         if operation == "CREATE":
             raise Refused(problem)
-        # An update is how a user brings the roles back in line, one workload at a time.
-        warnings.append(problem)
+        # An update is how a user brings the roles back in line, one workload at a time. The
+        # whole line (every role's value) is the sweeper's Event; a warning holds 120 characters.
+        key = problem.split(":", 1)[0].split(" ", 1)[0]
+        warnings.append(
+            f"{key}: the roles of job {workload.job} disagree; set the same value on every "
+            "workload of the job"
+        )
     _label_template(draft, current, workload)
     _annotate_template(draft, current, topology)
     spec = obj.get("spec") or {}

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
-from webhook.core.admit import HANDLED, admit, changed_outcome, forged_creator, owner_to_resolve
+from webhook.core.admit import Found, Policy, Request, admit, job_of, lookups
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
-from webhook.core.errors import Refused, TrainhookError
+from webhook.core.errors import TrainhookError
 from webhook.core.limits import one_line
-from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -62,6 +61,15 @@ class Context:
     sweeper_username: str = ""
     # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
     kubernetes_podgroups_served: bool | None = None
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(
+            self.cluster_domain,
+            self.coscheduling_scheduler,
+            self.sweeper_username,
+            self.kubernetes_podgroups_served,
+        )
 
 
 @dataclass(slots=True)
@@ -133,20 +141,21 @@ _REASONS: Final = {
 
 
 @dataclass(frozen=True, slots=True)
-class _Request:
+class _Decoded:
+    """A decoded AdmissionReview: what the answer echoes, and the request for the core (None
+    for operations without an object)."""
+
     api_version: str
     uid: str
     kind: str
     operation: str
     namespace: str
     name: str
-    obj: dict[str, Any] | None
     dry_run: bool
-    old: dict[str, Any] | None = None
-    username: str = ""
+    request: Request | None
 
 
-def _parse(body: bytes, content_type: str | None) -> _Request:
+def _parse(body: bytes, content_type: str | None) -> _Decoded:
     media_type = (content_type or "").partition(";")[0].strip().lower()
     if media_type != "application/json":
         got = repr(content_type) if content_type else "none"
@@ -172,7 +181,7 @@ def _parse(body: bytes, content_type: str | None) -> _Request:
     return _read_review(document)
 
 
-def _read_review(document: object) -> _Request:
+def _read_review(document: object) -> _Decoded:
     if not isinstance(document, dict):
         raise _invalid("not_review", f"expected an AdmissionReview object, got {_what(document)}")
     kind = document.get("kind")
@@ -232,81 +241,46 @@ def _read_review(document: object) -> _Request:
     old = request.get("oldObject")
     user = request.get("userInfo")
     username = user.get("username") if isinstance(user, dict) else None
-    return _Request(
-        api_version,
-        uid,
-        object_kind,
-        operation,
-        namespace,
-        name,
-        obj,
-        dry_run,
-        old if isinstance(old, dict) else None,
-        username if isinstance(username, str) else "",
+    core_request = None
+    if obj is not None:
+        core_request = Request(
+            kind=object_kind,
+            operation=operation,
+            object=obj,
+            namespace=namespace,
+            name=name,
+            old=old if isinstance(old, dict) else None,
+            username=username if isinstance(username, str) else "",
+            dry_run=dry_run,
+        )
+    return _Decoded(
+        api_version, uid, object_kind, operation, namespace, name, dry_run, core_request
     )
 
 
-def _old_object(request: _Request) -> dict[str, Any] | None:
-    """The object before an UPDATE, when its labels and annotations read as the API server
-    sends them; the core only uses it to undo what the webhook copied, so without it nothing
-    is undone."""
-    old = request.old
-    if request.operation != "UPDATE" or old is None or old.get("kind") != request.kind:
-        return None
-    metadata = old.get("metadata") or {}
-    if not isinstance(metadata, dict):
-        return None
-    readable = all(
-        isinstance(pairs, dict) and all(isinstance(v, str) for v in pairs.values())
-        for pairs in (metadata.get("labels") or {}, metadata.get("annotations") or {})
-    )
-    return old if readable else None
-
-
-def _admit(request: _Request, context: Context) -> Answer:
-    obj = request.obj
+def _admit(decoded: _Decoded, context: Context) -> Answer:
+    request = decoded.request
     record = Record(
         "allowed",
-        uid=request.uid,
-        kind=request.kind,
-        namespace=request.namespace,
-        name=request.name or _name_of(obj),
-        operation=request.operation,
-        dry_run=request.dry_run,
+        uid=decoded.uid,
+        kind=decoded.kind,
+        namespace=decoded.namespace,
+        name=request.object_name if request is not None else decoded.name,
+        operation=decoded.operation,
+        dry_run=decoded.dry_run,
     )
-    response: AdmissionResponse = {"uid": request.uid, "allowed": True}
+    response: AdmissionResponse = {"uid": decoded.uid, "allowed": True}
     answer_body: AdmissionReview = {
-        "apiVersion": request.api_version,
+        "apiVersion": decoded.api_version,
         "kind": KIND,
         "response": response,
     }
-    if obj is None:
+    if request is None:
         return Answer(200, answer_body, record)
     warnings: list[str] = []
     try:
-        forged = _outcome_forged(request, obj, context) or forged_creator(
-            obj,
-            request.old if request.operation == "UPDATE" else None,
-            request.kind,
-            request.operation,
-            request.username,
-        )
-        if forged is not None:
-            raise Refused(forged)
-        siblings, owner = _related(request, obj, context.lookup, warnings, record)
-        outcome = admit(
-            obj,
-            kind=request.kind,
-            operation=request.operation,
-            namespace=request.namespace,
-            siblings=siblings,
-            owner=owner,
-            cluster_domain=context.cluster_domain,
-            coscheduling_scheduler=context.coscheduling_scheduler,
-            old=_old_object(request),
-            username=request.username,
-            kubernetes_podgroups_served=context.kubernetes_podgroups_served,
-        )
+        found = _look_up(request, context.lookup, warnings, record)
+        outcome = admit(request, found, context.policy)
     except TrainhookError as error:
         message = one_line(str(error))
         response["allowed"] = False
@@ -317,7 +291,7 @@ def _admit(request: _Request, context: Context) -> Answer:
     except Exception:
         # Only a client other than the API server sends an object its schema does not allow;
         # for one that the schema allows, this is a fault of the webhook and stays one.
-        problem = malformed(obj, request.kind)
+        problem = malformed(request.object, request.kind)
         if problem is None:
             raise
         return rejected(_invalid("malformed_object", problem), record)
@@ -335,56 +309,24 @@ def _admit(request: _Request, context: Context) -> Answer:
     return Answer(200, answer_body, record)
 
 
-def _outcome_forged(request: _Request, obj: dict[str, Any], context: Context) -> str | None:
-    """Why a request may not carry the outcome annotations it does; None when it may.
-
-    The sweeper records a job's phase, when it finished and why on the job's objects and
-    believes them from then on, so nobody else may write them: a CREATE that carries them is
-    refused (the sweeper only ever patches them onto existing objects), and so is an UPDATE
-    that changes them, unless it comes from the sweeper's user."""
-    if request.kind not in (*WORKLOAD_KINDS, "Pod") or job_of(obj) is None:
-        return None
-    changed = changed_outcome(obj, request.old if request.operation == "UPDATE" else None)
-    if not changed:
-        return None
-    sweeper = context.sweeper_username
-    if request.operation == "UPDATE" and (not sweeper or request.username == sweeper):
-        return None
-    if request.operation == "CREATE" and sweeper and request.username == sweeper:
-        return None
-    keys = ", ".join(changed)
-    return one_line(
-        f"{keys}: written only by the Trainhook sweeper, which acts on them "
-        f"({'it runs as ' + sweeper if sweeper else 'it never creates objects with them'}); "
-        f"remove {'them' if len(changed) > 1 else 'it'} from the {request.kind}"
-    )
-
-
-def _related(
-    request: _Request,
-    obj: dict[str, Any],
-    lookup: Lookup | None,
-    warnings: list[str],
-    record: Record,
-) -> tuple[Sequence[Mapping[str, Any]], Mapping[str, Any] | None]:
-    """The other workloads of a workload's job; for a pod without a stamp, its owner and the
-    owner's siblings. Only for what the core acts on, so other requests cost no lookup."""
-    if lookup is None or (request.kind, request.operation) not in HANDLED:
-        return (), None
-    if request.kind in WORKLOAD_KINDS:
-        job = job_of(obj)
-        if job is None:
-            return (), None
-        itself = (request.kind, request.name or _name_of(obj))
-        return _siblings(lookup, request.namespace, job, itself, warnings, record), None
-    owner_key = owner_to_resolve(obj)
-    if owner_key is None:
-        return (), None
-    owner = lookup.get(request.namespace, *owner_key)
+def _look_up(request: Request, lookup: Lookup | None, warnings: list[str], record: Record) -> Found:
+    """Read what the core asks for: the other workloads of a workload's job; for a pod without
+    a stamp, its owner and the owner's siblings."""
+    wanted = lookups(request)
+    if lookup is None:
+        return Found()
+    if wanted.job is not None and wanted.itself is not None:
+        return Found(
+            _siblings(lookup, request.namespace, wanted.job, wanted.itself, warnings, record)
+        )
+    if wanted.owner is None:
+        return Found()
+    owner = lookup.get(request.namespace, *wanted.owner)
     job = None if owner is None else job_of(owner)
     if owner is None or job is None:
-        return (), owner  # the core refuses a pod whose topology cannot be known
-    return _siblings(lookup, request.namespace, job, owner_key, warnings, record), owner
+        return Found((), owner)  # the core refuses a pod whose topology cannot be known
+    siblings = _siblings(lookup, request.namespace, job, wanted.owner, warnings, record)
+    return Found(siblings, owner)
 
 
 def _siblings(
@@ -406,14 +348,6 @@ def _siblings(
 def _unavailable(job: str) -> str:
     # A job name is a DNS label (at most 63 characters), so this stays under 120.
     return f"API unreachable: job {job} admitted with the roles known so far"
-
-
-def _name_of(obj: Mapping[str, Any] | None) -> str:
-    metadata = (obj or {}).get("metadata")
-    if not isinstance(metadata, dict):
-        return ""
-    name = metadata.get("name") or metadata.get("generateName") or ""
-    return name if isinstance(name, str) else ""
 
 
 def _invalid(error: str, message: str) -> BadRequest:

@@ -57,6 +57,10 @@ POD_SPEC: Final[Shape] = {
     "schedulerName": str,
 }
 TEMPLATE: Final[Shape] = {"metadata": METADATA, "spec": POD_SPEC}
+SELECTOR: Final[Shape] = {
+    "matchLabels": MapOf(str),
+    "matchExpressions": ListOf({"key": str, "operator": str, "values": ListOf(str)}),
+}
 KINDS: Final[Mapping[str, Shape]] = {
     "Pod": {"metadata": METADATA, "spec": POD_SPEC},
     "StatefulSet": {
@@ -66,6 +70,7 @@ KINDS: Final[Mapping[str, Shape]] = {
             "ordinals": {"start": int},
             "serviceName": str,
             "podManagementPolicy": str,
+            "selector": SELECTOR,
             "template": TEMPLATE,
         },
     },
@@ -75,6 +80,7 @@ KINDS: Final[Mapping[str, Shape]] = {
             "completionMode": str,
             "completions": int,
             "parallelism": int,
+            "selector": SELECTOR,
             "template": TEMPLATE,
         },
     },

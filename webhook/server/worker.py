@@ -58,8 +58,9 @@ MAX_HEAD_BYTES = 64 * 1024
 # A body announced over the limit is still read and discarded up to this size, so a client still
 # sending gets its 413 rather than a reset; beyond it the 413 goes out at once.
 DRAINED_AT_MOST = 2 * MAX_BODY_BYTES
-# Bytes of incomplete requests one worker holds at most; a connection that would go beyond it is
-# answered 503 and closed (each holds at most the body limit, so this is about 20 such requests).
+# Bytes of incomplete requests one worker holds at most (each holds at most the body limit, so
+# this is about 20 such requests). A connection that would go beyond it makes room by closing,
+# with a 503, those holding more than it would, largest first; if none does, it gets the 503.
 BUFFER_BUDGET = 64 * 1024 * 1024
 # How long a closing connection waits for the client's last bytes, so the answer is not lost to
 # a reset; in the poller, not a thread.
@@ -235,10 +236,9 @@ class AdmissionWorker(ThreadWorker):  # type: ignore[misc]
                 return False
             return True
         if self.buffered + len(data) > BUFFER_BUDGET:
-            self._refuse(
-                incoming,
-                BadRequest(503, "busy", "the webhook holds too many incomplete requests; retry"),
-            )
+            self._make_room(incoming, len(incoming.buffer) + len(data))
+        if self.buffered + len(data) > BUFFER_BUDGET:
+            self._refuse(incoming, _busy())
             return False
         incoming.buffer += data
         self.buffered += len(data)
@@ -272,6 +272,22 @@ class AdmissionWorker(ThreadWorker):  # type: ignore[misc]
         if incoming.length is None:
             return True
         return len(buffer) - incoming.head_end >= incoming.length or None
+
+    def _make_room(self, incoming: _Incoming, size: int) -> None:
+        """Refuse the connections holding more than `incoming` would, largest first, until its
+        data fits: whoever fills the budget with large, slow bodies is turned away, not the
+        small admissions that arrive meanwhile."""
+        others = sorted(
+            (i for i in self.incoming.values() if i is not incoming),
+            key=lambda i: len(i.buffer),
+            reverse=True,
+        )
+        for largest in others:
+            if self.buffered + size - len(incoming.buffer) <= BUFFER_BUDGET:
+                return
+            if len(largest.buffer) <= size:
+                return
+            self._refuse(largest, _busy())
 
     def _dispatch(self, incoming: _Incoming) -> None:
         self._unwatch(incoming)
@@ -501,3 +517,7 @@ def _raw(client: socket.socket) -> socket.socket:
 def _close(client: socket.socket) -> None:
     with contextlib.suppress(OSError):
         client.close()
+
+
+def _busy() -> BadRequest:
+    return BadRequest(503, "busy", "the webhook holds too many incomplete requests; retry")

@@ -25,6 +25,8 @@ class Create:
     resource: Resource
     namespace: str
     body: Mapping[str, Any]
+    # Recorded when the name is taken by an object the sweeper does not see as its own.
+    on_conflict: Emit | None = None
 
     def describe(self) -> str:
         return f"create {self.resource.kind} {self.namespace}/{self.body['metadata']['name']}"
@@ -82,6 +84,7 @@ class Emit:
     type: str  # Normal or Warning
     reason: str
     message: str
+    job: str = ""  # the job it is about: Events are bounded per job
 
     def describe(self) -> str:
         return f"event {self.reason} on {self.involved.kind} {self.namespace}/{self.involved.name}"

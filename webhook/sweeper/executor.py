@@ -5,18 +5,20 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.sweeper.emits import REMEMBERED, EmitBudget
 from webhook.sweeper.sshkeys import new_key_pair, secret_body
 from webhook.sweeper.state import format_time
 
 log = logging.getLogger("trainhook.sweeper")
 
 EVENT_MESSAGE_LIMIT = 1024
+RETRY_TAKEN = timedelta(minutes=1)
 
 
 class StaleState(Exception):
@@ -52,6 +54,9 @@ class Executor:
         self.clock = clock
         self.may_act = may_act
         self.written = written
+        self.emits = EmitBudget()
+        # Names found taken by an object the sweeper does not see, and when.
+        self.taken: dict[tuple[str, str, str], datetime] = {}
 
     def apply(self, actions: Sequence[Action]) -> None:
         """Apply in order. Creating the job's Service, PodGroup or Secret and recording an Event
@@ -79,7 +84,7 @@ class Executor:
 
     def _apply(self, action: Action) -> bool:
         if isinstance(action, Create):
-            return self._create(action.resource, action.namespace, action.body)
+            return self._create_once(action)
         if isinstance(action, CreateSshSecret):
             keys = new_key_pair(f"trainhook@{action.namespace}/{action.name}")
             body = secret_body(
@@ -97,16 +102,42 @@ class Executor:
             return self._delete(action)
         return self._emit(action)
 
+    def _create_once(self, action: Create) -> bool:
+        """Create; when the name is taken by an object the sweeper does not see (none of its
+        own: its watch would show it), say so once and try again only after a while, so an
+        object someone planted under the name costs no request per reconcile."""
+        key = (action.resource.plural, action.namespace, str(action.body["metadata"]["name"]))
+        now = self.clock()
+        taken_at = self.taken.get(key)
+        if taken_at is not None and now - taken_at < RETRY_TAKEN:
+            return False
+        self.taken.pop(key, None)
+        try:
+            created = self.kube.create(action.resource, action.namespace, action.body)
+        except ApiError as error:
+            if error.status != 409 or action.on_conflict is None:
+                return self._failed_create(action.resource, error)
+            self.taken[key] = now
+            if len(self.taken) > REMEMBERED:
+                self.taken.pop(next(iter(self.taken)))
+            self._emit(action.on_conflict)
+            return False
+        self.written(action.resource, action.namespace, key[2], created)
+        return True
+
+    def _failed_create(self, resource: Resource, error: ApiError) -> bool:
+        if error.status == 409:
+            return False
+        if error.status == 404 and resource.group:
+            log.warning("%s are not served by this cluster; skipped", resource.plural)
+            return False
+        raise error
+
     def _create(self, resource: Resource, namespace: str, body: Mapping[str, Any]) -> bool:
         try:
             created = self.kube.create(resource, namespace, body)
         except ApiError as error:
-            if error.status == 409:
-                return False
-            if error.status == 404 and resource.group:
-                log.warning("%s are not served by this cluster; skipped", resource.plural)
-                return False
-            raise
+            return self._failed_create(resource, error)
         self.written(resource, namespace, body["metadata"]["name"], created)
         return True
 
@@ -149,7 +180,15 @@ class Executor:
         return True
 
     def _emit(self, action: Emit) -> bool:
-        now = format_time(self.clock())
+        clock = self.clock()
+        if self.emits.recorded(action.namespace, action.name, clock):
+            return False
+        if not self.emits.allows((action.namespace, action.job), clock):
+            log.info(
+                "%s: job %s recorded enough Events for now; later", action.describe(), action.job
+            )
+            return False
+        now = format_time(clock)
         involved = action.involved
         body = {
             "apiVersion": "v1",
@@ -176,4 +215,6 @@ class Executor:
             "lastTimestamp": now,
             "count": 1,
         }
-        return self._create(EVENTS, action.namespace, body)
+        created = self._create(EVENTS, action.namespace, body)
+        self.emits.remember(action.namespace, action.name, clock)
+        return created

@@ -15,7 +15,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
-from webhook.core.peers import configmap_prefix
+from webhook.core.peers import configmap_prefix, proven
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
@@ -180,9 +180,16 @@ class JobState:
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
     # that another user created than the job's first creator: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
+    # Workloads of a job whose other workloads record their creator, that record none: the
+    # webhook did not admit them into the job (made before it recorded creators, or while it was
+    # not asked). Kept in the job, as old workloads are, and said so.
+    unattributed: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
     peers: tuple[Owned, ...] = ()  # the job's peers ConfigMaps the sweeper created
+    # ConfigMaps labelled as the job's peer lists whose content is not what their name says:
+    # made by someone else (the label is anyone's to write), never mounted as the job's.
+    forged_peers: tuple[Owned, ...] = ()
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
 
@@ -252,7 +259,7 @@ def read_job_state(
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
     pods = list(pods)
-    workloads, strangers = _claimed(list(workloads), job)
+    workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
@@ -333,7 +340,9 @@ def read_job_state(
             if (extra := _owned(services, name)) is not None
         ),
         intruders=tuple(intruders),
+        unattributed=tuple(unattributed),
         peers=_peers(configmaps, job),
+        forged_peers=_peers(configmaps, job, forged=True),
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
@@ -359,20 +368,37 @@ def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
 
 def _claimed(
     workloads: list[Mapping[str, Any]], job: str
-) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]]]:
+) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
     """The job's workloads: those its first creator created (and those created before the webhook
-    recorded creators); the others, each with why it is ignored."""
+    recorded creators); the others, each with why it is ignored; and, when the job has a
+    creator, why each kept workload without a record is kept."""
     claim = claim_of(workloads)
     if claim is None:
-        return workloads, []
-    kept, strangers = [], []
+        return workloads, [], []
+    kept, strangers, unattributed = [], [], []
     for obj in workloads:
         creator = creator_of(obj)
         if creator is None or creator == claim.creator:
             kept.append(obj)
+            if creator is None:
+                unattributed.append(_unattributed(obj, job, claim))
         else:
             strangers.append((obj, _stranger(obj, creator, job, claim)))
-    return kept, strangers
+    return kept, strangers, unattributed
+
+
+def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
+    metadata = metadata_of(obj)
+    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
+    return Problem(
+        kind,
+        name,
+        metadata.get("uid") or "",
+        f"{kind} {name} is labelled {contract.JOB}={job} but records no creator "
+        f"({contract.CREATED_BY}): the webhook did not admit it into the job, which belongs to "
+        f"{claim.creator}; the sweeper takes it as the job's, as it does workloads made before "
+        "creators were recorded; recreate it if that is wrong",
+    )
 
 
 def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
@@ -537,12 +563,16 @@ def _as_owned(obj: Mapping[str, Any]) -> Owned:
     )
 
 
-def _peers(objects: Iterable[Mapping[str, Any]], job: str) -> tuple[Owned, ...]:
-    """The job's managed peers ConfigMaps (their names only: the data stays in the cache)."""
+def _peers(
+    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False
+) -> tuple[Owned, ...]:
+    """The job's managed peers ConfigMaps whose content proves them (their names only: the data
+    stays in the cache); with `forged`, those whose content does not."""
     found = [
         _as_owned(obj)
         for obj in objects
         if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
         and not metadata_of(obj).get("deletionTimestamp")
+        and proven(obj, job) != forged
     ]
     return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))

@@ -23,7 +23,7 @@ from webhook.core.draft import Draft
 from webhook.core.frameworks.base import Framework, Placement
 from webhook.core.objects import annotations_of
 from webhook.core.peers import env_key, file_path, host_list
-from webhook.core.pods import add_volume, containers, mount
+from webhook.core.pods import add_volume, equipped, mount
 from webhook.core.topology import Topology
 
 HOSTS_VOLUME = "volcano-hosts"
@@ -96,7 +96,7 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
             }
         }
     add_volume(draft, {"name": HOSTS_VOLUME, **volume})
-    for field, position, container in containers(pod):
+    for field, position, container in equipped(pod, placement.training):
         mount(draft, field, position, container, HOSTS_VOLUME, contract.VOLCANO_HOSTS_DIR)
 
 

@@ -29,6 +29,7 @@ class Placement:
     max_restarts: int | None = None  # torchrun restarts its worker group this often
     mpi_implementation: str = "OpenMPI"  # the MPI that reads the hostfile, as its format
     ssh_auth_mount_path: str | None = None  # where the training container's user finds ~/.ssh
+    training: int | None = None  # the training container's position in spec.containers
 
     @property
     def rank(self) -> int:

@@ -11,7 +11,7 @@ from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework, Placement, Success
 from webhook.core.objects import annotations_of
-from webhook.core.pods import add_volume, containers, mount
+from webhook.core.pods import add_volume, equipped, mount
 from webhook.core.topology import Topology
 
 HOSTFILE_VOLUME = "mpi-hostfile"
@@ -102,7 +102,7 @@ def env(placement: Placement) -> dict[str, str]:
 def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> None:
     """Every pod mounts the job's ssh keys where its user finds them; the launcher also gets the
     hostfile and the host discovery script."""
-    main = [c for c in containers(pod) if c[0] == "containers"]
+    main = [c for c in equipped(pod, placement.training) if c[0] == "containers"]
     path, mode = _ssh_mount(draft, pod, placement)
     add_volume(
         draft,

@@ -14,7 +14,12 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Decision, Delete
 from webhook.sweeper.decide.agreement import agreement_warnings
-from webhook.sweeper.decide.events import event_on, intruder_events, problem_events
+from webhook.sweeper.decide.events import (
+    event_on,
+    intruder_events,
+    problem_events,
+    unattributed_events,
+)
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans
 from webhook.sweeper.decide.lifecycle.restart import (
@@ -56,11 +61,10 @@ SETTLE = timedelta(seconds=5)
 
 def decide(state: JobState, now: datetime) -> Decision:
     decision = _decide(state, now)
-    if not state.intruders:
+    if not state.intruders and not state.unattributed:
         return decision
-    return Decision(
-        (*intruder_events(state), *decision.actions), decision.recheck_at, decision.phase
-    )
+    said = (*intruder_events(state), *unattributed_events(state))
+    return Decision((*said, *decision.actions), decision.recheck_at, decision.phase)
 
 
 def _decide(state: JobState, now: datetime) -> Decision:

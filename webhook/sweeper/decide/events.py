@@ -23,6 +23,13 @@ def intruder_events(state: JobState) -> Iterable[Action]:
         yield _emit(state, target, "Warning", "NotInJob", intruder.message, "NotInJob")
 
 
+def unattributed_events(state: JobState) -> Iterable[Action]:
+    for workload in state.unattributed:
+        kind = workload.kind
+        target = ObjectRef(_api_version(kind), kind, workload.name, workload.uid)
+        yield _emit(state, target, "Warning", "NotAttributed", workload.message, "NotAttributed")
+
+
 def _api_version(kind: str) -> str:
     return {"StatefulSet": STATEFULSETS, "Job": JOBS}.get(kind, PODS).api_version
 
@@ -40,4 +47,4 @@ def _emit(
     """An Event named after what it says: recording the same thing twice finds it exists."""
     digest = hashlib.sha256(f"{target.uid}|{reason}|{key}".encode()).hexdigest()[:12]
     name = f"{target.name[:240]}.{digest}"
-    return Emit(state.namespace, name, target, kind, reason, message)
+    return Emit(state.namespace, name, target, kind, reason, message, job=state.job)

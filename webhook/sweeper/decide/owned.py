@@ -20,10 +20,11 @@ from webhook.kube.resources import (
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
+    SECRETS,
     SERVICES,
     Resource,
 )
-from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Patch
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.policy import role_counts
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
@@ -253,6 +254,21 @@ def ssh_secret_actions(state: JobState) -> Iterable[Action]:
                 "delete it so the sweeper makes one, or rename the job",
                 key=state.secret.uid or state.secret.name,
             )
+        elif not _owned_by_job(state, state.secret):
+            # Labelled as ours, but not owned by the job's workloads as the sweeper's own are
+            # from their creation: someone made it before the job existed. Said once; deleted,
+            # so the sweeper makes the job's own keys.
+            yield event_on(
+                state,
+                state.workloads[0],
+                "Warning",
+                "ForeignSecret",
+                f"Secret {state.secret.name} is labelled as Trainhook's but is not owned by the "
+                "job's workloads, so someone else made it; the sweeper deletes it and makes the "
+                "job's own SSH keys",
+                key=state.secret.uid or state.secret.name,
+            )
+            yield Delete(SECRETS, state.namespace, state.secret.name, state.secret.uid)
         return
     workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
     port = workers[0].settings.port or state.framework.port
@@ -266,6 +282,12 @@ def ssh_secret_actions(state: JobState) -> Iterable[Action]:
         owners=tuple(owner_references(state)),
         ssh_config=ssh_config(host_patterns(state.namespace, services), port),
     )
+
+
+def _owned_by_job(state: JobState, owned: Owned) -> bool:
+    """Whether `owned` is owned by one of the job's workloads, as the sweeper makes it from its
+    creation: nobody can name a workload's uid before the workload exists."""
+    return bool(owned.owners & {w.uid for w in state.workloads if w.uid})
 
 
 def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
@@ -310,18 +332,47 @@ def peers_actions(state: JobState) -> Iterable[Action]:
     """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
     wanted = peer_files_of(state)
     existing = {owned.name for owned in state.peers}
+    forged = {owned.name: owned for owned in state.forged_peers}
     for name, files in wanted.items():
-        if name not in existing:
+        if name in forged:
+            # Labelled as ours, but not what its name says: someone else's lists. Said once;
+            # deleted, so the job's pods wait for the sweeper's own.
+            yield _foreign_peers(
+                state,
+                name,
+                "its content is not what its name says",
+                "the sweeper deletes it and makes the job's own",
+            )
+            yield Delete(CONFIGMAPS, state.namespace, name, forged[name].uid)
+        elif name not in existing:
             body = configmap(files, state.namespace)
             body["metadata"]["labels"] = labels(state)
             owners = owner_references(state)
             if owners:
                 body["metadata"]["ownerReferences"] = owners
-            yield Create(CONFIGMAPS, state.namespace, body)
+            taken = _foreign_peers(
+                state,
+                name,
+                f"it has no {MANAGED_BY}={MANAGER} label",
+                "delete it so the sweeper makes the job's own, or rename the job",
+            )
+            yield Create(CONFIGMAPS, state.namespace, body, on_conflict=taken)
     mounted = {pod.peers for pod in state.pods if not pod.terminating}
     for owned in state.peers:
         if owned.name not in wanted and owned.name not in mounted:
             yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
+
+
+def _foreign_peers(state: JobState, name: str, why: str, remedy: str) -> Emit:
+    return event_on(
+        state,
+        state.workloads[0],
+        "Warning",
+        "ForeignConfigMap",
+        f"ConfigMap {name} was not made by Trainhook ({why}), yet the job's pods would mount it "
+        f"as their peer lists; {remedy}",
+        key=name,
+    )
 
 
 def _body(state: JobState, api_version: str, kind: str, name: str, spec: Any) -> dict[str, Any]:
