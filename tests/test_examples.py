@@ -914,6 +914,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-simple-0.jax-simple.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "0",
     },
     ("jax.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "jax-simple",
@@ -928,6 +931,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "1",
+        "JAX_COORDINATOR_ADDRESS": "jax-simple-0.jax-simple.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
     },
 }
 

@@ -275,9 +275,13 @@ def test_the_guide_lists_every_field_render_changes_on_workloads_and_no_other(
 ) -> None:
     changed = set().union(*(webhook_changes(path, capsys) for path in examples(tmp_path)))
     assert changed | admission_changes() == documented("webhook")
+    # Only a request says who sent it; a Job admitted alone, before its job's other roles,
+    # is created suspended (render sees the whole folder).
     assert admission_changes() - changed == {
         ("StatefulSet", 'metadata.annotations["trainhook.io/created-by"]'),
         ("Job", 'metadata.annotations["trainhook.io/created-by"]'),
+        ("Job", 'metadata.annotations["trainhook.io/waiting-for-roles"]'),
+        ("Job", "spec.suspend"),
     }
 
 
@@ -370,8 +374,15 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         [],
         coscheduling_podgroups=[owned("PodGroup", "pt", job="pt")],
     )
+    (held,) = stamped(
+        indexed_job("hv-launcher", role="launcher", job="hv", suspend=True, status={})
+    )
+    held["metadata"]["annotations"][contract.WAITING_FOR_ROLES] = "worker"
+    hv_workers = statefulset("hv-worker", framework="mpi", role="worker", job="hv")
+    released = sweeper_changes([held, hv_workers], [])
+    assert ("Job", "spec.suspend") in released  # resumed (and the annotation removed)
     changes = finished | restamped | suspended | never_started | kept | timed | running | paused
-    assert changes == documented("sweeper")
+    assert changes | released == documented("sweeper")
 
 
 def test_the_guide_says_a_ttl_deletes_the_workloads_that_argo_cd_then_recreates() -> None:

@@ -268,13 +268,16 @@ def test_xgboost_worker_gets_master_and_worker_addresses() -> None:
     }
 
 
-def test_jax_process_2_knows_the_coordinator() -> None:
+def test_jax_process_2_knows_the_coordinator_under_both_jobs_names() -> None:
     pods = env(statefulset("jx", "jax", replicas=3))
     assert framework_vars(pods["jx-2"]) == {
         "COORDINATOR_ADDRESS": "jx-0.jx.default.svc",
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "3",
         "PROCESS_ID": "2",
+        "JAX_COORDINATOR_ADDRESS": "jx-0.jx.default.svc:6666",
+        "JAX_NUM_PROCESSES": "3",
+        "JAX_PROCESS_ID": "2",
     }
 
 

@@ -328,7 +328,7 @@ def _pod_label(key: str) -> bool:
 
 
 def _container_field(key: str) -> bool:
-    return key in ("env", "volumeMounts", "resources")
+    return key in ("env", "volumeMounts", "resources", "terminationMessagePolicy")
 
 
 def _index(key: str) -> bool:
@@ -339,7 +339,8 @@ Segment = str | Callable[[str], bool]
 CONTRACT_PATHS: tuple[tuple[Segment, ...], ...] = (
     ("metadata", "labels", _pod_label),
     ("metadata", "finalizers", ANY_TAIL),  # Kueue's, when Kueue's webhook has not added it
-    ("spec", "schedulingGates", ANY_TAIL),  # Kueue's admission gate, likewise
+    ("spec", "schedulingGates", ANY_TAIL),  # Kueue's admission gate, likewise; ours
+    ("spec", "suspend"),  # a Job created before a role its job needs, held until it comes
     ("metadata", "annotations", _pod_annotation),
     ("spec", "template", "metadata", "labels", _ours),
     ("spec", "template", "metadata", "annotations", _ours),
@@ -513,6 +514,8 @@ PEER_VIEW = (
     "COORDINATOR_ADDRESS",
     "COORDINATOR_PORT",
     "NUM_PROCESSES",
+    "JAX_COORDINATOR_ADDRESS",
+    "JAX_NUM_PROCESSES",
     "MS_SCHED_PORT",
     "MS_WORKER_NUM",
     "PADDLE_NNODES",

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from tests.support import builders
-from tests.support.reviews import encoded, is_review, review
+from tests.support.reviews import encoded, is_review, patched, review
 from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
@@ -147,3 +147,23 @@ def test_a_tenant_who_forges_a_recorded_success_or_failure_count_is_refused() ->
         f"which acts on them (it runs as {SWEEPER}); remove them from the StatefulSet"
     )
     assert by_sweeper["allowed"] is True
+
+
+def test_the_phase_label_is_the_sweepers_too_and_its_update_rolls_no_pod() -> None:
+    old = statefulset()
+    labelled = statefulset()
+    labelled["metadata"]["labels"][contract.PHASE] = "Succeeded"
+
+    by_tenant = answer(review(copy.deepcopy(labelled), operation="UPDATE", old=old), TENANT)
+    by_sweeper = answer(review(copy.deepcopy(labelled), operation="UPDATE", old=old), SWEEPER)
+    created = answer(review(copy.deepcopy(labelled), namespace="ml"), TENANT)
+
+    assert by_tenant["allowed"] is False
+    assert by_tenant["status"]["message"] == (
+        f"label trainhook.io/phase: written only by the Trainhook sweeper, which acts on them "
+        f"(it runs as {SWEEPER}); remove it from the StatefulSet"
+    )
+    assert created["allowed"] is False
+    assert by_sweeper["allowed"] is True
+    stored = patched(labelled, {"response": by_sweeper})
+    assert contract.PHASE not in stored["spec"]["template"]["metadata"]["labels"]

@@ -21,6 +21,7 @@ def pytorch(annotations=None, finished=None):
     if finished:
         for w in (master, workers):
             w["metadata"]["annotations"].update(finished)
+            w["metadata"]["labels"][contract.PHASE] = finished[contract.PHASE]
             w["spec"]["replicas"] = 0
     return master, workers
 
@@ -29,6 +30,7 @@ def succeeded_pods(master, workers):
     return [pod(master, 0, exit_code=0), pod(workers, 0, exit_code=1), pod(workers, 1)]
 
 
+LABEL = {contract.PHASE: "Succeeded"}
 RECORD = {
     contract.PHASE: "Succeeded",
     contract.FINISHED_AT: "2025-01-01T01:00:00Z",
@@ -54,7 +56,7 @@ def test_a_succeeded_job_is_recorded_on_every_workload_with_an_event_and_its_sta
             "master 0 succeeded (success policy: the framework default)",
         ),
     ]
-    patch = {"metadata": {"annotations": RECORD}, "spec": {"replicas": 0}}
+    patch = {"metadata": {"annotations": RECORD, "labels": LABEL}, "spec": {"replicas": 0}}
     assert patches == [
         Patch(STATEFULSETS, "ml", "pt-master", patch, "41"),
         Patch(STATEFULSETS, "ml", "pt-worker", patch, "42"),
@@ -92,9 +94,27 @@ def test_a_workload_that_missed_the_record_gets_the_same_finish_time():
     assert isinstance(actions[0], Emit)
     assert actions[0].reason == "Completed" and actions[0].involved.name == "pt-worker"
     assert actions[1] == Patch(
-        STATEFULSETS, "ml", "pt-worker", {"metadata": {"annotations": finished_record()}}, "42"
+        STATEFULSETS,
+        "ml",
+        "pt-worker",
+        {"metadata": {"annotations": finished_record(), "labels": LABEL}},
+        "42",
     )
     assert len(actions) == 2
+
+
+def test_a_workload_finished_without_the_phase_label_gets_it_and_no_second_event():
+    master, workers = pytorch(finished=finished_record())
+    del workers["metadata"]["labels"][contract.PHASE]
+    assert decision("pt", [master, workers], []).actions == (
+        Patch(
+            STATEFULSETS,
+            "ml",
+            "pt-worker",
+            {"metadata": {"annotations": finished_record(), "labels": LABEL}},
+            "42",
+        ),
+    )
 
 
 def test_a_finished_statefulset_scaled_back_up_by_gitops_is_scaled_to_zero_again():
@@ -168,7 +188,7 @@ def test_clean_pod_policy_running_suspends_indexed_jobs_that_still_run():
     patches = of_type(
         decision("hvd", [launcher, workers], [pod(workers, 0), pod(workers, 1)]).actions, Patch
     )
-    record = {"metadata": {"annotations": {**RECORD}}}
+    record = {"metadata": {"annotations": {**RECORD}, "labels": LABEL}}
     assert patches == [
         Patch(JOBS, "ml", "hvd-launcher", record, "51"),
         Patch(JOBS, "ml", "hvd-worker", {**record, "spec": {"suspend": True}}, "52"),
@@ -193,6 +213,7 @@ def test_clean_pod_policy_all_deletes_finished_bare_pods():
             annotations={**annotations, **finished_record()},
         ),
     ]
+    pods[0]["metadata"]["labels"].update(LABEL)
     assert described(decision("bare", [], pods).actions) == ["delete Pod ml/bare-0"]
 
 

@@ -236,7 +236,8 @@ def test_restarts_summed_over_the_job_beyond_the_backoff_limit_fail_it():
     assert verdict("pt", [master, workers], beyond) == Verdict(
         "Failed",
         "BackoffLimitExceeded",
-        "4 failed runs of the training containers exceed trainhook.io/backoff-limit 3",
+        "4 failed runs of the training containers exceed trainhook.io/backoff-limit 3; "
+        "last: pod pt-worker-1: container pytorch exited with code 1",
     )
 
 
@@ -272,7 +273,8 @@ def test_restart_policy_exitcode_retries_exit_codes_from_128_within_the_backoff_
     assert verdict("pt", [master, workers], pods) == Verdict(
         "Failed",
         "BackoffLimitExceeded",
-        "2 failed runs of the training containers exceed trainhook.io/backoff-limit 1",
+        "2 failed runs of the training containers exceed trainhook.io/backoff-limit 1; "
+        "last: pod pt-worker-0: container pytorch exited with code 137",
     )
 
 

@@ -155,7 +155,8 @@ def test_a_job_not_finished_within_its_active_deadline_fails_and_its_pods_are_cl
                 contract.PHASE: "Failed",
                 contract.FINISHED_AT: "2025-01-01T01:00:00Z",
                 contract.REASON: "DeadlineExceeded",
-            }
+            },
+            "labels": {contract.PHASE: "Failed"},
         },
         "spec": {"replicas": 0},
     }
@@ -274,6 +275,7 @@ def test_a_finished_job_stays_finished_when_suspended():
                 contract.REASON: "Completed",
             }
         )
+        workload["metadata"]["labels"][contract.PHASE] = "Succeeded"
         workload["spec"]["replicas"] = 0
     made = decision("pt", [master, workers], [], records=True)
     assert made.actions == () and made.phase == "Succeeded"

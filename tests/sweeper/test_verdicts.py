@@ -123,7 +123,8 @@ def test_failed_runs_of_a_replaced_pod_still_count_against_the_backoff_limit():
     assert verdict([master, workers], replaced) == Verdict(
         "Failed",
         "BackoffLimitExceeded",
-        "3 failed runs of the training containers exceed trainhook.io/backoff-limit 2",
+        "3 failed runs of the training containers exceed trainhook.io/backoff-limit 2; "
+        "last: pod pt-worker-1: container pytorch exited with code 137 (OOMKilled)",
     )
 
 
@@ -154,7 +155,8 @@ def test_a_crash_looping_init_container_counts_against_the_backoff_limit():
     assert verdict([master, workers], [pod(master, 0), stuck, pod(workers, 1)]) == Verdict(
         "Failed",
         "BackoffLimitExceeded",
-        "3 failed runs of the training containers exceed trainhook.io/backoff-limit 2",
+        "3 failed runs of the training containers exceed trainhook.io/backoff-limit 2; "
+        "last: pod pt-worker-0: container pytorch (an init container) exited with code 2",
     )
 
 

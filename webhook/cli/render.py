@@ -78,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     else:
         print(table(rendering.pods))
+    for warning in rendering.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for pod in rendering.pods:
         for warning in pod.warnings:
             print(f"warning: {pod.name}: {warning}", file=sys.stderr)

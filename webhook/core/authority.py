@@ -10,7 +10,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.claims import creator_of
 from webhook.core.limits import one_line, shown
-from webhook.core.objects import annotations_of
+from webhook.core.objects import annotations_of, labels_of
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 
 # What the sweeper records and decides on: a forged success, failure count or start time would
@@ -27,10 +27,15 @@ OUTCOME_KEYS = (
 
 def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> list[str]:
     """The outcome annotations (phase, finished-at, reason, and the successes, failed runs and
-    state the sweeper records) `obj` sets or changes compared with `old` (None: a new object)."""
+    state the sweeper records) and the phase label `obj` sets or changes compared with `old`
+    (None: a new object)."""
     now = annotations_of(obj)
     before = annotations_of(old) if old is not None else {}
-    return [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    labels, labelled = labels_of(obj), labels_of(old) if old is not None else {}
+    if labels.get(contract.PHASE) != labelled.get(contract.PHASE):
+        changed.append(f"label {contract.PHASE}")
+    return changed
 
 
 def joins(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> bool:

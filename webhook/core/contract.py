@@ -39,6 +39,8 @@ PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label 
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
 PLACEMENT_TIER: Final = "trainhook.io/placement-tier"  # Volcano: the HyperNode tier instead
 KAI_TOPOLOGY: Final = "trainhook.io/kai-topology"  # KAI: its Topology object with that level
+# The roles the job has ("launcher,worker"): its pods wait until every one has its workload.
+ROLES: Final = "trainhook.io/roles"
 # MPI: which MPI reads the launcher's hostfile (OpenMPI, Intel, MPICH), job-wide, and where the
 # job's SSH keys are mounted for a training container that does not run as root.
 MPI_IMPLEMENTATION: Final = "trainhook.io/mpi-implementation"
@@ -48,6 +50,10 @@ SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
 COMPAT: Final = "trainhook.io/compat"
 
 # Annotations the webhook writes.
+# The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
+# created suspended for the same reason (its value names the missing roles); the sweeper lifts
+# both once every role is there.
+WAITING_FOR_ROLES: Final = "trainhook.io/waiting-for-roles"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher
@@ -60,7 +66,8 @@ VOLCANO_HOSTS_PREFIX: Final = "volcano.trainhook.io/"
 # the creator of its first workload; nobody else writes or changes it.
 CREATED_BY: Final = "trainhook.io/created-by"
 
-# Annotations the sweeper writes on workloads.
+# Annotations the sweeper writes on workloads. The phase is a label too, for selectors
+# (`kubectl get sts -l trainhook.io/phase=Failed`) and `kubectl wait`.
 PHASE: Final = "trainhook.io/phase"
 FINISHED_AT: Final = "trainhook.io/finished-at"
 REASON: Final = "trainhook.io/reason"
@@ -90,13 +97,17 @@ POD_SETTINGS: Final = (
     PLACEMENT,
     PLACEMENT_TIER,
     KAI_TOPOLOGY,
+    ROLES,
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
     COMPAT,
 )
 
-# The labels among the keys above; every other key is an annotation.
-LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX)
+# The labels among the keys above; every other key is an annotation, except these, both.
+LABELS: Final = (FRAMEWORK, JOB, ROLE, INDEX, RANK, ROLE_INDEX, PHASE)
+LABELS_AND_ANNOTATIONS: Final = (PHASE,)
+# Labels of a workload that stay off its pod template (a change would roll its pods).
+WORKLOAD_ONLY_LABELS: Final = (PHASE,)
 
 # Controllers whose pods are interchangeable (no stable name or index): never a training job.
 REPLICA_CONTROLLERS: Final = ("Deployment", "ReplicaSet", "ReplicationController", "DaemonSet")

@@ -13,7 +13,7 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 
 KNOWN = contract.known_keys()
-ANNOTATIONS = KNOWN - frozenset(contract.LABELS)
+ANNOTATIONS = KNOWN - frozenset(contract.LABELS) | frozenset(contract.LABELS_AND_ANNOTATIONS)
 
 
 class UnknownKey(TrainhookError):

@@ -10,6 +10,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.colocation import colocate_pod
 from webhook.core.compat import COMPATS, job_lists
+from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
@@ -147,6 +148,7 @@ def mutate_pod(
     if files is not None:
         _mount_peers(draft, pod, training, files)
     _set_gpus(draft, pod, training, settings)
+    _keep_last_words(draft, pod, training)
     _set_shm(draft, pod, training, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     colocate_pod(draft, pod, settings, placement.topology.job)
@@ -154,6 +156,10 @@ def mutate_pod(
         framework.pod_extras(draft, pod, placement)
     if compat is not None and compat.pod_extras is not None:
         compat.pod_extras(draft, pod, placement)
+    if identity.owner_kind in ("StatefulSet", "Job"):
+        present = (r.name for r in topology.roles)
+        if missing_roles(framework, present, settings.roles):
+            _wait_for_roles(draft, pod)
     _check_annotation_size(draft.root)
     return PodMutation(draft.root, warnings, placement, env, files, settings)
 
@@ -353,6 +359,21 @@ def _set_gpus(
         draft.dict_at("spec", "containers", training, "resources", "requests")[resource] = count
 
 
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
+
+
+def _keep_last_words(draft: Draft, pod: Mapping[str, Any], training: int | None) -> None:
+    """The training container's termination message falls back to the end of its log when it
+    fails without writing one, so the failing rank says why after its pod is gone (the sweeper
+    records it). `File`, the API server's default, cannot be told from a choice; a container
+    that writes its message file keeps it either way."""
+    if training is None:
+        return
+    policy = pod["spec"]["containers"][training].get("terminationMessagePolicy")
+    if policy in (None, "File"):
+        draft.dict_at("spec", "containers", training)["terminationMessagePolicy"] = FALLBACK_TO_LOGS
+
+
 def _set_shm(
     draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
 ) -> None:
@@ -463,6 +484,17 @@ def _join_kueue_group(
     finalizers = (pod.get("metadata") or {}).get("finalizers") or []
     if contract.KUEUE_MANAGED not in finalizers:
         draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
+
+
+def _wait_for_roles(draft: Draft, pod: Mapping[str, Any]) -> None:
+    """Hold the pod before scheduling: its job lacks a role, so its world would be partial. The
+    sweeper lifts the gate once every role has its workload and the pod's stamp is the job's
+    (a pod stamped before a role arrived is replaced instead)."""
+    spec = pod.get("spec") or {}
+    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
+    if contract.WAITING_FOR_ROLES in gates or spec.get("nodeName"):
+        return
+    draft.list_at("spec", "schedulingGates").append({"name": contract.WAITING_FOR_ROLES})
 
 
 def _check_annotation_size(pod: Mapping[str, Any]) -> None:

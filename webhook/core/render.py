@@ -16,6 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.apiserver_rules import (
+    check_workload,
+    duplicates,
+    namespace_warnings,
+    shm_warnings,
+)
 from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import FRAMEWORKS, Framework
@@ -67,6 +73,7 @@ class Rendering:
     pods: list[RenderedPod]
     # The PodGroup of each gang-scheduled job (all but Kueue's), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # about the folder's jobs
 
     @property
     def configmaps(self) -> list[dict[str, Any]]:
@@ -108,12 +115,21 @@ def render_all(
         if isinstance(doc, Mapping) and doc.get("kind") in KINDS and job_of(doc) is not None
     ]
     groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = defaultdict(list)
+    warnings: list[str] = []
     for position, doc in labelled:
         if doc["kind"] != "Pod":
             # Each workload is checked on its own first, so an error names the right document.
             with _blame(position, doc):
-                read_workload(doc, _namespace(doc))
+                check_workload(doc)
+                workload = read_workload(doc, _namespace(doc))
+            warnings += shm_warnings(doc, workload.settings.shm_size)
             groups[(_namespace(doc), job_of(doc))].append(doc)
+    controlled = [(position, doc) for position, doc in labelled if doc["kind"] != "Pod"]
+    twice = duplicates(controlled)
+    if twice is not None:
+        position, message = twice
+        raise RenderError(position, _what(documents[position]), message)
+    warnings += namespace_warnings(controlled)
     workloads: list[dict[str, Any]] = []
     pods: list[RenderedPod] = []
     members: dict[tuple[str, str], list[tuple[str, Settings]]] = defaultdict(list)
@@ -143,8 +159,8 @@ def render_all(
                 mutated_pods[key].append(pod.pod)
             if found:
                 members[(namespace, found[0].job)].append((what, settings))
-    # A job's pods in rank order, whatever order its workloads come in (a Job is best listed
-    # last: its template cannot be re-stamped once it has started); jobs in order of appearance.
+    # A job's pods in rank order, whatever order its workloads come in; jobs in order of
+    # appearance.
     first_seen = {key: i for i, key in enumerate(mutated_pods)}
     pods.sort(key=lambda pod: (first_seen[(_namespace(pod.pod), pod.job)], pod.rank))
     podgroups = []
@@ -156,7 +172,7 @@ def render_all(
         )
         if podgroup is not None:
             podgroups.append(podgroup)
-    return Rendering(workloads, pods, podgroups)
+    return Rendering(workloads, pods, podgroups, warnings)
 
 
 def _check_kind(doc: Mapping[str, Any]) -> None:
@@ -178,8 +194,11 @@ def _blame(position: int, doc: Mapping[str, Any]) -> Iterator[None]:
     try:
         yield
     except TrainhookError as error:
-        what = f"{doc['kind']} {(doc.get('metadata') or {}).get('name')}"
-        raise RenderError(position, what, str(error)) from None
+        raise RenderError(position, _what(doc), str(error)) from None
+
+
+def _what(doc: Mapping[str, Any]) -> str:
+    return f"{doc['kind']} {(doc.get('metadata') or {}).get('name')}"
 
 
 def expand(workload: Mapping[str, Any], namespace: str) -> list[dict[str, Any]]:

@@ -87,6 +87,10 @@ class JobSettings:
     compat: str | None = _job_wide(
         contract.COMPAT, EVERY_ROLE, "every pod reads the same variables and files"
     )
+    # Every role of the job, in the framework's order: its pods wait until each has a workload.
+    roles: tuple[str, ...] | None = _job_wide(
+        contract.ROLES, EVERY_ROLE, "every pod waits for the same roles"
+    )
 
 
 JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
@@ -227,6 +231,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
         ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
         compat=_compat(get(contract.COMPAT), framework),
+        roles=_roles(get(contract.ROLES), framework),
     )
     _check_placement(settings, get)
     _check_kai_topology(settings, get)
@@ -378,6 +383,25 @@ def _nproc(value: str | None) -> int | None:
     return _integer(
         contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}"
     )
+
+
+def _roles(value: str | None, framework: Framework) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    allowed = (
+        f"a comma-separated list of the job's roles ({', '.join(framework.roles)})"
+        if framework.roles
+        else "a comma-separated list of the job's roles (DNS labels)"
+    )
+    if not all(names) or len(set(names)) != len(names):
+        raise InvalidSetting(contract.ROLES, value, allowed + ", each once")
+    for name in names:
+        if not framework.allows(name) or not DNS_1123_LABEL.match(name):
+            raise InvalidSetting(
+                contract.ROLES, value, f"{name} is not a {framework.name} role: {allowed}"
+            )
+    return tuple(framework.order(names))
 
 
 def allowed_list(values: tuple[str, ...]) -> str:

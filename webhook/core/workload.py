@@ -155,6 +155,12 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     job = read_job(labels, name)
     role = read_role(labels, framework)
     settings = read_settings(effective_annotations(obj), framework)
+    if settings.roles is not None and role not in settings.roles:
+        raise InvalidSetting(
+            contract.ROLES,
+            effective_annotations(obj).get(contract.ROLES),
+            f"the job's roles must include {role}, the role of {kind} {name}",
+        )
     template = template_of(obj)
     if framework.check_template is not None:
         framework.check_template(template, settings.ssh_auth_mount_path)
@@ -353,6 +359,8 @@ def _job_wide(m: Member) -> tuple[object, ...]:
 def _shown(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+        return repr(",".join(value))
     if isinstance(value, tuple):
         return ":".join(map(str, value))
     return repr(value) if isinstance(value, str) else str(value)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
@@ -78,7 +79,28 @@ def mutate_workload(
             draft.dict_at("spec")["podManagementPolicy"] = "Parallel"
     if workload.kind == "Job" and not (template_spec(obj).get("subdomain")):
         draft.dict_at("spec", "template", "spec")["subdomain"] = workload.service
+    if workload.kind == "Job" and operation == "CREATE":
+        _hold_incomplete_job(draft, workload, topology, warnings)
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+def _hold_incomplete_job(
+    draft: Draft, workload: Workload, topology: Topology, warnings: list[str]
+) -> None:
+    """A Job created before a role its job needs: its pod template (and so its stamp) is
+    immutable once it starts, so it is created suspended, which keeps the template open. The
+    sweeper stamps it with the whole job and resumes it once every role is there. A Job the user
+    suspended stays theirs to resume."""
+    declared = workload.settings.roles
+    missing = missing_roles(workload.framework, (r.name for r in topology.roles), declared)
+    if not missing or (draft.root.get("spec") or {}).get("suspend"):
+        return
+    draft.dict_at("spec")["suspend"] = True
+    draft.dict_at("metadata", "annotations")[contract.WAITING_FOR_ROLES] = ",".join(missing)
+    warnings.append(
+        f"{contract.WAITING_FOR_ROLES}: Job {workload.name} is created suspended until job "
+        f"{workload.job} has its {', '.join(missing)}"
+    )
 
 
 def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
@@ -155,7 +177,11 @@ def _template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _label_template(draft: Draft, obj: Mapping[str, Any], workload: Workload) -> None:
-    wanted = {k: v for k, v in labels_of(obj).items() if k.startswith(contract.PREFIX)}
+    wanted = {
+        k: v
+        for k, v in labels_of(obj).items()
+        if k.startswith(contract.PREFIX) and k not in contract.WORKLOAD_ONLY_LABELS
+    }
     wanted[contract.JOB] = workload.job
     wanted[contract.ROLE] = workload.role
     current = labels_of(_template(obj))

@@ -5,6 +5,7 @@ failure's message."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,19 +156,31 @@ def describe(objects: JobObjects, now: datetime) -> str:
 
 
 def last_failure(objects: JobObjects) -> str | None:
-    """What went wrong last: the failure the sweeper recorded, and the last container that
-    exited with an error (its termination message when it left one)."""
+    """What went wrong last: the failure the sweeper recorded (with the failing rank's message,
+    kept once its pods are gone), and the last container that exited with an error (its
+    termination message when it left one)."""
     parts = []
     for workload in objects.workloads:
         annotations = _metadata(workload).get("annotations") or {}
         if annotations.get(contract.PHASE) == "Failed":
-            parts.append(f"job failed: {annotations.get(contract.REASON) or 'Failed'}")
+            said = _recorded_message(annotations.get(contract.STATUS))
+            reason = annotations.get(contract.REASON) or "Failed"
+            parts.append(f"job failed: {reason}" + (f": {said}" if said else ""))
             break
     exits = [exit for pod in objects.pods for exit in _failed_exits(pod)]
     if exits:
         _, text = max(exits, key=lambda found: found[0])
         parts.append(text)
     return "; ".join(parts) or None
+
+
+def _recorded_message(status: str | None) -> str:
+    try:
+        recorded = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    message = recorded.get("message") if isinstance(recorded, dict) else None
+    return message if isinstance(message, str) else ""
 
 
 def _failed_exits(pod: Mapping[str, Any]) -> Iterable[tuple[datetime, str]]:

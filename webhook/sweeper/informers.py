@@ -141,6 +141,8 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("subdomain", "priorityClassName"):
         if key in spec:
             kept_spec[key] = spec[key]
+    if spec.get("schedulingGates"):
+        kept_spec["schedulingGates"] = [{"name": g.get("name")} for g in spec["schedulingGates"]]
     mounted = [  # the job's peers ConfigMap, by name
         {"name": v.get("name"), "configMap": {"name": v["configMap"].get("name")}}
         for v in spec.get("volumes") or []
@@ -199,7 +201,8 @@ def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
         state = status.get(key) or {}
         kept[key] = {
             phase: {
-                k: (v[:MESSAGE_KEPT] if k == "message" and isinstance(v, str) else v)
+                # the end of a message: a log's last lines say why it failed
+                k: (v[-MESSAGE_KEPT:] if k == "message" and isinstance(v, str) else v)
                 for k, v in (detail or {}).items()
                 if k in ("exitCode", "reason", "message", "finishedAt", "startedAt")
             }

@@ -42,7 +42,7 @@ class Run:
 
     exit_code: int
     reason: str  # what the kubelet says: Completed, Error, OOMKilled, ...
-    message: str  # the container's termination message, first line
+    message: str  # the container's termination message as one line, its end when long
     finished: datetime | None
 
     def describe(self) -> str:
@@ -119,6 +119,12 @@ class PodView:
     peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+    gates: tuple[str, ...] = ()  # its scheduling gates, in order
+    resource_version: str = ""
+
+    @property
+    def waiting_for_roles(self) -> bool:
+        return contract.WAITING_FOR_ROLES in self.gates
 
     @cached_property
     def uid8(self) -> str:
@@ -219,6 +225,12 @@ def _read_pod(
             "",
         ),
         peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        resource_version=metadata.get("resourceVersion") or "",
+        gates=tuple(
+            str(gate.get("name"))
+            for gate in (pod.get("spec") or {}).get("schedulingGates") or []
+            if isinstance(gate, dict)
+        ),
     )
 
 
@@ -296,9 +308,17 @@ def _run(state: Mapping[str, Any] | None) -> Run | None:
     return Run(
         exit_code=code,
         reason=str(terminated.get("reason") or ""),
-        message=_reading(terminated.get("message") or ""),
+        message=_last_words(terminated.get("message") or ""),
         finished=parse_time(terminated.get("finishedAt")),
     )
+
+
+def _last_words(text: str, limit: int = 200) -> str:
+    """A termination message as one line of a person's reading length, cut at its start when
+    long: the end of a log (FallbackToLogsOnError) is where it says why, as a Python traceback
+    ends with the error."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else "…" + line[-(limit - 1) :]
 
 
 def _reading(text: str) -> str:

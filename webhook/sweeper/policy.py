@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from webhook.core import contract
@@ -249,8 +249,11 @@ def failure(
 ) -> Verdict | None:
     for workload in state.workloads:
         if workload.job_status is not None and workload.job_status.failed is not None:
+            pods = [p for p in state.pods if p.owner_name == workload.name]
             return Verdict(
-                FAILED, "JobFailed", f"Job {workload.name} failed: {workload.job_status.failed}"
+                FAILED,
+                "JobFailed",
+                f"Job {workload.name} failed: {workload.job_status.failed}" + _last_failure(pods),
             )
     # A pod evicted, preempted or stopped by Kueue did not fail: its job restarts (Kueue requeues
     # the whole pod group, the controllers recreate the pods), it is not failed.
@@ -294,7 +297,7 @@ def failure(
                 FAILED,
                 "BackoffLimitExceeded",
                 f"{failures} failed runs of the training containers exceed "
-                f"{contract.BACKOFF_LIMIT} {limit}",
+                f"{contract.BACKOFF_LIMIT} {limit}" + _last_failure(live),
             )
     return None
 
@@ -302,6 +305,17 @@ def failure(
 def _settled_runs(pod: PodView, now: datetime | None) -> list[Run]:
     runs = pod.training.failed_runs() if pod.training else ()
     return [run for run in runs if settled(run, now)]
+
+
+def _last_failure(pods: Sequence[PodView]) -> str:
+    """`; last: pod P: container C exited with code N: <its message>`, for the latest failed
+    run among `pods`, or nothing."""
+    runs = [(run, pod) for pod in pods if pod.training for run in pod.training.failed_runs()]
+    if not runs:
+        return ""
+    oldest = datetime.min.replace(tzinfo=UTC)
+    run, pod = max(runs, key=lambda found: found[0].finished or oldest)
+    return f"; last: pod {pod.name}: container {_container(pod, run)} {run.describe()}"
 
 
 def _container(pod: PodView, run: Run | None = None) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.claims import Claim, claim_of, creator_of
+from webhook.core.completeness import missing_roles
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
@@ -99,6 +100,7 @@ class WorkloadView:
     # attempt its recorded successes belong to.
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
+    phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
 
     @property
     def kind(self) -> str:
@@ -215,6 +217,11 @@ class JobState:
     def settings(self) -> JobSettings:
         """The job-wide settings, merged from its workloads in role order."""
         return job_settings(w.settings for w in self.workloads)
+
+    def missing_roles(self) -> tuple[str, ...]:
+        """The roles the job still waits for (see core/completeness.py)."""
+        present = {workload.role for workload in self.workloads}
+        return missing_roles(self.framework, present, self.settings.roles)
 
 
 def format_time(moment: datetime) -> str:
@@ -463,6 +470,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
         attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
+        phase_label=labels_of(obj).get(contract.PHASE),
     )
 
 

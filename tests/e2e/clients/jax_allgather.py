@@ -1,6 +1,7 @@
 """One JAX process: jax.distributed.initialize from the env, then an allgather across processes.
 
-Writes RESULTS/<process id>.json with what JAX computed.
+Writes RESULTS/<process id>.json with what JAX computed, and whether JAX formed the job from the
+env by itself (a call without arguments) or needed the process count and id passed.
 """
 
 import json
@@ -13,15 +14,29 @@ import jax.numpy as jnp
 from jax.experimental import multihost_utils
 
 
+def initialize() -> bool:
+    """Join the job; True when a bare initialize() sufficed."""
+    try:
+        jax.distributed.initialize()
+    except ValueError as error:
+        # JAX reads JAX_COORDINATOR_ADDRESS itself, but takes the process count and id only
+        # from a cluster it detects (Slurm, Open MPI, Cloud TPU, an Indexed Job via the API).
+        if str(error) != "Number of processes must be defined.":
+            raise
+        jax.distributed.initialize(
+            num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
+            process_id=int(os.environ["JAX_PROCESS_ID"]),
+        )
+        return False
+    return True
+
+
 def main(results: Path) -> None:
-    jax.distributed.initialize(
-        coordinator_address=f"{os.environ['COORDINATOR_ADDRESS']}:{os.environ['COORDINATOR_PORT']}",
-        num_processes=int(os.environ["NUM_PROCESSES"]),
-        process_id=int(os.environ["PROCESS_ID"]),
-    )
+    bare = initialize()
     index = jax.process_index()
     gathered = multihost_utils.process_allgather(jnp.array([index * 10 + 1]))
     report = {
+        "bare": bare,
         "process_index": index,
         "process_count": jax.process_count(),
         "gathered": [int(value) for value in gathered.reshape(-1)],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.draft import Draft
@@ -136,6 +136,8 @@ class Framework:
     lists: Lists | None = None
     # Roles that have at most one replica (rank 0, the coordinator its peers are pointed at).
     single: tuple[str, ...] = ()
+    # Roles that cannot run without another: role -> the roles of which the job needs one.
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def allows(self, role: str) -> bool:
         return not self.roles or role in self.roles

@@ -88,4 +88,6 @@ FRAMEWORK = Framework(
     success=Success(first_of=("worker",)),
     key_vars=("MS_ROLE", "MS_SCHED_HOST", "MS_WORKER_NUM", "MS_NODE_ID"),
     single=("scheduler",),
+    # Every process registers with the scheduler, which waits for MS_WORKER_NUM workers.
+    needs={"scheduler": ("worker",), "ps": ("scheduler",), "worker": ("scheduler",)},
 )

@@ -270,4 +270,6 @@ FRAMEWORK = Framework(
     lists=lists,
     key_vars=("K_MPI_JOB_ROLE",),
     single=("launcher",),
+    # The launcher's hostfile lists the workers; workers only wait for a launcher's ssh.
+    needs={"launcher": ("worker",), "worker": ("launcher",)},
 )

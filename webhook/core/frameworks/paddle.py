@@ -87,4 +87,6 @@ FRAMEWORK = Framework(
     success=Success(every="worker"),
     lists=lists,
     key_vars=("PADDLE_TRAINER_ID", "PADDLE_CURRENT_ENDPOINT", "TRAINING_ROLE"),
+    # Servers (master or ps) and heter workers serve the trainers, the workers.
+    needs={"master": ("worker",), "ps": ("worker",), "heter": ("worker",)},
 )

@@ -53,4 +53,6 @@ FRAMEWORK = Framework(
     key_vars=("TF_CONFIG",),
     lists=lists,
     single=("chief", "master"),
+    # Parameter servers and an evaluator serve or watch a training task; they never train.
+    needs={"ps": ("chief", "master", "worker"), "evaluator": ("chief", "master", "worker")},
 )

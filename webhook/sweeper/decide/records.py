@@ -10,12 +10,15 @@ from datetime import datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.completeness import waiting_message
 from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.policy import PHASES, RESTART_JOB, Replica, Tally, observed_successes, tally
 from webhook.sweeper.state import JobState, format_indexes, format_time
+
+WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,10 @@ WAITING_PROBLEMS = (
 
 def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]:
     """(state, reason, message) of a job that has not finished, from its pods."""
+    missing = state.missing_roles()
+    if missing:
+        declared = state.settings.roles is not None
+        return "Pending", WAITING_FOR_ROLES, waiting_message(state.job, missing, declared)
     pods = [p for p in state.pods if (p.role, p.index) not in succeeded]
     counted = [p for p in pods if p.counts]
     for pod in counted:

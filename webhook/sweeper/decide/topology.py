@@ -5,7 +5,8 @@ started with another one restart together.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from webhook.core import contract
 from webhook.core.topology import stamp
@@ -13,7 +14,8 @@ from webhook.core.workload import build_topology
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Delete, Patch
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.state import JobState
+from webhook.sweeper.pods import PodView
+from webhook.sweeper.state import JobState, WorkloadView
 
 
 def same_topology(stamped: str | None, wanted: str) -> bool:
@@ -42,15 +44,21 @@ def elastic_scale(stamped: str | None, wanted: str, elastic: tuple[int, int] | N
 
 
 def topology_actions(state: JobState) -> Iterable[Action]:
-    """Keep every workload's stamp equal to the job's topology, then restart stale pods together."""
+    """Keep every workload's stamp equal to the job's topology, then restart stale pods together;
+    once the job has every role, resume the Jobs held for them and let gated pods start."""
     workloads = [w for w in state.workloads if w.kind != "Pod"]
     if not workloads:
         return
     wanted = stamp(build_topology([w.workload for w in workloads]))
     topology = wanted[contract.TOPOLOGY]
     elastic = state.settings.elastic
+    complete = not state.missing_roles()
     restamped = False
     for workload in workloads:
+        held = contract.WAITING_FOR_ROLES in workload.annotations and workload.kind == "Job"
+        if held and complete and workload.job_status and not workload.job_status.started:
+            yield _release_held_job(state, workload, wanted)
+            continue
         if all(workload.stamp.get(key) == value for key, value in wanted.items()):
             continue
         if elastic_scale(workload.stamp.get(contract.TOPOLOGY), topology, elastic) and all(
@@ -89,6 +97,8 @@ def topology_actions(state: JobState) -> Iterable[Action]:
             )
         return current[stamped]
 
+    if complete:
+        yield from _lift_gates(state, [p for p in state.pods if is_current(p.topology)])
     stale = [
         pod
         for pod in state.pods
@@ -111,3 +121,27 @@ def topology_actions(state: JobState) -> Iterable[Action]:
     )
     for pod in stale:
         yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def _release_held_job(state: JobState, workload: WorkloadView, wanted: dict[str, str]) -> Patch:
+    """A Job the webhook created suspended for a missing role: the job now has them all, so it
+    gets the whole job's stamp (its template may change while it has never started) and runs."""
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": {contract.WAITING_FOR_ROLES: None}},
+        "spec": {"suspend": False},
+    }
+    if any(workload.stamp.get(key) != value for key, value in wanted.items()):
+        patch["spec"]["template"] = {"metadata": {"annotations": wanted}}
+    return Patch(
+        workload.resource, state.namespace, workload.name, patch, workload.resource_version
+    )
+
+
+def _lift_gates(state: JobState, current: Sequence[PodView]) -> Iterable[Action]:
+    """Let the pods held for missing roles be scheduled: every role is there and their stamp
+    is the job's (a stale one is restarted instead)."""
+    for pod in current:
+        if pod.waiting_for_roles and not pod.terminating:
+            remaining = [{"name": gate} for gate in pod.gates if gate != contract.WAITING_FOR_ROLES]
+            patch = {"spec": {"schedulingGates": remaining or None}}
+            yield Patch(PODS, state.namespace, pod.name, patch, pod.resource_version)

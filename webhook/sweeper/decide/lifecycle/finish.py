@@ -28,19 +28,23 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     if outcome.status is not None:
         record[contract.STATUS] = outcome.status
     clean = state.settings.clean_pod_policy or DEFAULT_CLEAN_POD_POLICY
+    ttl = state.settings.ttl_seconds_after_finished
+    expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
+    expired = expires is not None and now >= expires
     events: list[Action] = []
     patches: list[Action] = []
     for workload in state.workloads:
         patch: dict[str, Any] = {}
         recorded = all(workload.annotations.get(k) == v for k, v in record.items())
-        if not recorded:
-            patch["metadata"] = {"annotations": record}
-            if workload.annotations.get(contract.PHASE) not in PHASES:
-                message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
-                kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
-                events.append(
-                    event_on(state, workload, kind, outcome.reason, message, outcome.phase)
-                )
+        # A job recorded before the label existed gets it, unless it is about to be deleted.
+        unlabelled = workload.phase_label != outcome.phase and not expired
+        if not recorded or unlabelled:
+            # The label, for `kubectl get -l` and `kubectl wait`; the annotations, for the rest.
+            patch["metadata"] = {"annotations": record, "labels": {contract.PHASE: outcome.phase}}
+        if not recorded and workload.annotations.get(contract.PHASE) not in PHASES:
+            message = outcome.message or f"job {state.job} {outcome.phase.lower()}"
+            kind = "Normal" if outcome.phase == "Succeeded" else "Warning"
+            events.append(event_on(state, workload, kind, outcome.reason, message, outcome.phase))
         if workload.kind == "StatefulSet" and workload.replicas != 0:
             patch["spec"] = {"replicas": 0}  # a finished pod must not be restarted to train again
         status = workload.job_status
@@ -61,9 +65,7 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
                     workload.resource_version,
                 )
             )
-    ttl = state.settings.ttl_seconds_after_finished
-    expires = finished_at + timedelta(seconds=ttl) if ttl is not None else None
-    if expires is not None and now >= expires and not patches:
+    if expired and not patches:
         return Decision(tuple(_delete_job(state)))
     actions = (*events, *patches, *_clean_pods(state, clean), *_release_gang(state))
     return Decision(actions, recheck_at=expires, phase=outcome.phase)
