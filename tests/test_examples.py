@@ -858,6 +858,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "0",
     },
     ("jax-kai.yaml", "worker", 1): {
         "TRAINHOOK_JOB": "jax-kai",
@@ -872,6 +875,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "2",
         "PROCESS_ID": "1",
+        "JAX_COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
     },
     ("jax-kubernetes-gang.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "jax-gang",
@@ -886,6 +892,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "4",
         "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc:6666",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "0",
     },
     ("jax-kubernetes-gang.yaml", "worker", 3): {
         "TRAINHOOK_JOB": "jax-gang",
@@ -900,6 +909,9 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "COORDINATOR_PORT": "6666",
         "NUM_PROCESSES": "4",
         "PROCESS_ID": "3",
+        "JAX_COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc:6666",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "3",
     },
     ("jax.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "jax-simple",
