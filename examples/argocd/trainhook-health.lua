@@ -10,6 +10,9 @@
 -- job when it finishes (trainhook.io/phase, trainhook.io/reason, trainhook.io/finished-at):
 -- Healthy when it succeeded, Degraded when it failed, Progressing while it runs.
 --
+-- While it runs, a job that reports its progress (trainhook.io/report-progress) adds it in a few
+-- words, as the sweeper writes it in trainhook.io/progress-text.
+--
 -- Argo CD runs custom checks without Lua's string library: only `..` builds messages here.
 
 local metadata = obj.metadata or {}
@@ -98,6 +101,14 @@ end
 
 local job = "training job " .. (labels["trainhook.io/job"] or metadata.name or "")
 
+local function running(message)
+  local progress = annotations["trainhook.io/progress-text"]
+  if progress ~= nil and progress ~= "" then
+    message = message .. "; " .. progress
+  end
+  return result("Progressing", message)
+end
+
 local function finished(verb)
   local message = job .. " " .. verb
   local reason = annotations["trainhook.io/reason"]
@@ -123,8 +134,8 @@ if obj.kind == "StatefulSet" then
   if replicas == 0 then
     return result("Suspended", job .. " scaled to 0")
   end
-  return result("Progressing", job .. " running: " .. (status.readyReplicas or 0) .. " of "
-    .. replicas .. " pods ready")
+  return running(job .. " running: " .. (status.readyReplicas or 0) .. " of " .. replicas
+    .. " pods ready")
 end
 
 -- An Indexed Job whose backoffLimit is reached fails the whole job (the sweeper records it as
@@ -137,5 +148,5 @@ end
 if spec.suspend == true then
   return result("Suspended", job .. " suspended")
 end
-return result("Progressing", job .. " running: " .. (status.active or 0) .. " active, "
+return running(job .. " running: " .. (status.active or 0) .. " active, "
   .. (status.succeeded or 0) .. " of " .. (spec.completions or 1) .. " succeeded")

@@ -439,3 +439,28 @@ def test_write_atomically_replaces_plain_files_left_from_before(tmp_path: Path) 
 
     assert os.readlink(tmp_path / "tls.crt") == "..data/tls.crt"
     assert (tmp_path / "tls.crt").read_bytes() == b"new"
+
+
+def test_the_certificate_also_names_the_progress_endpoint_the_sweeper_serves_with_it(
+    api: Emulator, tmp_path: Path, managers: list[SelfManagedCertificates]
+) -> None:
+    from webhook.server.launch import _progress_names
+
+    names = _progress_names("https://trainhook-progress.trainhook-system.svc:8444")
+    assert names == (
+        "trainhook-progress.trainhook-system.svc",
+        "trainhook-progress",
+        "trainhook-progress.trainhook-system",
+    )
+    manager = SelfManagedCertificates(settings(tmp_path / "certs", extra_names=names), api.api())
+    managers.append(manager)
+    manager.start()
+    assert certs.names_of(served(tmp_path / "certs")).dns_names == (
+        "trainhook",
+        "trainhook.trainhook-system",
+        "trainhook.trainhook-system.svc",
+        "trainhook.trainhook-system.svc.cluster.local",
+        "trainhook-progress.trainhook-system.svc",
+        "trainhook-progress",
+        "trainhook-progress.trainhook-system",
+    )

@@ -22,6 +22,7 @@ from tests.chart.rendering import REPO
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from tests.sweeper.helpers import decision, of_type
 from webhook.core import contract
+from webhook.core.progress import summary_text
 from webhook.core.workload import job_of
 from webhook.sweeper.actions import Patch
 
@@ -147,6 +148,28 @@ def test_a_running_statefulset_job_is_progressing_with_its_ready_pods() -> None:
         "status": "Progressing",
         "message": "training job pt running: 1 of 1 pods ready",
     }
+
+
+def test_a_job_that_reports_progress_says_how_far_it_is_while_it_runs() -> None:
+    summary = {
+        "progress": 45,
+        "step": 450,
+        "totalSteps": 1000,
+        "etaSeconds": 795,
+        "checkpoint": {"step": 400},
+    }
+    _, workers = pytorch_job({contract.PROGRESS_TEXT: summary_text(summary)})
+    assert argocd_health(live(workers, readyReplicas=2)) == {
+        "status": "Progressing",
+        "message": "training job pt running: 2 of 2 pods ready; 45%, step 450/1000, 13m left, "
+        "checkpoint at step 400",
+    }
+    [job] = stamped(
+        indexed_job("mpi-run", completions=2, annotations={contract.PROGRESS_TEXT: "step 10"})
+    )
+    assert argocd_health(live(job, active=2))["message"] == (
+        "training job mpi-run running: 2 active, 0 of 2 succeeded; step 10"
+    )
 
 
 def test_a_succeeded_statefulset_job_is_healthy_on_every_workload() -> None:

@@ -49,6 +49,7 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
+    trainhook.io/report-progress: "true"
 spec:
   replicas: 2
   selector:
@@ -83,6 +84,7 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
+    trainhook.io/report-progress: "true"
 spec:
   completionMode: Indexed
   completions: 2

@@ -49,6 +49,26 @@ def test_a_tenant_cannot_create_a_pod_carrying_a_phase() -> None:
     )
 
 
+def test_a_tenant_cannot_forge_a_checkpoint_or_progress_the_sweeper_did_not_verify() -> None:
+    pod = bare_pod("p", "pytorch")
+    forged = annotated(pod, **{contract.LAST_CHECKPOINT: '{"step":900}'})
+    assert refusal(Request("Pod", "UPDATE", forged, "ml", old=pod, username=MALLORY)) == (
+        f"{contract.LAST_CHECKPOINT}: written only by the Trainhook sweeper, which acts on them "
+        f"(it runs as {SWEEPER}); remove it from the Pod"
+    )
+    workload = statefulset("ddp", "pytorch")
+    summary = annotated(workload, **{contract.PROGRESS: "{}", contract.PROGRESS_TEXT: "99%"})
+    message = refusal(
+        Request("StatefulSet", "UPDATE", summary, "ml", old=workload, username=MALLORY)
+    )
+    assert message.startswith(f"{contract.PROGRESS}, {contract.PROGRESS_TEXT}: written only by")
+    # The sweeper's own write is let through unchanged: admitted, with nothing to patch.
+    assert (
+        admit(Request("Pod", "UPDATE", forged, "ml", old=pod, username=SWEEPER), None, POLICY)
+        is None
+    )
+
+
 def test_a_tenant_cannot_change_the_outcome_the_sweeper_recorded() -> None:
     old = annotated(statefulset("ddp", "pytorch"), **{contract.PHASE: "Running"})
     new = annotated(old, **{contract.PHASE: "Succeeded", contract.FINISHED_AT: "2025-01-01"})

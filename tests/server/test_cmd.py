@@ -27,6 +27,8 @@ ENVIRONMENT = {
     "TRAINHOOK_SERVICE": "trainhook-webhook",
     "TRAINHOOK_NAMESPACE": "trainhook",
     "TRAINHOOK_SWEEPER_USERNAME": "system:serviceaccount:trainhook:trainhook-sweeper",
+    "TRAINHOOK_PROGRESS_URL": "https://trainhook-progress.trainhook.svc:8444",
+    "TRAINHOOK_PROGRESS_CA_FILE": "/tls/ca.crt",
 }
 
 
@@ -60,6 +62,8 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "service": "",
         "namespace": "",
         "sweeper_username": "",
+        "progress_url": "",
+        "progress_ca_file": "",
     }
 
 
@@ -85,6 +89,8 @@ def test_every_setting_comes_from_its_environment_variable(
         "service": "trainhook-webhook",
         "namespace": "trainhook",
         "sweeper_username": "system:serviceaccount:trainhook:trainhook-sweeper",
+        "progress_url": "https://trainhook-progress.trainhook.svc:8444",
+        "progress_ca_file": "/tls/ca.crt",
     }
 
 
@@ -181,3 +187,29 @@ def test_lookup_without_an_api_server_to_read_refuses_to_start(certs: Path, tmp_
         "is configured ("
     )
     assert result.stderr.endswith("; run in the cluster, set KUBECONFIG, or pass --no-lookup\n")
+
+
+def test_the_progress_endpoint_needs_https_and_a_readable_pem_ca(tmp_path: Path) -> None:
+    from webhook.server.launch import _SetupError, progress_endpoint
+
+    assert progress_endpoint("", "") is None
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    endpoint = progress_endpoint("https://p.trainhook.svc:8444", str(ca))
+    assert endpoint is not None and endpoint.ca == ca.read_text()
+    for url, ca_file, message in (
+        (
+            "http://p:8444",
+            str(ca),
+            "--progress-url 'http://p:8444': an https:// URL, with --progress-ca-file, is allowed",
+        ),
+        (
+            "https://p:8444",
+            str(tmp_path / "none"),
+            f"--progress-ca-file {tmp_path}/none: No such file or directory",
+        ),
+        ("https://p:8444", str(tmp_path), f"--progress-ca-file {tmp_path}: Is a directory"),
+    ):
+        with pytest.raises(_SetupError) as refused:
+            progress_endpoint(url, ca_file)
+        assert str(refused.value) == message

@@ -32,6 +32,8 @@ import base64
 import contextlib
 import copy
 import json
+import re
+import secrets
 import threading
 import time
 import urllib.error
@@ -126,6 +128,8 @@ class Emulator(kmock.KubernetesEmulator):
     _tick: asyncio.Event | None = None
     _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock)
     _guard: threading.Lock = attrs.field(factory=threading.Lock)
+    # Tokens issued by TokenRequest: token -> (namespace, service account, audiences, pod, uid).
+    tokens: dict[str, tuple[str, str, list[str], str, str]] = attrs.field(factory=dict)
 
     # --- test controls (callable from any thread) -------------------------------------------
 
@@ -189,6 +193,12 @@ class Emulator(kmock.KubernetesEmulator):
         fault = self._take_fault(request)
         if fault is not None:
             return _json(status(fault.status, "InternalError", "injected fault"), fault.status)
+        path = str(request.url.path)
+        if str(request.method.value) == "POST" and path == TOKEN_REVIEWS:
+            return self._token_review(request)
+        requested = TOKEN_REQUEST.match(path)
+        if str(request.method.value) == "POST" and requested:
+            return self._token_request(request, requested.group(1), requested.group(2))
         if request.resource is None:
             return await super()._handle(request)
         if request.resource.plural in self.unserved:
@@ -209,6 +219,65 @@ class Emulator(kmock.KubernetesEmulator):
                         response.set_status(201)
                 return response
         return await super()._handle(request)
+
+    def _token_request(
+        self, request: rendering.Request, namespace: str, account: str
+    ) -> aiohttp.web.StreamResponse:
+        """TokenRequest as the kubelet makes it for a projected token: bound to a pod."""
+        spec = (request.data or {}).get("spec") or {}
+        bound = spec.get("boundObjectRef") or {}
+        token = secrets.token_urlsafe(24)
+        with self._guard:
+            self.tokens[token] = (
+                namespace,
+                account,
+                list(spec.get("audiences") or []),
+                str(bound.get("name") or ""),
+                str(bound.get("uid") or ""),
+            )
+        answer: dict[str, Any] = {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1"}
+        answer["spec"] = spec
+        answer["status"] = {"token": token, "expirationTimestamp": "2099-01-01T00:00:00Z"}
+        return _json(answer, 201)
+
+    def _token_review(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        """TokenReview as the API server answers it: the audiences must meet the token's."""
+        spec = (request.data or {}).get("spec") or {}
+        wanted = list(spec.get("audiences") or [])
+        with self._guard:
+            issued = self.tokens.get(str(spec.get("token") or ""))
+        review: dict[str, Any] = {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "spec": spec,
+        }
+        if issued is None:
+            review["status"] = {"authenticated": False, "error": "invalid bearer token"}
+            return _json(review, 201)
+        namespace, account, audiences, pod, uid = issued
+        common = [a for a in wanted if a in audiences] if wanted else audiences
+        if not common:
+            review["status"] = {
+                "authenticated": False,
+                "error": "token audiences are invalid for the target audiences",
+            }
+            return _json(review, 201)
+        extra = {}
+        if pod:
+            extra = {
+                "authentication.kubernetes.io/pod-name": [pod],
+                "authentication.kubernetes.io/pod-uid": [uid],
+            }
+        review["status"] = {
+            "authenticated": True,
+            "audiences": common,
+            "user": {
+                "username": f"system:serviceaccount:{namespace}:{account}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                "extra": extra,
+            },
+        }
+        return _json(review, 201)
 
     def _take_fault(self, request: rendering.Request) -> Fault | None:
         with self._guard:
@@ -435,6 +504,10 @@ class Emulator(kmock.KubernetesEmulator):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(tick.wait(), min(remaining, 0.2))
+
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+TOKEN_REQUEST = re.compile(r"^/api/v1/namespaces/([^/]+)/serviceaccounts/([^/]+)/token$")
 
 
 def _continue(version: str, after: tuple[str, str]) -> str:

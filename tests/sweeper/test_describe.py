@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -201,3 +202,38 @@ def test_kubectl_finds_the_installed_plugin_and_runs_its_commands() -> None:
     )  # fmt: skip
     assert rendered.returncode == 0, rendered.stderr
     assert rendered.stdout.startswith("job jax-simple (jax, namespace default, 2 pods)\n")
+
+
+def test_describe_shows_the_last_report_its_metrics_checkpoint_and_the_work_a_restart_lost() -> (
+    None
+):
+    workloads, pods = failing_pytorch()
+    workloads[0]["metadata"].setdefault("annotations", {})[contract.PROGRESS] = json.dumps(
+        {
+            "progress": 40,
+            "etaSeconds": 900,
+            "step": 401,
+            "totalSteps": 1000,
+            "epoch": 2,
+            "totalEpochs": 5,
+            "metrics": {"loss": "0.2347", "eval_loss": "0.2451"},
+            "checkpoint": {"step": 400, "time": "2025-01-01T01:55:00Z"},
+            "restart": {
+                "at": "2025-01-01T01:58:00Z",
+                "reachedStep": 450,
+                "checkpointStep": 400,
+                "lostSteps": 50,
+            },
+            "updated": "2025-01-01T01:59:30Z",
+        }
+    )
+    text = describe(JobObjects("ml", "pt", tuple(workloads), tuple(pods), SERVICE, None, ()), NOW)
+    lines = text.splitlines()
+    start = lines.index("Age:          2h") + 1
+    assert lines[start : start + 4] == [
+        "Progress:     40% (step 401/1000, epoch 2/5), 15m left, reported 30s ago",
+        "Metrics:      loss=0.2347, eval_loss=0.2451",
+        "Checkpoint:   step 400, saved 5m ago",
+        "Lost work:    the restart 2m ago lost 50 steps (step 450 reached, last checkpoint "
+        "step 400)",
+    ]

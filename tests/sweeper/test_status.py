@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 
@@ -11,8 +12,9 @@ from tests.support.emulator import kubeconfig
 from tests.support.stored import bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
+from webhook.core.progress import human_duration
 from webhook.kube.resources import PODS, STATEFULSETS
-from webhook.sweeper.status import JobRow, format_table, human_duration, job_rows
+from webhook.sweeper.status import JobRow, format_table, job_rows
 
 NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 
@@ -122,18 +124,39 @@ def test_the_table_lines_up_its_columns_and_names_namespaces_when_it_shows_sever
             "3d ago",
         ),
     ]
+    rows[0] = dataclasses.replace(rows[0], progress="45%", eta="13m", checkpoint="step 400, 5m ago")
     assert format_table(rows, with_namespace=True) == (
         "NAMESPACE   JOB   FRAMEWORK   ROLES                    PHASE     "
-        "REASON             RESTARTS   START    AGE   FINISHED\n"
+        "REASON             RESTARTS   PROGRESS   ETA   CHECKPOINT         "
+        "START    AGE   FINISHED\n"
         "ml          pt    pytorch     master 1/1, worker 2/3   Running   "
-        "Running            0          2h ago   2h    -\n"
+        "Running            0          45%        13m   step 400, 5m ago   "
+        "2h ago   2h    -\n"
         "research    hvd   mpi         launcher 0/1             Failed    "
-        "DeadlineExceeded   2          3d ago   3d    40m ago"
+        "DeadlineExceeded   2          -          -     -                  "
+        "3d ago   3d    40m ago"
     )
     assert format_table(rows[:1], with_namespace=False).splitlines()[0] == (
         "JOB   FRAMEWORK   ROLES                    PHASE     "
-        "REASON    RESTARTS   START    AGE   FINISHED"
+        "REASON    RESTARTS   PROGRESS   ETA   CHECKPOINT         START    AGE   FINISHED"
     )
+
+
+def test_a_reporting_job_shows_its_progress_eta_and_last_checkpoint():
+    workloads, pods = running_pytorch()
+    summary = (
+        '{"checkpoint":{"step":400,"time":"2025-01-01T01:55:00Z"},"etaSeconds":795,'
+        '"progress":45,"step":450,"totalSteps":1000,"updated":"2025-01-01T01:59:30Z"}'
+    )
+    workloads[1]["metadata"]["annotations"][contract.PROGRESS] = summary
+    [row] = job_rows(workloads, pods, NOW)
+    assert (row.progress, row.eta, row.checkpoint) == ("45%", "13m", "step 400, 5m ago")
+    # Steps without a percentage, and a job that has finished has no ETA left.
+    workloads[1]["metadata"]["annotations"][contract.PROGRESS] = '{"step":450,"etaSeconds":9}'
+    for workload in workloads:
+        workload["metadata"]["annotations"][contract.PHASE] = "Succeeded"
+    [row] = job_rows(workloads, pods, NOW)
+    assert (row.progress, row.eta, row.checkpoint) == ("step 450", "-", "-")
 
 
 def test_durations_read_like_kubectl():
@@ -166,10 +189,11 @@ def test_trainhook_status_reads_the_cluster(emulator, kube, tmp_path, monkeypatc
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (
         "JOB   FRAMEWORK   ROLES                    PHASE     "
-        "REASON   RESTARTS   START   AGE   FINISHED"
+        "REASON   RESTARTS   PROGRESS   ETA   CHECKPOINT   START   AGE   FINISHED"
     )
     assert re.fullmatch(
-        r"pt    pytorch     master 1/1, worker 2/3   Running   -        0          -       \d+s +-",
+        r"pt    pytorch     master 1/1, worker 2/3   Running   -        0          "
+        r"-          -     -            -       \d+s +-",
         out[1],
     )
     assert main(["status", "-n", "ml", "resnet"]) == 1

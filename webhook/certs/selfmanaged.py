@@ -33,6 +33,7 @@ RBAC: in the namespace, `get`, `create` and `patch` on the Secret; cluster-wide,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import logging
 import os
@@ -72,6 +73,8 @@ class SelfManagedSettings:
     directory: Path = DEFAULT_DIRECTORY
     policy: RenewalPolicy = field(default_factory=RenewalPolicy)
     loopback: bool = False  # also valid for localhost and 127.0.0.1
+    # More DNS names the certificate is valid for: the sweeper's progress endpoint serves it too.
+    extra_names: tuple[str, ...] = ()
     resync_seconds: float = 60.0  # longest time between two passes
     retry_seconds: tuple[float, float] = (1.0, 30.0)  # backoff after a failed pass
     startup_seconds: float = 60.0
@@ -119,9 +122,11 @@ class SelfManagedCertificates:
         self.settings = settings
         self._kube = kube
         self._clock = clock
-        self._identity = certs.service_identity(
+        identity = certs.service_identity(
             settings.service, settings.namespace, loopback=settings.loopback
         )
+        extra = tuple(n for n in settings.extra_names if n not in identity.dns_names)
+        self._identity = dataclasses.replace(identity, dns_names=identity.dns_names + extra)
         directory = settings.directory
         self.files = CertificateFiles(
             str(directory / "tls.crt"), str(directory / "tls.key"), str(directory / "ca.crt")

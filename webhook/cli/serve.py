@@ -81,6 +81,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the sweeper's user (system:serviceaccount:NAMESPACE:NAME): the only one allowed to "
         "change trainhook.io/phase, finished-at and reason",
     )
+    option(
+        "--progress-url",
+        "TRAINHOOK_PROGRESS_URL",
+        "",
+        "https://HOST:PORT of the sweeper's progress endpoint, given to pods of jobs with "
+        "trainhook.io/report-progress (default: none, such pods are refused)",
+    )
+    option(
+        "--progress-ca-file",
+        "TRAINHOOK_PROGRESS_CA_FILE",
+        "",
+        "the CA (PEM) pods verify the progress endpoint with",
+    )
 
 
 def _namespaces(flags: list[str] | None) -> tuple[str, ...]:
@@ -110,5 +123,7 @@ def run(args: argparse.Namespace) -> int:
             namespace=args.namespace,
             lookup_namespaces=_namespaces(args.lookup_namespaces),
             sweeper_username=args.sweeper_username,
+            progress_url=args.progress_url,
+            progress_ca_file=args.progress_ca_file,
         )
     )

@@ -15,7 +15,9 @@ from typing import Any
 from webhook.cli.validators import log_level, positive_int, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
-from webhook.sweeper.metrics import SweeperMetrics
+from webhook.sweeper.metrics import ProgressFigures, SweeperMetrics
+from webhook.sweeper.progress import Limits, ProgressDesk
+from webhook.sweeper.progress import serve as serve_progress
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -103,6 +105,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default: none)",
     )
     parser.add_argument(
+        "--progress-bind",
+        type=_bind,
+        default=_bind(os.environ.get("TRAINHOOK_PROGRESS_BIND", "")),
+        help="serve the progress endpoint (Kubeflow Trainer v2's status protocol) over TLS on "
+        "HOST:PORT (env TRAINHOOK_PROGRESS_BIND; default: none)",
+    )
+    parser.add_argument(
+        "--progress-cert-file",
+        default=os.environ.get("TRAINHOOK_PROGRESS_CERT_FILE", "certs/tls.crt"),
+        help="the progress endpoint's certificate (PEM; env TRAINHOOK_PROGRESS_CERT_FILE)",
+    )
+    parser.add_argument(
+        "--progress-key-file",
+        default=os.environ.get("TRAINHOOK_PROGRESS_KEY_FILE", "certs/tls.key"),
+        help="its private key (PEM; env TRAINHOOK_PROGRESS_KEY_FILE)",
+    )
+    parser.add_argument(
+        "--progress-write-seconds",
+        type=positive_seconds,
+        default=10.0,
+        help="write a job's trainhook.io/progress at most this often (default: 10)",
+    )
+    parser.add_argument(
         "--cluster-domain",
         default="",
         help="the webhook's --cluster-domain: host names in large jobs' peer lists end in "
@@ -157,8 +182,24 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
             return 1
         logging.getLogger("trainhook.sweeper").info("metrics at http://%s:%d/metrics", host, port)
+    progress = None
+    if args.progress_bind:
+        desk = ProgressDesk(kube, Limits(write_interval=args.progress_write_seconds))
+        metrics.registry.register(ProgressFigures(desk.latest))
+        try:
+            progress = serve_progress(
+                desk, args.progress_bind, args.progress_cert_file, args.progress_key_file
+            )
+        except (OSError, ValueError) as error:
+            print(f"trainhook sweep: cannot serve progress on {args.progress_bind}: {error}",
+                  file=sys.stderr)  # fmt: skip
+            metrics.stop()
+            return 1
     try:
         sweeper.run(stop)
     finally:
         metrics.stop()
+        if progress is not None:
+            progress[1].set()
+            progress[0].shutdown()
     return 0

@@ -23,6 +23,7 @@ from webhook.core.limits import WARNING_AT_MOST, one_line
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
+from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
 
@@ -90,6 +91,7 @@ class Policy:
     # Whether the cluster serves Kubernetes' own PodGroup (None: not known); a job that asks for
     # it where it is not served is refused.
     kubernetes_podgroups_served: bool | None = None
+    progress: ProgressEndpoint | None = None  # where pods of jobs that report progress report
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ def admit(
             siblings=siblings,
             cluster_domain=policy.cluster_domain,
             coscheduling_scheduler=policy.coscheduling_scheduler,
+            progress=policy.progress,
         )
         return Outcome(diff(obj, pod.pod), pod.warnings)
     if kind == "Pod":

@@ -14,7 +14,9 @@ from webhook.core.objects import annotations_of, labels_of
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 
 # What the sweeper records and decides on: a forged success, failure count or start time would
-# end or fail a job as surely as a forged phase.
+# end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
+# come from reports the sweeper verified; schedulers and people read them, so nobody else writes
+# them either.
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
@@ -22,6 +24,9 @@ OUTCOME_KEYS = (
     contract.SUCCEEDED,
     contract.FAILED_RUNS,
     contract.STATUS,
+    contract.PROGRESS,
+    contract.PROGRESS_TEXT,
+    contract.LAST_CHECKPOINT,
 )
 
 

@@ -48,6 +48,9 @@ SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
 # The variables and files of the scheduler or operator a job comes from (volcano,
 # paddle-operator), job-wide.
 COMPAT: Final = "trainhook.io/compat"
+# "true": the job's pods get Kubeflow Trainer v2's three KUBEFLOW_TRAINER_STATUS_* variables, a
+# token whose audience names the job, and the CA of the sweeper's progress endpoint.
+REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 
 # Annotations the webhook writes.
 # The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
@@ -66,6 +69,9 @@ VOLCANO_HOSTS_PREFIX: Final = "volcano.trainhook.io/"
 # the creator of its first workload; nobody else writes or changes it.
 CREATED_BY: Final = "trainhook.io/created-by"
 
+# On a pod that reports progress: the progress endpoint's CA (PEM), projected as its ca.crt.
+PROGRESS_CA: Final = "trainhook.io/progress-ca"
+
 # Annotations the sweeper writes on workloads. The phase is a label too, for selectors
 # (`kubectl get sts -l trainhook.io/phase=Failed`) and `kubectl wait`.
 PHASE: Final = "trainhook.io/phase"
@@ -78,6 +84,13 @@ STATUS: Final = "trainhook.io/status"
 # the role indexes that have succeeded ("0,2-4") and the failed runs counted so far (JSON).
 SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
+# The job's last progress report, compact JSON (see docs/progress.md); on workloads and pods.
+PROGRESS: Final = "trainhook.io/progress"
+# The same in a few words ("45%, step 450/1000, 13m left"), for Argo CD's health message.
+PROGRESS_TEXT: Final = "trainhook.io/progress-text"
+# On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
+# that prefer to preempt a pod which has just saved its work.
+LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 
@@ -101,6 +114,7 @@ POD_SETTINGS: Final = (
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
     COMPAT,
+    REPORT_PROGRESS,
 )
 
 # The labels among the keys above; every other key is an annotation, except these, both.

@@ -27,6 +27,7 @@ from webhook.core.pods import (
     mount,
     training_container,
 )
+from webhook.core.progress import ProgressEndpoint, add_progress
 from webhook.core.settings import Settings, gpu_count, processes_per_pod, read_settings
 from webhook.core.topology import Role, Topology, topology_from_stamp
 from webhook.core.workload import (
@@ -75,6 +76,7 @@ def mutate_pod(
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    progress: ProgressEndpoint | None = None,
 ) -> PodMutation:
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or namespace
@@ -143,6 +145,8 @@ def mutate_pod(
 
     draft = Draft(pod)
     warnings: list[str] = []
+    if settings.report_progress:
+        env |= add_progress(draft, pod, namespace, topology.job, progress, training)
     _set_identity(draft, pod, placement, identity, warnings)
     _set_env(draft, pod, training, env, field_env, warnings)
     if files is not None:

@@ -30,6 +30,7 @@ from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.peers import PeerFiles, configmap
 from webhook.core.pod_mutation import mutate_pod
 from webhook.core.pods import training_container
+from webhook.core.progress import RENDERED_PROGRESS
 from webhook.core.settings import Settings, read_settings
 from webhook.core.workload import job_of, read_workload, replica_controller, template_only
 from webhook.core.workload_mutation import mutate_workload
@@ -226,6 +227,7 @@ def _mutated(
         namespace,
         cluster_domain=cluster_domain,
         coscheduling_scheduler=coscheduling_scheduler,
+        progress=RENDERED_PROGRESS,
     )
     placement = result.placement
     return RenderedPod(

@@ -127,6 +127,7 @@ class Settings(JobSettings):
     placement_tier: str | None = None  # Volcano's HyperNode tier: a number or a tier name
     kai_topology: str | None = None  # the KAI Topology object whose level is the label
 
+    report_progress: bool = False  # Kubeflow Trainer v2's progress variables and token
     ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
 
 
@@ -147,6 +148,7 @@ SETTING_KEYS = (
     contract.PLACEMENT,
     contract.PLACEMENT_TIER,
     contract.KAI_TOPOLOGY,
+    contract.REPORT_PROGRESS,
     contract.SSH_AUTH_MOUNT_PATH,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
@@ -194,6 +196,8 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"a whole number of seconds from 1 to {INT32_MAX}",
         ),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
+        == "true",
+        report_progress=_choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
         == "true",
         success_policy=_choice(
             contract.SUCCESS_POLICY, get(contract.SUCCESS_POLICY), SUCCESS_POLICIES

@@ -46,6 +46,7 @@ KUBERNETES_PODGROUPS: Final = {
 }
 EVENTS: Final = Resource("", "v1", "events", "Event")
 NODES: Final = Resource("", "v1", "nodes", "Node")  # cluster-scoped
+TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(
     "admissionregistration.k8s.io",

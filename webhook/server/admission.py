@@ -19,6 +19,7 @@ from webhook.core.admit import Found, Policy, Request, admit, job_of, lookups
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import TrainhookError
 from webhook.core.limits import one_line
+from webhook.core.progress import ProgressEndpoint
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -61,14 +62,16 @@ class Context:
     sweeper_username: str = ""
     # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
     kubernetes_podgroups_served: bool | None = None
+    progress: ProgressEndpoint | None = None  # where pods that report progress are sent
 
     @property
     def policy(self) -> Policy:
         return Policy(
-            self.cluster_domain,
-            self.coscheduling_scheduler,
-            self.sweeper_username,
-            self.kubernetes_podgroups_served,
+            cluster_domain=self.cluster_domain,
+            coscheduling_scheduler=self.coscheduling_scheduler,
+            sweeper_username=self.sweeper_username,
+            kubernetes_podgroups_served=self.kubernetes_podgroups_served,
+            progress=self.progress,
         )
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from flask import Flask
 
+    from webhook.core.progress import ProgressEndpoint
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -35,6 +37,8 @@ class ServeSettings:
     namespace: str
     lookup_namespaces: tuple[str, ...] = ()  # empty: every namespace
     sweeper_username: str = ""
+    progress_url: str = ""  # the sweeper's progress endpoint; "" when it serves none
+    progress_ca_file: str = ""  # the CA pods trust it with (PEM)
 
 
 def serve(settings: ServeSettings) -> int:
@@ -79,6 +83,11 @@ def _serve(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> int:
                 file=sys.stderr,
             )
             return 2
+    try:
+        progress_endpoint(settings.progress_url, settings.progress_ca_file)
+    except _SetupError as error:
+        print(f"trainhook serve: {error}", file=sys.stderr)
+        return 2
     try:
         serving_certificate(settings.cert_file, settings.key_file).load()
     except CertificateError as error:
@@ -152,12 +161,32 @@ def build_app(settings: ServeSettings) -> Flask:
         lookup=lookup,
         sweeper_username=settings.sweeper_username,
         kubernetes_podgroups_served=_kubernetes_podgroups_served() if settings.lookup else None,
+        progress=progress_endpoint(settings.progress_url, settings.progress_ca_file),
     )
     return create_app(context, tuple(checks))
 
 
 class _SetupError(Exception):
     pass
+
+
+def progress_endpoint(url: str, ca_file: str) -> ProgressEndpoint | None:
+    """The progress endpoint pods are sent to, with the CA read from `ca_file`."""
+    from webhook.core.progress import ProgressEndpoint
+
+    if not url:
+        return None
+    if not url.startswith("https://") or not ca_file:
+        raise _SetupError(
+            f"--progress-url {url!r}: an https:// URL, with --progress-ca-file, is allowed"
+        )
+    try:
+        ca = Path(ca_file).read_text()
+    except OSError as error:
+        raise _SetupError(f"--progress-ca-file {ca_file}: {error.strerror}") from None
+    if "-----BEGIN CERTIFICATE-----" not in ca:
+        raise _SetupError(f"--progress-ca-file {ca_file}: no PEM certificate in it")
+    return ProgressEndpoint(url, ca)
 
 
 def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> ServeSettings:
@@ -181,6 +210,7 @@ def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -
                 webhook_config=settings.webhook_config,
                 service=settings.service,
                 directory=directory,
+                extra_names=_progress_names(settings.progress_url),
             )
         )
     except ApiError as error:
@@ -190,6 +220,18 @@ def _self_managed(settings: ServeSettings, cleanups: list[Callable[[], None]]) -
     cleanups.append(manager.stop)
     files = manager.files
     return replace(settings, cert_file=files.cert_file, key_file=files.key_file)
+
+
+def _progress_names(url: str) -> tuple[str, ...]:
+    """The progress endpoint's host, which the self-managed certificate must name too."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return ()
+    # The short names of a Service in-cluster clients may use as well.
+    parts = host.split(".")
+    return tuple(dict.fromkeys([host, *(".".join(parts[:n]) for n in (1, 2, 3) if n < len(parts))]))
 
 
 def _api_problem() -> str | None:

@@ -14,18 +14,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
+from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
-from webhook.kube.resources import (
-    EVENTS,
-    JOBS,
-    NODES,
-    PODGROUPS,
-    PODS,
-    SERVICES,
-    STATEFULSETS,
-)
-from webhook.sweeper.state import job_key
-from webhook.sweeper.status import human_duration, job_rows
+from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
+from webhook.sweeper.state import job_key, read_job_state
+from webhook.sweeper.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
 
@@ -125,6 +118,13 @@ def describe(objects: JobObjects, now: datetime) -> str:
         f"Roles:        {row.roles if row else '-'}",
         f"Age:          {row.age if row else '-'}",
     ]
+    summary = job_progress(
+        read_job_state(
+            objects.namespace, objects.job, workloads=objects.workloads, pods=objects.pods
+        )
+    )
+    if summary is not None:
+        lines += progress_lines(summary, now)
     if objects.workloads:
         lines.append("Workloads:")
         lines += _indent(_table(["KIND", "NAME", "ROLE", "REPLICAS"], _workload_rows(objects)))
@@ -153,6 +153,55 @@ def describe(objects: JobObjects, now: datetime) -> str:
     else:
         lines.append("  none")
     return "\n".join(lines)
+
+
+def progress_lines(summary: Mapping[str, Any], now: datetime) -> list[str]:
+    """The job's last progress report: how far, how long left, its metrics, its checkpoint,
+    and what the last restart lost."""
+    done = []
+    if isinstance(summary.get("progress"), int):
+        done.append(f"{summary['progress']}%")
+    counts = [
+        f"{what} {summary[key]}"
+        + (f"/{summary[total]}" if isinstance(summary.get(total), int) else "")
+        for what, key, total in (("step", "step", "totalSteps"), ("epoch", "epoch", "totalEpochs"))
+        if isinstance(summary.get(key), int)
+    ]
+    text = " ".join(done) + (f" ({', '.join(counts)})" if done and counts else ", ".join(counts))
+    if isinstance(summary.get("etaSeconds"), int):
+        text += f", {human_duration(summary['etaSeconds'])} left"
+    updated = parse_time(summary.get("updated"))
+    if updated is not None:
+        text += f", reported {_ago(updated, now)}"
+    lines = [f"Progress:     {text.strip(', ') or '-'}"]
+    metrics = summary.get("metrics")
+    if isinstance(metrics, dict) and metrics:
+        lines.append("Metrics:      " + ", ".join(f"{k}={v}" for k, v in metrics.items()))
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        parts = [f"step {checkpoint['step']}"] if isinstance(checkpoint.get("step"), int) else []
+        saved = parse_time(checkpoint.get("time"))
+        if saved is not None:
+            parts.append(f"saved {_ago(saved, now)}")
+        lines.append(f"Checkpoint:   {', '.join(parts) or '-'}")
+    restart = summary.get("restart")
+    if isinstance(restart, dict) and isinstance(restart.get("lostSteps"), int):
+        at = parse_time(restart.get("at"))
+        since = (
+            f"last checkpoint step {restart['checkpointStep']}"
+            if isinstance(restart.get("checkpointStep"), int)
+            else "no checkpoint"
+        )
+        when = f"the restart {_ago(at, now)}" if at else "the last restart"
+        lines.append(
+            f"Lost work:    {when} lost {restart['lostSteps']} steps "
+            f"(step {restart.get('reachedStep')} reached, {since})"
+        )
+    return lines
+
+
+def _ago(when: datetime, now: datetime) -> str:
+    return f"{human_duration((now - when).total_seconds())} ago"
 
 
 def last_failure(objects: JobObjects) -> str | None:

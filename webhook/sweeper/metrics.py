@@ -7,14 +7,62 @@ A registry of its own (with the process collector), served over plain HTTP in a 
 
 from __future__ import annotations
 
+import math
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Gauge, ProcessCollector, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from webhook import __version__
 from webhook.sweeper.health import SweeperHealth, serve
+from webhook.sweeper.state import JobKey
+
+# Label sets stay bounded whatever pods report: the metrics of the most recent jobs only, and
+# only the summary's few metrics (webhook.core.progress.SUMMARY_METRICS) of each.
+METRIC_JOBS: Final = 100
+
+
+class ProgressFigures(Collector):
+    """The jobs' reported progress, and the numeric metrics of the most recent ones."""
+
+    def __init__(self, latest: Callable[[], list[tuple[JobKey, dict[str, Any]]]]) -> None:
+        self.latest = latest
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        ratio = GaugeMetricFamily(
+            "trainhook_job_progress_ratio",
+            "The last progress a job reported, from 0 to 1 (jobs this replica heard from).",
+            labels=["namespace", "job"],
+        )
+        metric = GaugeMetricFamily(
+            "trainhook_job_metric",
+            f"The last value of each numeric metric a job reported (the {METRIC_JOBS} jobs "
+            "heard from last).",
+            labels=["namespace", "job", "name"],
+        )
+        latest = self.latest()
+        for (namespace, job), summary in latest:
+            if isinstance(summary.get("progress"), int):
+                ratio.add_metric([namespace, job], summary["progress"] / 100)
+        for (namespace, job), summary in latest[-METRIC_JOBS:]:
+            for name, value in (summary.get("metrics") or {}).items():
+                number = _number(value)
+                if number is not None:
+                    metric.add_metric([namespace, job, name], number)
+        yield ratio
+        yield metric
+
+
+def _number(value: object) -> float | None:
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 class SweeperMetrics:

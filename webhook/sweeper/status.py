@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.objects import parse_time
+from webhook.core.progress import human_duration, read_summary
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome, recorded_status
@@ -34,17 +35,9 @@ class JobRow:
     reason: str = "-"  # why it is in that phase: OOMKilled, ImagePullBackOff, Completed, ...
     restarts: str = "0"  # whole-job restarts with RestartJob, else failed runs
     start: str = "-"  # when it started, e.g. "12m ago"
-
-
-def human_duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 120 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    progress: str = "-"  # the last progress report: "45%", else "step 450/1000"
+    eta: str = "-"  # its estimated time left, e.g. "13m"
+    checkpoint: str = "-"  # the last checkpoint: "step 400, 5m ago"
 
 
 def job_rows(
@@ -102,7 +95,38 @@ def _row(state: JobState, now: datetime) -> JobRow:
         reason=reason,
         restarts=str(restarts) if isinstance(restarts, int) else "0",
         start=f"{human_duration((now - started).total_seconds())} ago" if started else "-",
+        **progress_cells(state, now, finished=outcome is not None),
     )
+
+
+def job_progress(state: JobState) -> dict[str, Any] | None:
+    """The job's last progress summary (trainhook.io/progress on its workloads), if any."""
+    found = [read_summary(w.annotations) for w in state.workloads]
+    summaries = [s for s in found if s is not None]
+    return max(summaries, key=lambda s: str(s.get("updated", ""))) if summaries else None
+
+
+def progress_cells(state: JobState, now: datetime, *, finished: bool) -> dict[str, str]:
+    summary = job_progress(state)
+    if summary is None:
+        return {}
+    cells: dict[str, str] = {}
+    step, total = summary.get("step"), summary.get("totalSteps")
+    if isinstance(summary.get("progress"), int):
+        cells["progress"] = f"{summary['progress']}%"
+    elif isinstance(step, int):
+        cells["progress"] = f"step {step}/{total}" if isinstance(total, int) else f"step {step}"
+    eta = summary.get("etaSeconds")
+    if isinstance(eta, int) and not finished:
+        cells["eta"] = human_duration(eta)
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        when = parse_time(checkpoint.get("time"))
+        parts = [f"step {checkpoint['step']}"] if isinstance(checkpoint.get("step"), int) else []
+        if when is not None:
+            parts.append(f"{human_duration((now - when).total_seconds())} ago")
+        cells["checkpoint"] = ", ".join(parts) or "-"
+    return cells
 
 
 def _ready(state: JobState, role: str) -> int:
@@ -117,12 +141,28 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
         "PHASE",
         "REASON",
         "RESTARTS",
+        "PROGRESS",
+        "ETA",
+        "CHECKPOINT",
         "START",
         "AGE",
         "FINISHED",
     ]
     lines = [
-        [r.job, r.framework, r.roles, r.phase, r.reason, r.restarts, r.start, r.age, r.finished]
+        [
+            r.job,
+            r.framework,
+            r.roles,
+            r.phase,
+            r.reason,
+            r.restarts,
+            r.progress,
+            r.eta,
+            r.checkpoint,
+            r.start,
+            r.age,
+            r.finished,
+        ]
         for r in rows
     ]
     if with_namespace:

@@ -217,3 +217,21 @@ A chart file as the body of a YAML block scalar, each line indented and blank li
 {{ if . }}{{ $pad }}{{ . }}{{ end }}
 {{- end }}
 {{- end }}
+
+{{/* The progress endpoint's Service, and the URL the webhook gives reporting pods. */}}
+{{- define "trainhook.progressName" -}}
+{{- printf "%s-progress" (include "trainhook.fullname" .) }}
+{{- end }}
+
+{{- define "trainhook.progressUrl" -}}
+{{- printf "https://%s.%s.svc:%v" (include "trainhook.progressName" .) .Release.Namespace .Values.progress.port }}
+{{- end }}
+
+{{/* The Secret the sweeper reads the progress endpoint's certificate from. */}}
+{{- define "trainhook.progressSecretName" -}}
+{{- if eq .Values.certificates.mode "self" }}
+{{- include "trainhook.selfSecretName" . }}
+{{- else }}
+{{- include "trainhook.tlsSecretName" . }}
+{{- end }}
+{{- end }}

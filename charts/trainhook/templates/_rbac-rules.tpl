@@ -145,3 +145,13 @@ dryRun=All, so nothing is stored (RBAC cannot require the dry run; the grant liv
   resources: [pods]
   verbs: [create]
 {{- end }}
+
+{{- /*
+Sweeper, cluster-wide (ClusterRole), with progress.enabled: TokenReviews verify the token a pod
+reports progress with (a TokenReview is cluster-scoped; no Role can grant it).
+*/ -}}
+{{- define "trainhook.rules.sweeperProgress" -}}
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+{{- end }}
