@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint e2e e2e-debs bench chart-check clean
+.PHONY: demo test lint e2e e2e-debs bench chart-check wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -80,5 +80,12 @@ e2e: $(E2E_STAMP) $(MS_STAMP) e2e-debs
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
+# The CLI's wheel, for machines without a clone: `pip install dist/trainhook-*.whl` puts `trainhook`
+# and `kubectl-trainhook` on PATH. Trainhook is not on PyPI.
+DIST ?= dist
+wheel: $(STAMP)
+	rm -rf $(DIST)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir $(DIST) .
+
 clean:
-	rm -rf $(VENV) $(MS_VENV) $(IMPI) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MS_VENV) $(IMPI) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -38,3 +38,44 @@ def test_one_version_for_the_package_the_command_and_the_chart() -> None:
         check=False,
     )
     assert (shown.returncode, shown.stdout) == (0, f"trainhook {version}\n")
+
+
+def test_the_wheel_make_builds_installs_the_commands_in_a_fresh_venv(tmp_path: Path) -> None:
+    """README's install without PyPI: `make wheel`, then pip install of the wheel alone."""
+    import os
+    import subprocess
+    import sys
+
+    dist = tmp_path / "dist"
+    subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO), "wheel", f"DIST={dist}"],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = dist.glob("trainhook-*-py3-none-any.whl")
+    assert wheel.name == f"trainhook-{PYPROJECT['project']['version']}-py3-none-any.whl"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_dir = venv / "bin"
+    subprocess.run(
+        [str(bin_dir / "pip"), "install", "--quiet", str(wheel)], check=True, capture_output=True
+    )
+    # Away from the clone, so nothing is imported from the working tree.
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    version = subprocess.run(
+        ["trainhook", "--version"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert (version.returncode, version.stdout) == (
+        0,
+        f"trainhook {PYPROJECT['project']['version']}\n",
+    )
+    corpus = REPO / "tests" / "corpus" / "training-operator" / "pytorchjob-simple.yaml"
+    migrated = subprocess.run(
+        ["kubectl-trainhook", "migrate", str(corpus)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.count("kind: StatefulSet") == 2

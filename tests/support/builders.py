@@ -120,3 +120,38 @@ def pods(*documents: dict[str, Any]) -> dict[str, RenderedPod]:
 def env(*documents: dict[str, Any]) -> dict[str, dict[str, str]]:
     """The training container's env of every rendered pod, by pod name."""
     return {name: pod.env for name, pod in pods(*documents).items()}
+
+
+# Operators' jobs, as `trainhook migrate` reads them.
+
+OPERATOR_CONTAINER = {"name": "pytorch", "image": "train:1"}
+
+
+def template(**spec: Any) -> dict[str, Any]:
+    """A replica's pod template of one container, with `spec` fields beside it."""
+    return {"spec": {"containers": [dict(OPERATOR_CONTAINER)], **spec}}
+
+
+def pytorchjob(spec: dict[str, Any] | None = None, **replicas: dict[str, Any]) -> dict[str, Any]:
+    """A PyTorchJob `pt` in `ml`: a master and two workers unless replica specs are given."""
+    replica_specs = replicas or {
+        "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template()},
+        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template()},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "pt", "namespace": "ml"},
+        "spec": {"pytorchReplicaSpecs": replica_specs, **(spec or {})},
+    }
+
+
+def paddle_operator(**spec: Any) -> dict[str, Any]:
+    """A paddle-operator PaddleJob `pd` of two workers, with `spec` fields beside them."""
+    worker = {"replicas": 2, "template": template()}
+    return {
+        "apiVersion": "batch.paddlepaddle.org/v1",
+        "kind": "PaddleJob",
+        "metadata": {"name": "pd"},
+        "spec": {"worker": worker, **spec},
+    }

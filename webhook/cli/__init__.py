@@ -16,6 +16,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "webhook.cli.render",
         "render labelled manifests into the pods Kubernetes would run",
     ),
+    "migrate": (
+        "webhook.cli.migrate",
+        "turn operators' jobs (PyTorchJob, TFJob, MPIJob, PaddleJob, MSJob, Volcano Job...) "
+        "into labelled workloads",
+    ),
     "certs": (
         "webhook.cli.certs",
         "make the CA and serving certificate the webhook serves with",
@@ -31,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # `kubectl trainhook ...` (the kubectl-trainhook executable): the commands that read a cluster
 # or files, as a kubectl plugin.
-PLUGIN_COMMANDS = ("status", "render", "describe")
+PLUGIN_COMMANDS = ("status", "render", "describe", "migrate")
 
 
 def build_parser(
@@ -71,7 +76,7 @@ def main(
 
 
 def kubectl_plugin() -> int:
-    """The kubectl-trainhook executable: `kubectl trainhook status|render|describe ...`."""
+    """The kubectl-trainhook executable: `kubectl trainhook status|render|describe|migrate ...`."""
     return main(prog="kubectl trainhook", commands=PLUGIN_COMMANDS)
 
 

@@ -1,0 +1,340 @@
+"""`trainhook migrate` field by field: what each operator field becomes, the one line a field
+without equivalent gets, and the one line that refuses what cannot work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.builders import paddle_operator, pytorchjob, template
+from webhook.core import contract
+from webhook.core.migrate import Migration, MigrationError, migrate_one
+from webhook.core.render import render_all
+
+
+def annotations_of(migration: Migration) -> list[dict[str, str]]:
+    return [o["metadata"].get("annotations", {}) for o in migration.objects]
+
+
+def job_wide(migration: Migration) -> dict[str, str]:
+    (value,) = {tuple(sorted(a.items())) for a in annotations_of(migration)}
+    return dict(value)
+
+
+def refused(source: dict[str, Any], framework: str | None = None) -> str:
+    with pytest.raises(MigrationError) as error:
+        migrate_one(source, framework)
+    return str(error.value)
+
+
+def test_a_pytorchjob_becomes_one_statefulset_per_replica_type_named_as_the_operators_pods() -> (
+    None
+):
+    migration = migrate_one(pytorchjob())
+    assert [
+        (o["kind"], o["metadata"]["name"], o["spec"]["replicas"]) for o in migration.objects
+    ] == [
+        ("StatefulSet", "pt-master", 1),
+        ("StatefulSet", "pt-worker", 2),
+    ]
+    assert [o["metadata"]["labels"] for o in migration.objects] == [
+        {contract.FRAMEWORK: "pytorch", contract.JOB: "pt", contract.ROLE: role}
+        for role in ("master", "worker")
+    ]
+    assert [o["metadata"]["namespace"] for o in migration.objects] == ["ml", "ml"]
+    assert migration.notes == []
+    pods = render_all(migration.objects).pods
+    assert [p.name for p in pods] == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
+
+
+def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> None:
+    run_policy = {
+        "cleanPodPolicy": "All",
+        "backoffLimit": 4,
+        "activeDeadlineSeconds": 3600,
+        "ttlSecondsAfterFinished": 60,
+        "suspend": True,
+        "schedulingPolicy": {"queue": "research", "minAvailable": 3, "priorityClass": "high"},
+    }
+    migration = migrate_one(pytorchjob({"runPolicy": run_policy}))
+    assert job_wide(migration) == {
+        contract.CLEAN_POD_POLICY: "All",
+        contract.BACKOFF_LIMIT: "3",  # the operator fails at the 4th restart, Trainhook after 3
+        contract.ACTIVE_DEADLINE_SECONDS: "3600",
+        contract.TTL_SECONDS_AFTER_FINISHED: "60",
+        contract.SUSPEND: "true",
+        contract.SCHEDULER: "volcano",
+        contract.QUEUE: "research",
+    }
+    assert {o["spec"]["template"]["spec"]["priorityClassName"] for o in migration.objects} == {
+        "high"
+    }
+    assert migration.notes == [
+        "spec.runPolicy.schedulingPolicy: gang scheduling with trainhook.io/scheduler: 'volcano' "
+        "(the templates name no gang scheduler)"
+    ]
+
+
+def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_a_note() -> None:
+    policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 120, "minAvailable": 2}}
+    migration = migrate_one(pytorchjob({"runPolicy": policy}))
+    assert job_wide(migration) == {
+        contract.SCHEDULER: "coscheduling",
+        contract.SCHEDULE_TIMEOUT_SECONDS: "120",
+    }
+    assert (
+        "spec.runPolicy.schedulingPolicy.minAvailable: 2 has no equivalent, because the gang is "
+        "every pod of the job (3)"
+    ) in migration.notes
+
+
+def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
+    spec = {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 4},
+        "runPolicy": {"schedulingPolicy": {"queue": "q", "minAvailable": 2}},
+    }
+    migration = migrate_one(pytorchjob(spec, Worker={"replicas": 3, "template": template()}))
+    assert job_wide(migration)[contract.ELASTIC] == "2:4"
+    assert not [n for n in migration.notes if "minAvailable" in n]
+    smaller = dict(spec, runPolicy={"schedulingPolicy": {"queue": "q", "minAvailable": 1}})
+    notes = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()})).notes
+    assert (
+        "spec.runPolicy.schedulingPolicy.minAvailable: 1 has no equivalent, because the gang is "
+        "the elastic minimum of nodes (2)"
+    ) in notes
+
+
+def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with_a_note() -> None:
+    migration = migrate_one(
+        pytorchjob(
+            Master={"replicas": 1, "restartPolicy": "ExitCode", "template": template()},
+            Worker={"replicas": 1, "restartPolicy": "Never", "template": template()},
+        )
+    )
+    assert job_wide(migration) == {contract.RESTART_POLICY: "ExitCode"}
+    assert migration.notes == [
+        "spec.pytorchReplicaSpecs: restart policies differ per replica type (master: ExitCode, "
+        "worker: Never); trainhook.io/restart-policy is one per job: 'ExitCode', the first role's"
+    ]
+
+
+def test_a_statefulset_template_loses_a_restart_policy_the_api_server_would_refuse() -> None:
+    migration = migrate_one(
+        pytorchjob(Worker={"replicas": 2, "template": template(restartPolicy="OnFailure")})
+    )
+    (workload,) = migration.objects
+    assert "restartPolicy" not in workload["spec"]["template"]["spec"]
+    assert migration.notes[0].startswith(
+        "spec.pytorchReplicaSpecs.Worker.template.spec.restartPolicy: 'OnFailure' → removed"
+    )
+
+
+def test_elastic_policy_maps_to_elastic_max_restarts_nproc_and_the_rendezvous_conf() -> None:
+    elastic = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "maxRestarts": 5,
+        "nProcPerNode": 2,
+        "rdzvConf": [{"key": "join_timeout", "value": "600"}],
+        "rdzvBackend": "etcd-v2",
+    }
+    migration = migrate_one(
+        pytorchjob(
+            {"elasticPolicy": elastic},
+            Worker={"replicas": 2, "template": template()},
+        )
+    )
+    assert job_wide(migration) == {
+        contract.ELASTIC: "1:4",
+        contract.MAX_RESTARTS: "5",
+        contract.NPROC_PER_NODE: "2",
+    }
+    (workload,) = migration.objects
+    assert workload["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "PET_RDZV_CONF", "value": "join_timeout=600"}
+    ]
+    assert migration.notes == [
+        "spec.elasticPolicy.rdzvBackend: 'etcd-v2' → 'c10d': torchrun's own rendezvous on pod 0"
+    ]
+    (pod, _) = render_all(migration.objects).pods
+    assert (pod.env["PET_NNODES"], pod.env["PET_MAX_RESTARTS"]) == ("1:4", "5")
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "note"),
+    [
+        ("4", "4", None),
+        ("auto", "auto", None),
+        ("gpu", "auto", "'gpu' → 'auto'"),
+        ("cpu", None, "'cpu' has no equivalent"),
+    ],
+)
+def test_nproc_per_node(value: str, annotation: str | None, note: str | None) -> None:
+    migration = migrate_one(pytorchjob({"nprocPerNode": value}))
+    assert job_wide(migration).get(contract.NPROC_PER_NODE) == annotation
+    assert [n for n in migration.notes if n.startswith("spec.nprocPerNode")] == (
+        [] if note is None else [n for n in migration.notes if note in n]
+    )
+
+
+def test_a_field_migrate_does_not_know_is_named_never_dropped_silently() -> None:
+    source = pytorchjob({"somethingNew": {"a": 1}, "runPolicy": {"fancy": True}})
+    source["extra"] = 1
+    notes = migrate_one(source).notes
+    for path in ("spec.somethingNew", "spec.runPolicy.fancy", "extra"):
+        assert f"{path}: not a field trainhook migrate knows; not carried over" in notes
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        (
+            {"apiVersion": "kubeflow.org/v1", "kind": "MXJob", "metadata": {"name": "x"}},
+            "MXJob (kubeflow.org/v1): not a kind trainhook migrate reads (",
+        ),
+        (
+            pytorchjob(Chief={"replicas": 1, "template": template()}),
+            "spec.pytorchReplicaSpecs.Chief: unknown replica type for PyTorchJob (Master, Worker)",
+        ),
+        (
+            pytorchjob({"runPolicy": {"cleanPodPolicy": "Sometimes"}}),
+            "spec.runPolicy.cleanPodPolicy: invalid value 'Sometimes': All, Running or None",
+        ),
+        (
+            pytorchjob({"runPolicy": {"backoffLimit": -1}}),
+            "spec.runPolicy.backoffLimit: invalid value -1: a whole number >= 0",
+        ),
+        (
+            pytorchjob(Worker={"replicas": 1, "template": {"spec": {}}}),
+            "spec.pytorchReplicaSpecs.Worker.template.spec.containers: at least one container",
+        ),
+        (
+            pytorchjob(Worker={"replicas": 1, "restartPolicy": "Maybe", "template": template()}),
+            "spec.pytorchReplicaSpecs.Worker.restartPolicy: invalid value 'Maybe': OnFailure, "
+            "ExitCode, Never or Always",
+        ),
+    ],
+)
+def test_what_cannot_work_is_refused_in_one_line(source: dict[str, Any], line: str) -> None:
+    message = refused(source)
+    assert message.startswith(line)
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("policy", "annotation"),
+    [("Always", "All"), ("OnCompletion", "All"), ("Never", "None"), ("OnFailure", None)],
+)
+def test_paddle_operator_clean_pod_policy(policy: str, annotation: str | None) -> None:
+    migration = migrate_one(paddle_operator(cleanPodPolicy=policy))
+    assert job_wide(migration).get(contract.CLEAN_POD_POLICY) == annotation
+    assert job_wide(migration)[contract.PORT] == "36000"
+    assert any(n.startswith("spec.cleanPodPolicy: 'OnFailure'") for n in migration.notes) == (
+        annotation is None
+    )
+
+
+def test_a_job_whose_workloads_the_webhook_would_refuse_is_refused_with_the_webhooks_line() -> None:
+    source = pytorchjob(
+        {"runPolicy": {"schedulingPolicy": {"queue": "bad queue!"}}},
+    )
+    line = refused(source)
+    assert line.startswith("the workloads it becomes would be refused: trainhook.io/queue: ")
+    assert "'bad queue!'" in line
+
+
+def test_paddle_operator_host_network_is_refused() -> None:
+    assert refused(paddle_operator(intranet="Host")).startswith(
+        "spec.intranet: 'Host' cannot be migrated"
+    )
+
+
+def volcano(
+    plugins: dict[str, list[str]], tasks: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "vc"},
+        "spec": {"plugins": plugins, "tasks": tasks, **spec},
+    }
+
+
+def task(name: str, replicas: int, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "replicas": replicas, "template": template(), **extra}
+
+
+def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexed_job() -> None:
+    migration = migrate_one(
+        volcano(
+            {"mpi": ["--master=head", "--worker=node"], "ssh": []},
+            [task("head", 1), task("node", 2)],
+            policies=[{"event": "PodFailed", "action": "RestartJob"}],
+            maxRetry=2,
+            queue="q1",
+        )
+    )
+    assert [
+        (o["kind"], o["metadata"]["name"], o["metadata"]["labels"][contract.ROLE])
+        for o in migration.objects
+    ] == [
+        ("StatefulSet", "vc-node", "worker"),
+        ("Job", "vc-head", "launcher"),
+    ]
+    assert job_wide(migration) == {
+        contract.RESTART_POLICY: "RestartJob",
+        contract.BACKOFF_LIMIT: "2",
+        contract.SCHEDULER: "volcano",
+        contract.QUEUE: "q1",
+        contract.COMPAT: "volcano",  # the mpi plugin's MPI_HOST
+    }
+    assert migration.notes == []
+
+
+def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
+    source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
+    migration = migrate_one(source, "tensorflow")
+    assert job_wide(migration) == {contract.SCHEDULER: "volcano", contract.COMPAT: "volcano"}
+    assert migration.notes == [
+        "spec.plugins.svc: VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named "
+        "after Trainhook's roles: param-ps is ps"
+    ]
+    pods = {p.name: p.env for p in render_all(migration.objects).pods}
+    worker = pods["vc-worker-1"]
+    assert (worker["VK_TASK_INDEX"], worker["VC_TASK_INDEX"]) == ("1", "1")
+    assert worker["VC_WORKER_NUM"] == "2"
+    assert worker["VC_PS_NUM"] == "1"
+
+
+def test_a_volcano_task_that_is_no_role_of_the_framework_is_refused() -> None:
+    source = volcano({"pytorch": []}, [task("master", 1), task("helper", 1)])
+    assert refused(source) == (
+        "spec.tasks[1].name: task 'helper' is not a role of pytorch (master, worker); name the "
+        "task after its role or name it in the plugin's flags"
+    )
+
+
+def test_a_volcano_job_without_a_framework_plugin_is_generic_unless_told() -> None:
+    source = volcano({"svc": []}, [task("ps", 1), task("worker", 2)])
+    assert {o["metadata"]["labels"][contract.FRAMEWORK] for o in migrate_one(source).objects} == {
+        "generic"
+    }
+    told = migrate_one(source, "tensorflow")
+    assert {o["metadata"]["labels"][contract.FRAMEWORK] for o in told.objects} == {"tensorflow"}
+    assert refused(volcano({"pytorch": []}, [task("master", 1)]), "mpi") == (
+        "spec.plugins.pytorch: the job is pytorch, not mpi"
+    )
+
+
+def test_a_volcano_network_topology_says_which_placement_annotations_carry_it() -> None:
+    topology = {"mode": "hard", "highestTierAllowed": 2}
+    migration = migrate_one(
+        volcano({"svc": []}, [task("worker", 2)], networkTopology=topology), "pytorch"
+    )
+    assert migration.notes == [
+        "spec.networkTopology: {'mode': 'hard', 'highestTierAllowed': 2} is not carried over: "
+        "set trainhook.io/placement-topology (the node label that tier's HyperNodes group nodes "
+        "by), trainhook.io/placement-tier (the tier) and trainhook.io/placement (hard: required, "
+        "soft: preferred) on every workload"
+    ]

@@ -1,0 +1,312 @@
+"""The operators' own example jobs (tests/corpus) migrate, render, admit, and give each pod what
+its operator gave it, or a difference the migration guide names.
+
+The operators' env comes from tests/support/operators.py, written from each operator's Go
+source; Trainhook's from the same render `trainhook render` runs, and the admission path must
+give every workload and pod exactly what render shows.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.e2e.kubelet import expand as expand_variables
+from tests.e2e.kubelet import mapping_for
+from tests.support import operators as op
+from webhook.core import contract
+from webhook.core.admit import Found, Request, admit
+from webhook.core.migrate import migrate
+from webhook.core.render import RenderedPod, expand, render_all
+
+CORPUS = Path(__file__).parent / "corpus"
+GUIDE = (Path(__file__).parent.parent / "docs" / "migrating.md").read_text()
+NEWEST = kubernetes_validate.latest_version()
+
+
+@dataclass(frozen=True)
+class Case:
+    job: str
+    operator: op.Pods
+    namespace: str = "default"
+    hostfile: str | None = None  # the MPI launcher's, as the operator writes it
+    framework: str | None = None  # trainhook migrate --framework
+    roles: dict[str, str] = field(default_factory=dict)  # Volcano task -> Trainhook role
+
+
+def mpi(job: str, pods_and_hostfile: tuple[op.Pods, str]) -> Case:
+    return Case(job, pods_and_hostfile[0], hostfile=pods_and_hostfile[1])
+
+
+CASES: dict[str, Case] = {
+    "training-operator/pytorchjob-simple.yaml": Case(
+        "pytorch-simple", op.pytorchjob("pytorch-simple", {"master": 1, "worker": 1}), "kubeflow"
+    ),
+    "training-operator/pytorchjob-elastic-imagenet.yaml": Case(
+        "elastic-example-imagenet",
+        op.pytorchjob("elastic-example-imagenet", {"worker": 2}, elastic=(1, 3), max_restarts=100),
+    ),
+    "training-operator/tfjob-dist-mnist.yaml": Case(
+        "dist-mnist-for-e2e-test",
+        op.tfjob("dist-mnist-for-e2e-test", "default", {"chief": 1, "ps": 1, "worker": 2}),
+    ),
+    "training-operator/tfjob-simple.yaml": Case(
+        "tfjob-simple", op.tfjob("tfjob-simple", "kubeflow", {"worker": 2}), "kubeflow"
+    ),
+    "training-operator/paddlejob-simple-cpu.yaml": Case(
+        "paddle-simple-cpu", op.kubeflow_paddlejob("paddle-simple-cpu", 2, port=37777), "kubeflow"
+    ),
+    "training-operator/xgboostjob-iris.yaml": Case(
+        "xgboost-dist-iris-test-train",
+        op.xgboostjob("xgboost-dist-iris-test-train", 2, master_port=9991, worker_port=9991),
+    ),
+    "training-operator/jaxjob-simple.yaml": Case(
+        "jaxjob-simple", op.jaxjob("jaxjob-simple", 2), "kubeflow"
+    ),
+    "training-operator/mpijob-v1-tensorflow-mnist.yaml": mpi(
+        "tensorflow-mnist", op.training_operator_mpijob("tensorflow-mnist", 2, 1)
+    ),
+    "mpi-operator/mpijob-pi.yaml": mpi("pi", op.mpi_operator_mpijob("pi", "default", 2, 1)),
+    "mpi-operator/mpijob-pi-intel.yaml": mpi(
+        "pi", op.mpi_operator_mpijob("pi", "default", 2, 1, "Intel")
+    ),
+    "mpi-operator/mpijob-pi-mpich.yaml": mpi(
+        "pi", op.mpi_operator_mpijob("pi", "default", 2, 1, "MPICH")
+    ),
+    "mpi-operator/mpijob-horovod-tensorflow-mnist.yaml": mpi(
+        "tensorflow-mnist", op.mpi_operator_mpijob("tensorflow-mnist", "default", 2, 1)
+    ),
+    "paddle-operator/paddlejob-simple.yaml": Case(
+        "simple", op.paddle_operator_job("simple", {"worker": 2})
+    ),
+    "paddle-operator/paddlejob-wide-and-deep-service.yaml": Case(
+        "wide-ande-deep-service",
+        op.paddle_operator_job("wide-ande-deep-service", {"ps": 2, "worker": 2}),
+    ),
+    "ms-operator/msjob-wide-deep-ps-distribute.yaml": Case(
+        "ms-widedeep-ps-distribute", op.msjob({"scheduler": 1, "ps": 2, "worker": 4})
+    ),
+    "ms-operator/msjob-wide-deep-dataparallel.yaml": Case(
+        "ms-widedeep-dataparallel", op.msjob({"scheduler": 1, "worker": 4})
+    ),
+    "volcano/job-pytorch-plugin.yaml": Case(
+        "pytorch-job",
+        op.volcano_job(
+            "pytorch-job", {"master": 1, "worker": 2}, set(), pytorch=("master", "worker", 23456)
+        ),
+        roles={"master": "master", "worker": "worker"},
+    ),
+    "volcano/job-mpi-plugin.yaml": Case(
+        "lm-mpi-job",
+        op.volcano_job(
+            "lm-mpi-job", {"mpimaster": 1, "mpiworker": 2}, set(), mpi=("mpimaster", "mpiworker")
+        ),
+        roles={"mpimaster": "launcher", "mpiworker": "worker"},
+    ),
+    "volcano/job-mpi-ssh-svc.yaml": Case(
+        "lm-mpi-job",
+        op.volcano_job("lm-mpi-job", {"mpimaster": 1, "mpiworker": 2}, {"ssh", "svc"}),
+        roles={"mpimaster": "mpimaster", "mpiworker": "mpiworker"},
+    ),
+    "volcano/job-tensorflow-env-svc.yaml": Case(
+        "tensorflow-dist-mnist",
+        op.volcano_job("tensorflow-dist-mnist", {"ps": 1, "worker": 2}, {"env", "svc"}),
+        framework="tensorflow",
+        roles={"ps": "ps", "worker": "worker"},
+    ),
+    "volcano/job-mindspore-ssh-env-svc.yaml": Case(
+        "mindspore-cpu",
+        op.volcano_job("mindspore-cpu", {"pod": 8}, {"ssh", "env", "svc"}),
+        roles={"pod": "pod"},
+    ),
+}
+
+# What an operator gives that Trainhook gives differently, by variable; docs/migrating.md names
+# each one (test_every_difference_is_named_in_the_guide). Host names alone differing in form
+# (a short name, or `<pod>.<namespace>.svc`, for Trainhook's `<pod>.<job>.<namespace>.svc`) are
+# not listed: they resolve to the same pod.
+DIFFERENCES: dict[str, str] = {
+    # training-operator MPIJob v1 runs ranks through kubectl exec; Trainhook over SSH.
+    "OMPI_MCA_plm_rsh_agent": "ssh, not kubexec.sh",
+    # paddle: the master pod's own rendezvous address (launch starts its server on it).
+    "POD_IP_DUMMY": "the master pod gets 127.0.0.1",
+    "PADDLE_MASTER": "the master pod gets 127.0.0.1:<port>",
+    # paddle-operator's own port, which it picks at random.
+    "PADDLE_PORT": "a random port the operator picks; Trainhook sets the port it serves on",
+    # ms-operator: the scheduler Service's IP comes through the kubelet's Service links.
+    "MS_SCHED_HOST": "$(<SERVICE>_SERVICE_HOST)",
+    "MS_NODE_ID": "the worker's index, not the pod name",
+}
+
+
+def _difference_key(name: str) -> str:
+    return re.sub(r"^VC_(?!TASK_INDEX).*_(HOSTS|NUM)$", r"VC_<TASK>_\1", name)
+
+
+@cache
+def migrated(name: str) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
+    documents = [d for d in yaml.safe_load_all((CORPUS / name).read_text()) if d]
+    (migration,) = migrate(documents, CASES[name].framework)
+    return tuple(migration.objects), tuple(migration.notes)
+
+
+@cache
+def rendered(name: str) -> tuple[RenderedPod, ...]:
+    return tuple(render_all(list(migrated(name)[0])).pods)
+
+
+def test_the_corpus_has_every_kind_and_framework_and_every_file_a_case() -> None:
+    files = {str(p.relative_to(CORPUS)) for p in CORPUS.glob("*/*.yaml")}
+    assert files == set(CASES)
+    kinds = set()
+    for name in files:
+        for doc in yaml.safe_load_all((CORPUS / name).read_text()):
+            if doc:
+                kinds.add((doc["apiVersion"], doc["kind"]))
+    assert kinds == {
+        ("kubeflow.org/v1", "PyTorchJob"),
+        ("kubeflow.org/v1", "TFJob"),
+        ("kubeflow.org/v1", "PaddleJob"),
+        ("kubeflow.org/v1", "XGBoostJob"),
+        ("kubeflow.org/v1", "JAXJob"),
+        ("kubeflow.org/v1", "MPIJob"),
+        ("kubeflow.org/v2beta1", "MPIJob"),
+        ("batch.paddlepaddle.org/v1", "PaddleJob"),
+        ("mindspore.gitee.com/v1", "MSJob"),
+        ("batch.volcano.sh/v1alpha1", "Job"),
+    }
+    frameworks = {pods[0].framework.name for pods in map(rendered, CASES)}
+    assert frameworks == {
+        "pytorch",
+        "tensorflow",
+        "paddle",
+        "xgboost",
+        "jax",
+        "mpi",
+        "mindspore",
+        "generic",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_file_says_where_it_came_from_and_its_license(name: str) -> None:
+    header = (CORPUS / name).read_text().splitlines()[:3]
+    assert re.fullmatch(
+        r"# From https://github\.com/[\w.-]+/[\w.-]+ at commit [0-9a-f]{40},", header[0]
+    )
+    assert header[1].startswith("# ") and header[1].endswith(".")
+    assert header[2].startswith("# License: Apache-2.0")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_migrated_workloads_are_valid_and_admit_exactly_as_they_render(name: str) -> None:
+    objects = list(migrated(name)[0])
+    rendering = render_all(objects)
+    namespace = CASES[name].namespace
+    assert {o["metadata"]["labels"][contract.JOB] for o in objects} == {CASES[name].job}
+    # StatefulSets first: a Job's template is fixed once it exists.
+    kinds = [o["kind"] for o in objects]
+    assert kinds == sorted(kinds, key=lambda k: k == "Job")
+    for obj, shown in zip(objects, rendering.workloads, strict=True):
+        kubernetes_validate.validate(obj, NEWEST, strict=True)
+        siblings = [o for o in objects if o is not obj]
+        request = Request(obj["kind"], "CREATE", obj, namespace)
+        outcome = admit(request, Found(siblings=siblings))
+        assert outcome is not None
+        served = jsonpatch.apply_patch(copy.deepcopy(obj), outcome.patch)
+        assert served == shown
+    pods = {p.name: p.pod for p in rendering.pods}
+    for workload in rendering.workloads:
+        others = [w for w in rendering.workloads if w is not workload]
+        for pod in expand(workload, namespace):
+            request = Request("Pod", "CREATE", pod, namespace)
+            outcome = admit(request, Found(siblings=others, owner=workload))
+            assert outcome is not None
+            served = jsonpatch.apply_patch(copy.deepcopy(pod), outcome.patch)
+            assert served == pods[served["metadata"]["name"]]
+            kubernetes_validate.validate(served, NEWEST, strict=True)
+
+
+def _normalized(value: str, job: str, namespace: str) -> str:
+    """Host names in one form: Trainhook's `<pod>.<job>.<ns>.svc`, the training-operator's
+    `<pod>.<ns>.svc` and Volcano's `<pod>.<job>` all become `<pod>`."""
+    for suffix in (f".{job}.{namespace}.svc", f".{namespace}.svc", f".{job}"):
+        value = value.replace(suffix, "")
+    return value
+
+
+def _same(name: str, ours: str | None, theirs: str, case: Case) -> bool:
+    if ours is None:
+        return False
+    ours, theirs = (_normalized(v, case.job, case.namespace) for v in (ours, theirs))
+    if name == "TF_CONFIG":
+        return bool(json.loads(ours) == json.loads(theirs))
+    return ours == theirs
+
+
+def kubelet_env(pod: RenderedPod) -> dict[str, str]:
+    """The training container's literal env with `$(VAR)` expanded, as the kubelet does."""
+    resolved: dict[str, str] = {}
+    for var, value in pod.env.items():
+        resolved[var] = expand_variables(value, mapping_for(resolved))
+    return resolved
+
+
+def env_differences(name: str) -> dict[str, tuple[str | None, str]]:
+    case = CASES[name]
+    pods = {(p.role, p.index): kubelet_env(p) for p in rendered(name)}
+    found: dict[str, tuple[str | None, str]] = {}
+    assert len(pods) == len(case.operator)
+    for (where, index), theirs in case.operator.items():
+        env = pods[(case.roles.get(where, where), index)]
+        for var, value in theirs.items():
+            if not _same(var, env.get(var), value, case):
+                found.setdefault(var, (env.get(var), value))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_pod_gets_its_operators_env_or_a_named_difference(name: str) -> None:
+    unexplained = {
+        var: values
+        for var, values in env_differences(name).items()
+        if _difference_key(var) not in DIFFERENCES
+    }
+    assert unexplained == {}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.hostfile))
+def test_the_mpi_launcher_gets_the_operators_hostfile(name: str) -> None:
+    case = CASES[name]
+    (launcher,) = [p for p in rendered(name) if p.role == "launcher"]
+    hostfile = launcher.pod["metadata"]["annotations"][contract.HOSTFILE]
+    assert case.hostfile is not None
+    assert _normalized(hostfile, case.job, case.namespace) == _normalized(
+        case.hostfile, case.job, case.namespace
+    )
+
+
+def test_every_difference_is_named_in_the_guide() -> None:
+    section = GUIDE.split("## What your pods get differently", 1)[1].split("\n## ", 1)[0]
+    for var in DIFFERENCES:
+        assert f"`{var}`" in section, var
+    seen = {_difference_key(v) for name in CASES for v in env_differences(name)}
+    assert seen == set(DIFFERENCES), "a listed difference no corpus file shows"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_field_the_migration_drops_is_a_note_naming_it(name: str) -> None:
+    for line in migrated(name)[1]:
+        path, _, text = line.partition(": ")
+        assert re.fullmatch(r"[\w.\[\]<>/-]+", path) and text, line
+        assert "not a field trainhook migrate knows" not in text, line

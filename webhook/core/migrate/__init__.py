@@ -1,0 +1,70 @@
+"""`trainhook migrate`: an operator's job in, the labelled workloads that do the same out.
+
+Pure: manifests as plain data in, workloads and one-line notes out. One module per source
+family; `SOURCES` says which reads what, so a new kind is one row there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from webhook.core.migrate.base import Fields, Job, Migration, MigrationError, Notes, workloads
+from webhook.core.migrate.kubeflow import KINDS, migrate_replica_job
+from webhook.core.migrate.paddle_operator import migrate_paddle_operator
+from webhook.core.migrate.volcano import migrate_volcano
+from webhook.core.render import RenderError, render_all
+
+__all__ = ["SOURCES", "Migration", "MigrationError", "migrate", "migrate_one"]
+
+Reader = Callable[[Mapping[str, Any], tuple[str, str], Notes, "str | None"], Job]
+
+
+def _replica_job(
+    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: str | None
+) -> Job:
+    return migrate_replica_job(source, key, notes)
+
+
+def _paddle_operator(
+    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: str | None
+) -> Job:
+    return migrate_paddle_operator(source, key, notes)
+
+
+# (apiVersion, kind) -> the function that reads it
+SOURCES: dict[tuple[str, str], Reader] = {
+    **{key: _replica_job for key in KINDS},
+    ("batch.paddlepaddle.org/v1", "PaddleJob"): _paddle_operator,
+    ("batch.volcano.sh/v1alpha1", "Job"): migrate_volcano,
+}
+# Top-level fields every object has; status is what the operator wrote, never carried over.
+TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
+def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migration:
+    """The workloads of one operator object, and a note for every field without an exact
+    equivalent. Raises MigrationError for what cannot work, including workloads the webhook
+    would refuse."""
+    key = (str(source.get("apiVersion")), str(source.get("kind")))
+    reader = SOURCES.get(key)
+    if reader is None:
+        known = ", ".join(f"{kind} ({api})" for api, kind in SOURCES)
+        raise MigrationError(f"{key[1]} ({key[0]}): not a kind trainhook migrate reads ({known})")
+    notes = Notes()
+    job = reader(source, key, notes, framework)
+    top = notes.track(Fields(source, ""))
+    for name in TOP_LEVEL:
+        top.get(name)
+    notes.report_unread()
+    objects = workloads(job, notes)
+    try:
+        render_all(objects)
+    except RenderError as error:
+        raise MigrationError(f"the workloads it becomes would be refused: {error}") from None
+    return Migration(objects, notes.lines)
+
+
+def migrate(documents: Sequence[Any], framework: str | None = None) -> list[Migration]:
+    """Every operator object in `documents`, in order; other documents are refused."""
+    return [migrate_one(doc, framework) for doc in documents if doc is not None]

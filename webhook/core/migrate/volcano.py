@@ -1,0 +1,284 @@
+"""Volcano's batch.volcano.sh/v1alpha1 Job: tasks become roles, plugins the framework."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.migrate.base import (
+    JOB,
+    STATEFULSET,
+    Fields,
+    Job,
+    MigrationError,
+    Notes,
+    Role,
+    carry_metadata,
+    check_roles,
+    metadata,
+    template_of,
+)
+from webhook.core.migrate.kubeflow import gang_minimum
+
+# Plugins that name a framework: plugin -> (framework, {flag: role}, default port)
+FRAMEWORK_PLUGINS: dict[str, tuple[str, dict[str, str], int]] = {
+    "pytorch": ("pytorch", {"master": "master", "worker": "worker"}, 23456),
+    "tensorflow": (
+        "tensorflow",
+        {"chief": "chief", "ps": "ps", "worker": "worker", "evaluator": "evaluator"},
+        2222,
+    ),
+    "mpi": ("mpi", {"master": "launcher", "worker": "worker"}, 22),
+}
+# Task name endings that say the role when no plugin names it: ending -> role, per framework.
+ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
+# What a plugin without a framework becomes: a note (None: nothing to say).
+PLUGIN_NOTES: dict[str, str | None] = {
+    "svc": None,
+    "env": None,
+    "ssh": "SSH keys are made for MPI jobs only (the Secret <job>-ssh at /root/.ssh)",
+}
+# Plugins whose variables and files trainhook.io/compat: volcano gives the pods.
+COMPAT_PLUGINS = ("svc", "env", "mpi")
+# Volcano policies Trainhook has an annotation for: (event, action) -> restart policy
+RESTART_ACTIONS = {
+    ("PodFailed", "RestartJob"): "RestartJob",
+    ("PodFailed", "AbortJob"): "Never",
+    ("PodFailed", "TerminateJob"): "Never",
+}
+# Roles that run to completion while the others serve: Indexed Jobs.
+RUN_TO_COMPLETION = {"mpi": ("launcher",)}
+# The roles whose completion ends the job by default (TaskCompleted -> CompleteJob there).
+DONE_BY_DEFAULT = {"master", "launcher", "chief"}
+
+
+def migrate_volcano(
+    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, framework: str | None = None
+) -> Job:
+    name, namespace, meta, spec = metadata(source, key[1], notes)
+    plugins = spec.child("plugins")
+    chosen, role_flags, port, plugin_notes = _framework(plugins, framework)
+    job = Job(name=name, namespace=namespace, framework=chosen, roles=[])
+    carry_metadata(meta, job, notes)
+    for path, what in plugin_notes:
+        notes.add(path, what)
+    allowed = FRAMEWORKS[chosen].roles
+    tasks = spec.get("tasks") or []
+    if not isinstance(tasks, list):
+        raise MigrationError("spec.tasks: expected a list of tasks")
+    policies: list[tuple[str, Fields, str | None]] = []
+    for position, raw in enumerate(tasks):
+        task = notes.track(Fields(raw, f"spec.tasks[{position}]"))
+        task_name = task.text("name") or f"default{position}"
+        role = _role(task_name, chosen, role_flags, allowed, task.path)
+        replicas = task.integer("replicas")
+        job.roles.append(
+            Role(
+                role=role,
+                replicas=1 if replicas is None else replicas,
+                template=template_of(task),
+                path=task.path,
+                name=f"{name}-{task_name}",
+                kind=JOB if role in RUN_TO_COMPLETION.get(chosen, ()) else STATEFULSET,
+            )
+        )
+        for field_name, why in (
+            ("minAvailable", "the gang is always every pod of the job"),
+            ("maxRetry", f"{contract.BACKOFF_LIMIT} counts the whole job's failed runs"),
+            ("dependsOn", "every role starts at once; frameworks retry until their peers are up"),
+            ("topologyPolicy", "no equivalent in Trainhook; the kubelet's own policy applies"),
+            ("partitionPolicy", "the gang is always every pod of the job"),
+        ):
+            if task.has(field_name):
+                notes.add(
+                    task.at(field_name),
+                    f"{task.get(field_name)!r} has no equivalent, because {why}",
+                )
+        for index, policy in enumerate(task.get("policies") or []):
+            where = f"{task.at('policies')}[{index}]"
+            policies.append((where, notes.track(Fields(policy, where)), role))
+    if len(set(r.role for r in job.roles)) != len(job.roles):
+        raise MigrationError(
+            "spec.tasks: two tasks map to one role of "
+            f"{chosen} ({', '.join(r.role for r in job.roles)}); name each task after its role"
+        )
+    order = allowed or tuple(sorted(r.role for r in job.roles))
+    task_of = {r.role: r.name[len(name) + 1 :] for r in job.roles}
+    job.roles.sort(key=lambda r: order.index(r.role))
+    task_names = [task_of[r.role] for r in job.roles]
+    check_roles(job, allowed, "spec.tasks")
+    if port is not None:
+        job.annotations[contract.PORT] = str(port)
+    for index, policy in enumerate(spec.get("policies") or []):
+        where = f"spec.policies[{index}]"
+        policies.append((where, notes.track(Fields(policy, where)), None))
+    _policies(policies, job, notes)
+    _scheduling(spec, job, notes)
+    if any(plugin in COMPAT_PLUGINS for plugin in plugins.data):
+        job.annotations[contract.COMPAT] = "volcano"
+    renamed = [
+        f"{t} is {r.role}" for r, t in zip(job.roles, task_names, strict=True) if t != r.role
+    ]
+    if "svc" in plugins.data and renamed:
+        notes.add(
+            plugins.at("svc"),
+            "VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named after "
+            f"Trainhook's roles: {', '.join(renamed)}",
+        )
+    maximum = spec.integer("maxRetry")
+    if maximum is not None:
+        job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
+    ttl = spec.integer("ttlSecondsAfterFinished")
+    if ttl is not None:
+        job.annotations[contract.TTL_SECONDS_AFTER_FINISHED] = str(ttl)
+    for field_name, why in (
+        ("minSuccess", "the success policy decides (trainhook.io/success-policy)"),
+        ("volumes", "Trainhook creates no volume claims: put them in the templates"),
+        ("runningEstimate", "Trainhook's gang has no running estimate"),
+    ):
+        if spec.has(field_name):
+            notes.add(
+                spec.at(field_name), f"{spec.get(field_name)!r} has no equivalent, because {why}"
+            )
+    if spec.has("networkTopology"):
+        # A tier cannot name the node label Trainhook's placement reads: the user adds it.
+        notes.add(
+            spec.at("networkTopology"),
+            f"{spec.get('networkTopology')!r} is not carried over: set "
+            f"{contract.PLACEMENT_TOPOLOGY} (the node label that tier's HyperNodes group nodes "
+            f"by), {contract.PLACEMENT_TIER} (the tier) and {contract.PLACEMENT} (hard: "
+            "required, soft: preferred) on every workload",
+        )
+    return job
+
+
+def _framework(
+    plugins: Fields, hint: str | None
+) -> tuple[str, dict[str, str], int | None, list[tuple[str, str]]]:
+    """The framework a plugin names (its flags name the tasks), else the hint, else generic;
+    with the notes the plugins give."""
+    found = [p for p in FRAMEWORK_PLUGINS if p in plugins.data]
+    if len(found) > 1:
+        raise MigrationError(f"spec.plugins: {', '.join(found)} name two frameworks; keep one")
+    role_flags: dict[str, str] = {}
+    port: int | None = None
+    plugin_notes: list[tuple[str, str]] = []
+    if found:
+        plugin = found[0]
+        chosen, roles, default_port = FRAMEWORK_PLUGINS[plugin]
+        if hint is not None and hint != chosen:
+            raise MigrationError(f"spec.plugins.{plugin}: the job is {chosen}, not {hint}")
+        flags = _flags(plugins.get(plugin) or [], plugins.at(plugin))
+        for flag, role in roles.items():
+            role_flags[flags.pop(flag, flag)] = role
+        value = flags.pop("port", str(default_port))
+        if not value.isdigit() or not 1 <= int(value) <= 65535:
+            raise MigrationError(f"{plugins.at(plugin)}: --port={value}: 1 to 65535")
+        port = int(value) if int(value) != FRAMEWORKS[chosen].port else None
+        for flag, flag_value in flags.items():
+            what = FLAG_NOTES.get(flag, f"--{flag}={flag_value} has no equivalent")
+            plugin_notes.append((plugins.at(plugin), what))
+    else:
+        chosen = hint or "generic"
+    if chosen not in FRAMEWORKS:
+        raise MigrationError(f"--framework {chosen}: one of {', '.join(FRAMEWORKS)}")
+    for plugin in map(str, plugins.data):
+        plugins.get(plugin)
+        if plugin in FRAMEWORK_PLUGINS or (plugin == "ssh" and chosen == "mpi"):
+            continue
+        note = PLUGIN_NOTES.get(plugin, "no equivalent plugin")
+        if note is not None:
+            plugin_notes.append((plugins.at(plugin), note))
+    return chosen, role_flags, port, plugin_notes
+
+
+FLAG_NOTES = {
+    "wait-master-enabled": "no init container waits for the master: torchrun and the "
+    "framework's rendezvous retry until their timeout",
+    "wait-master-timeout": "no init container waits for the master",
+    "wait-master-image": "no init container waits for the master",
+}
+
+
+def _flags(arguments: Sequence[Any], path: str) -> dict[str, str]:
+    flags: dict[str, str] = {}
+    for argument in arguments:
+        match = re.fullmatch(r"--?([a-z-]+)(?:=(.*))?", str(argument))
+        if match is None:
+            raise MigrationError(f"{path}: {argument!r} is not a --flag=value")
+        flags[match.group(1)] = match.group(2) if match.group(2) is not None else "true"
+    return flags
+
+
+def _role(
+    task: str, framework: str, flags: Mapping[str, str], allowed: Sequence[str], path: str
+) -> str:
+    if task in flags:
+        return flags[task]
+    if not allowed:
+        return task
+    lowered = task.lower()
+    if lowered in allowed:
+        return lowered
+    aliases = {**{r: r for r in allowed}, **ROLE_ALIASES.get(framework, {})}
+    for ending, role in aliases.items():
+        if lowered.endswith(ending):
+            return role
+    raise MigrationError(
+        f"{path}.name: task {task!r} is not a role of {framework} ({', '.join(allowed)}); "
+        "name the task after its role or name it in the plugin's flags"
+    )
+
+
+def _policies(policies: list[tuple[str, Fields, str | None]], job: Job, notes: Notes) -> None:
+    for path, policy, role in policies:
+        event = policy.text("event") or ",".join(map(str, policy.get("events") or []))
+        action = policy.text("action") or ""
+        for extra in ("exitCode", "timeout"):
+            if policy.has(extra):
+                notes.add(policy.at(extra), f"{policy.get(extra)!r} has no equivalent")
+        restart = RESTART_ACTIONS.get((event, action))
+        if restart is not None and role is None:
+            job.annotations[contract.RESTART_POLICY] = restart
+            continue
+        if (event, action) == ("TaskCompleted", "CompleteJob") and role in DONE_BY_DEFAULT:
+            continue  # the framework's own success rule: that role's completion ends the job
+        if (event, action) == ("TaskCompleted", "CompleteJob") and _is_rank0(job, role):
+            job.annotations[contract.SUCCESS_POLICY] = "rank0"
+            continue
+        notes.add(
+            path,
+            f"{event} → {action} has no equivalent yet: "
+            + (
+                "the success policy decides when the job is done (trainhook.io/success-policy)"
+                if action == "CompleteJob"
+                else f"{contract.RESTART_POLICY} decides what a failure does"
+            ),
+        )
+
+
+def _is_rank0(job: Job, role: str | None) -> bool:
+    """Whether `role` is one pod, the job's first: its completion is rank 0's."""
+    first = job.roles[0]
+    return first.role == role and first.replicas == 1
+
+
+def _scheduling(spec: Fields, job: Job, notes: Notes) -> None:
+    scheduler = spec.text("schedulerName") or "volcano"
+    if scheduler == "volcano":
+        job.annotations[contract.SCHEDULER] = "volcano"
+    else:
+        notes.add(spec.at("schedulerName"), f"{scheduler!r} → the pods' own schedulerName")
+        for role in job.roles:
+            role.template["spec"].setdefault("schedulerName", scheduler)
+    queue = spec.text("queue")
+    if queue not in (None, "default") and scheduler == "volcano":
+        job.annotations[contract.QUEUE] = str(queue)
+    gang_minimum(spec.integer("minAvailable"), job, notes, spec.at("minAvailable"))
+    priority = spec.text("priorityClassName")
+    if priority is not None:
+        for role in job.roles:
+            role.template["spec"].setdefault("priorityClassName", priority)
