@@ -17,6 +17,8 @@
    chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
 9. what one pod event costs the sweeper at 10,000 pods, trickled, in a burst, or ignored
    (bench/pod_events.py, also `python -m bench.pod_events`).
+10. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
+    rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from pathlib import Path
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
 from bench.pod_events import event_costs, events_table
+from bench.restarts import restart_costs
+from bench.restarts import table as restarts_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
 from bench.sizes import job_sizes
@@ -307,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 9. What a pod event costs the sweeper at 10,000 pods\n", flush=True)
     events = event_costs()
     print(events_table(events, 10_000))
+    print("\n## 10. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
+    restarts = restart_costs()
+    print(restarts_table(restarts))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
@@ -318,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
             "sweep_process": [dataclasses.asdict(p) for p in process],
             "pod_events": [dataclasses.asdict(e) for e in events],
+            "restarts": [dataclasses.asdict(c) for c in restarts],
             "attacks": [
                 {
                     "attack": r.attack,

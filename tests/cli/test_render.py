@@ -1,5 +1,7 @@
 """`trainhook render` as a user runs it: files and folders in, a table or YAML out."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -206,3 +208,21 @@ def test_render_shows_the_kubernetes_podgroup_in_the_version_asked_for(
     with pytest.raises(SystemExit):
         main(["render", str(example), "--kubernetes-podgroup-api", "scheduling.k8s.io/v1"])
     assert "invalid choice: 'scheduling.k8s.io/v1'" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_render_quietly_as_unix_tools_do() -> None:
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        # The YAML of every example (over 100 KB) outlasts the pipe's buffer.
+        [sys.executable, "-m", "webhook.cli", "render", str(root / "examples"), "-o", "yaml"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # what `| head` does once it has read enough, here before the first line
+    errors = process.stderr.read()
+    process.wait(timeout=60)
+
+    assert errors == b""
+    assert process.returncode == 141

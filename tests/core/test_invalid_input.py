@@ -123,7 +123,7 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
             "restart-policy",
             "Always",
             "trainhook.io/restart-policy: invalid value 'Always': one of OnFailure, ExitCode, "
-            "Never, RestartJob",
+            "Never, RestartJob, RestartJobInPlace",
         ),
         (
             "ttl-seconds-after-finished",

@@ -187,7 +187,7 @@ def test_kubectl_waits_on_the_phase_label_the_sweeper_writes_and_selects_by_it(
 
     # the failing rank's last words, kept once its pods are gone (its StatefulSets are at 0)
     said = "pod bad-worker-0: container pytorch exited with code 1: …"
-    reason = "ValueError: loss is nan; trainhook.io/restart-policy is Never"
+    reason = "ValueError: loss is nan; trainhook.io/restart-policy Never rule 2 (* -> fail)"
     assert len(events) == 2  # one on each workload of the job
     for event in events:
         assert event["message"].startswith(said) and event["message"].endswith(reason)

@@ -260,7 +260,8 @@ def test_restart_policy_exitcode_fails_the_job_at_once_on_an_exit_code_below_128
         "Failed",
         "ExitCode",
         "pod pt-worker-0: container pytorch exited with code 3; "
-        "with trainhook.io/restart-policy ExitCode, codes 1-127 are permanent",
+        "trainhook.io/restart-policy ExitCode rule 2 (exit=1-127 -> fail)",
+        "trainhook.io/restart-policy ExitCode rule 2 (exit=1-127 -> fail)",
     )
 
 
@@ -285,7 +286,8 @@ def test_restart_policy_never_fails_the_job_on_the_first_failure():
         "Failed",
         "PodFailed",
         "pod pt-worker-0: container pytorch exited with code 137; "
-        "trainhook.io/restart-policy is Never",
+        "trainhook.io/restart-policy Never rule 2 (* -> fail)",
+        "trainhook.io/restart-policy Never rule 2 (* -> fail)",
     )
 
 

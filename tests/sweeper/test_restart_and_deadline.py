@@ -50,7 +50,8 @@ def test_restart_job_restarts_every_pod_when_one_training_container_fails_and_co
         "Warning",
         "Restarting",
         "restarting all 3 pod(s) of the job together "
-        f"(restart 1 of trainhook.io/backoff-limit 2): {cause}",
+        f"(restart 1 of trainhook.io/backoff-limit 2): {cause}; "
+        "trainhook.io/restart-policy RestartJob rule 2 (* -> restart-job)",
     )
     status = status_of(actions)
     assert (status["state"], status["restarts"], status["message"]) == ("Restarting", 1, cause)
@@ -120,7 +121,8 @@ def test_a_failure_beyond_the_backoff_limit_fails_the_job_instead_of_restarting_
     assert (event.reason, event.message) == (
         "BackoffLimitExceeded",
         "pod pt-worker-1: container pytorch exited with code 1: NCCL error; "
-        "the job was restarted 2 time(s) and trainhook.io/backoff-limit is 2",
+        "the job was restarted 2 time(s) and trainhook.io/backoff-limit is 2 "
+        "(trainhook.io/restart-policy RestartJob rule 2 (* -> restart-job))",
     )
     assert of_type(actions, Patch)[0].patch["spec"] == {"replicas": 0}
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -69,7 +71,15 @@ def main(
         module = importlib.import_module(module_name)
         parser = argparse.ArgumentParser(prog=f"{prog} {name}", description=summary)
         module.add_arguments(parser)
-        code: int = module.run(parser.parse_args(args[1:]))
+        parsed = parser.parse_args(args[1:])
+        try:
+            code: int = module.run(parsed)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader went away (`trainhook render examples/ | head`): stop quietly, as Unix
+            # tools do, with no traceback when Python flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
         return code
     build_parser(prog, commands).parse_args(args)
     return 2

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         ]
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     else:
-        print(table(rendering.pods))
+        print(table(rendering.pods, policies=rendering.failure_policies))
     for warning in rendering.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for pod in rendering.pods:

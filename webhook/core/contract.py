@@ -31,6 +31,8 @@ SUCCESS_POLICY: Final = "trainhook.io/success-policy"
 CLEAN_POD_POLICY: Final = "trainhook.io/clean-pod-policy"
 BACKOFF_LIMIT: Final = "trainhook.io/backoff-limit"
 RESTART_POLICY: Final = "trainhook.io/restart-policy"
+# Ordered rules `MATCH -> ACTION [max=N]` on what a failed pod reports (core/failure_rules.py).
+FAILURE_POLICY: Final = "trainhook.io/failure-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
@@ -84,6 +86,11 @@ STATUS: Final = "trainhook.io/status"
 # the role indexes that have succeeded ("0,2-4") and the failed runs counted so far (JSON).
 SUCCEEDED: Final = "trainhook.io/succeeded"
 FAILED_RUNS: Final = "trainhook.io/failed-runs"
+# On the pods of a job restarted in place: the attempt the sweeper asks every pod to restart for,
+# and the attempt whose barrier it has released (every rank is back). The pod reads both through
+# a downward API volume, which the kubelet keeps up to date.
+ATTEMPT: Final = "trainhook.io/attempt"
+RELEASED_ATTEMPT: Final = "trainhook.io/released-attempt"
 # The job's last progress report, compact JSON (see docs/progress.md); on workloads and pods.
 PROGRESS: Final = "trainhook.io/progress"
 # The same in a few words ("45%, step 450/1000, 13m left"), for Argo CD's health message.
@@ -148,6 +155,9 @@ KUEUE_POD_GROUP_NAME: Final = "kueue.x-k8s.io/pod-group-name"  # label: the grou
 KUEUE_POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"  # annotation
 KUEUE_MANAGED: Final = "kueue.x-k8s.io/managed"  # label "true", and Kueue's finalizer's name
 KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"  # scheduling gate until admitted
+# On one pod of a finished group: Kueue then marks the group's Workload Finished and frees its
+# quota (pkg/controller/jobs/pod); Kueue refuses to remove it again.
+KUEUE_RETRIABLE_IN_GROUP: Final = "kueue.x-k8s.io/retriable-in-group"
 KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (preempted) the pod
 DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
 # Kueue Topology Aware Scheduling (v0.19, apis/kueue/v1beta2 constants): pod annotations.

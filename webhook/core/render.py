@@ -24,6 +24,7 @@ from webhook.core.apiserver_rules import (
 )
 from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
+from webhook.core.failure_rules import FailurePolicy, failure_policy
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
 from webhook.core.objects import annotations_of, labels_of, template_of
@@ -75,6 +76,8 @@ class Rendering:
     # The PodGroup of each gang-scheduled job (all but Kueue's), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # about the folder's jobs
+    # The failure rules of each job that sets trainhook.io/failure-policy or restart-policy.
+    failure_policies: dict[tuple[str, str], FailurePolicy] = dataclasses.field(default_factory=dict)
 
     @property
     def configmaps(self) -> list[dict[str, Any]]:
@@ -165,6 +168,11 @@ def render_all(
     first_seen = {key: i for i, key in enumerate(mutated_pods)}
     pods.sort(key=lambda pod: (first_seen[(_namespace(pod.pod), pod.job)], pod.rank))
     podgroups = []
+    policies = {
+        key: job_failure_policy([settings for _, settings in found])
+        for key, found in members.items()
+        if any(s.failure_rules or s.restart_policy for _, s in found)
+    }
     for (namespace, job), pods_of_job in mutated_pods.items():
         with _blame(*first_of[(namespace, job)]):
             gang = job_gang(job, members[(namespace, job)])
@@ -173,7 +181,14 @@ def render_all(
         )
         if podgroup is not None:
             podgroups.append(podgroup)
-    return Rendering(workloads, pods, podgroups, warnings)
+    return Rendering(workloads, pods, podgroups, warnings, policies)
+
+
+def job_failure_policy(settings: Sequence[Settings]) -> FailurePolicy:
+    """The rules the sweeper applies to a job: the first role's that sets each setting."""
+    rules = next((s.failure_rules for s in settings if s.failure_rules), None)
+    restart_policy = next((s.restart_policy for s in settings if s.restart_policy), None)
+    return failure_policy(rules, restart_policy)
 
 
 def _check_kind(doc: Mapping[str, Any]) -> None:
@@ -314,8 +329,13 @@ def _job_pod(workload: Mapping[str, Any], name: str, index: int, namespace: str)
     return pod
 
 
-def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
-    """One block per job: its pods with role, index, rank and the framework's key variables."""
+def table(
+    pods: Sequence[RenderedPod],
+    width: int = 72,
+    policies: Mapping[tuple[str, str], FailurePolicy] | None = None,
+) -> str:
+    """One block per job: its pods with role, index, rank and the framework's key variables,
+    then its failure rules when it sets any."""
     blocks = []
     by_job: dict[tuple[str, str], list[RenderedPod]] = defaultdict(list)
     for pod in pods:
@@ -352,6 +372,10 @@ def table(pods: Sequence[RenderedPod], width: int = 72) -> str:
             lines.append(
                 "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
             )
+        policy = (policies or {}).get((namespace, job))
+        if policy is not None:
+            lines.append("failure rules (first match wins):")
+            lines += [f"  {line}" for line in policy.lines()]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

@@ -10,6 +10,13 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.failure_rules import (
+    PARTIAL,
+    RESTART_POLICIES,
+    Rule,
+    parse_rules,
+    partial_restart_allowed,
+)
 from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
 
@@ -31,7 +38,6 @@ DNS_1123_SUBDOMAIN = re.compile(
 LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
-RESTART_POLICIES = ("OnFailure", "ExitCode", "Never", "RestartJob")
 BOOLEANS = ("true", "false")
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # as mpi-operator's mpiImplementation
 DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
@@ -69,6 +75,7 @@ class JobSettings:
     clean_pod_policy: str | None = _job_wide(contract.CLEAN_POD_POLICY, ROLES_THAT_SET_IT)
     backoff_limit: int | None = _job_wide(contract.BACKOFF_LIMIT, ROLES_THAT_SET_IT)
     restart_policy: str | None = _job_wide(contract.RESTART_POLICY, ROLES_THAT_SET_IT)
+    failure_rules: tuple[Rule, ...] | None = _job_wide(contract.FAILURE_POLICY, ROLES_THAT_SET_IT)
     ttl_seconds_after_finished: int | None = _job_wide(
         contract.TTL_SECONDS_AFTER_FINISHED, ROLES_THAT_SET_IT
     )
@@ -211,6 +218,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         restart_policy=_choice(
             contract.RESTART_POLICY, get(contract.RESTART_POLICY), RESTART_POLICIES
         ),
+        failure_rules=_failure_rules(get(contract.FAILURE_POLICY), framework, elastic),
         ttl_seconds_after_finished=_integer(
             contract.TTL_SECONDS_AFTER_FINISHED,
             get(contract.TTL_SECONDS_AFTER_FINISHED),
@@ -332,6 +340,35 @@ def _tier(value: str | None) -> str | None:
             "a HyperNode tier: a whole number from 1, or a tier name (a DNS-1123 subdomain)",
         )
     return value
+
+
+def _failure_rules(
+    value: str | None, framework: Framework, elastic: tuple[int, int] | None
+) -> tuple[Rule, ...] | None:
+    if value is None:
+        return None
+    rules = parse_rules(value)
+    for rule in rules:
+        strangers = sorted(role for role in rule.match.roles if not framework.allows(role))
+        if strangers:
+            raise InvalidSetting(
+                contract.FAILURE_POLICY,
+                rule.text,
+                f"rule {rule.number}: role {strangers[0]}: {framework.name} roles are "
+                + ", ".join(framework.roles),
+            )
+        if rule.action in PARTIAL and not partial_restart_allowed(
+            framework.name, elastic is not None
+        ):
+            raise InvalidSetting(
+                contract.FAILURE_POLICY,
+                rule.text,
+                f"rule {rule.number}: {rule.action} needs a job that takes restarted pods "
+                f"back: elastic pytorch ({contract.ELASTIC}) or a tensorflow or paddle "
+                f"parameter-server job, not a {framework.name} job"
+                + (f" without {contract.ELASTIC}" if framework.elastic else ""),
+            )
+    return rules
 
 
 def _mpi_implementation(value: str | None, framework: Framework) -> str:

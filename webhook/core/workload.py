@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.failure_rules import Rule
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
 from webhook.core.keys import check_keys
@@ -359,6 +360,8 @@ def _job_wide(m: Member) -> tuple[object, ...]:
 def _shown(value: object) -> str:
     if value is None:
         return "unset"
+    if isinstance(value, tuple) and value and isinstance(value[0], Rule):
+        return repr("; ".join(rule.text for rule in value))
     if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
         return repr(",".join(value))
     if isinstance(value, tuple):

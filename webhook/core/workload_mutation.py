@@ -11,6 +11,12 @@ from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.objects import annotations_of, labels_of
+from webhook.core.pods import training_container
+from webhook.core.restart_in_place import (
+    add_restart_plumbing,
+    remove_restart_plumbing,
+    wants_in_place,
+)
 from webhook.core.topology import Topology, stamp
 from webhook.core.workload import (
     Workload,
@@ -70,6 +76,7 @@ def mutate_workload(
         )
     _label_template(draft, current, workload)
     _annotate_template(draft, current, topology)
+    _restart_plumbing(draft, workload)
     spec = obj.get("spec") or {}
     if workload.kind == "StatefulSet" and operation == "CREATE":
         if not spec.get("serviceName"):
@@ -82,6 +89,20 @@ def mutate_workload(
     if workload.kind == "Job" and operation == "CREATE":
         _hold_incomplete_job(draft, workload, topology, warnings)
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+def _restart_plumbing(draft: Draft, workload: Workload) -> None:
+    """A StatefulSet of a job restarted in place gets the attempt files, its restarter and its
+    barrier (Indexed Jobs are recreated: their pods' failures belong to the Job controller)."""
+    template = _template(draft.root)
+    settings = workload.settings
+    if workload.kind == "StatefulSet" and wants_in_place(
+        settings.restart_policy, settings.failure_rules
+    ):
+        training = training_container(template, workload.framework.container, settings.container)
+        add_restart_plumbing(draft, template, training)
+    else:
+        remove_restart_plumbing(draft, template)
 
 
 def _hold_incomplete_job(

@@ -17,6 +17,8 @@ from webhook.core.objects import parse_time
 from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
+from webhook.sweeper.decide import recorded_status
+from webhook.sweeper.failures import job_failure_policy
 from webhook.sweeper.state import job_key, read_job_state
 from webhook.sweeper.status import job_progress, job_rows
 
@@ -141,6 +143,7 @@ def describe(objects: JobObjects, now: datetime) -> str:
     if key:
         lines.append(f"Placement:    {key}: {_domains(key, objects)}")
     lines.append(f"Last failure: {last_failure(objects) or 'none'}")
+    lines += _failure_rules(objects)
     lines.append("Events:")
     recent = sorted(objects.events, key=_event_time)[-RECENT_EVENTS:]
     if recent:
@@ -153,6 +156,29 @@ def describe(objects: JobObjects, now: datetime) -> str:
     else:
         lines.append("  none")
     return "\n".join(lines)
+
+
+def _failure_rules(objects: JobObjects) -> list[str]:
+    """The job's failure rules in the order they are tried, the last one that fired and the
+    restarts that did not count, when the job sets a failure or restart policy."""
+    workloads = [w for w in objects.workloads if w.get("kind") in ("StatefulSet", "Job")]
+    if not workloads:
+        return []
+    state = read_job_state(objects.namespace, objects.job, workloads=workloads, pods=())
+    if not state.workloads or state.problems:
+        return []
+    if not (state.settings.failure_rules or state.settings.restart_policy):
+        return []
+    lines = ["Failure rules (first match wins):"]
+    lines += _indent(job_failure_policy(state).lines())
+    recorded = recorded_status(state)
+    if recorded.get("rule"):
+        lines.append(f"Rule fired:   {recorded['rule']}")
+    disruptions = recorded.get("disruptions")
+    if isinstance(disruptions, dict) and disruptions:
+        counted = ", ".join(f"{kind} {n}" for kind, n in sorted(disruptions.items()))
+        lines.append(f"Not counted:  {counted} (restarts after pods were stopped from outside)")
+    return lines
 
 
 def progress_lines(summary: Mapping[str, Any], now: datetime) -> list[str]:

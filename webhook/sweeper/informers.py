@@ -88,7 +88,7 @@ def _whole(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 # What the sweeper keeps of a pod's status conditions, and how much of a termination message.
-KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled")
+KEPT_CONDITIONS = ("Ready", "DisruptionTarget", "PodScheduled", "TerminationTarget")
 # Where pods made before peers ConfigMaps held their large env values, one annotation each.
 LARGE_VALUES = "trainhook.io/env."
 MESSAGE_KEPT = 512
@@ -117,7 +117,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     kept_metadata["annotations"] = {
         key: value
         for key, value in (metadata.get("annotations") or {}).items()
-        if key == contract.JOB_COMPLETION_INDEX
+        if key in (contract.JOB_COMPLETION_INDEX, contract.KUEUE_RETRIABLE_IN_GROUP)
         or (
             key.startswith(contract.PREFIX)
             and key not in (contract.HOSTFILE, contract.DISCOVER_HOSTS)

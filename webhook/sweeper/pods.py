@@ -4,8 +4,8 @@ whether it was stopped from outside."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
@@ -16,11 +16,15 @@ from webhook.core.limits import one_line
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
 from webhook.core.peers import configmap_prefix
 from webhook.core.pods import identify, training_container
+from webhook.core.restart_in_place import BARRIER
 from webhook.core.workload import job_of
 
 # A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
 # the DisruptionTarget condition.
 DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
+# What the sweeper writes on pods and reads back: an in-place restart's attempt and its release,
+# and the Kueue marker that ends a pod group.
+POD_RECORDS = (contract.ATTEMPT, contract.RELEASED_ATTEMPT, contract.KUEUE_RETRIABLE_IN_GROUP)
 
 
 class PodOwner(Protocol):
@@ -119,6 +123,13 @@ class PodView:
     peers: str | None = None  # the peers ConfigMap it mounts (a job past the inline bound)
     created: datetime | None = None
     scheduling: str = ""  # why a Pending pod is not scheduled (the PodScheduled condition)
+    status_reason: str = ""  # the pod's status.reason: Evicted, UnexpectedAdmissionError, ...
+    # (type, reason) of its True DisruptionTarget and TerminationTarget conditions
+    stop_conditions: tuple[tuple[str, str], ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)  # what the sweeper wrote on it
+    has_barrier: bool = False  # it carries the in-place restart's barrier
+    # When its barrier started waiting, while it waits (an in-place restart under way).
+    barrier_waiting: datetime | None = None
     gates: tuple[str, ...] = ()  # its scheduling gates, in order
     resource_version: str = ""
 
@@ -225,6 +236,18 @@ def _read_pod(
             "",
         ),
         peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        status_reason=str(status.get("reason") or ""),
+        stop_conditions=tuple(
+            (str(c.get("type")), str(c.get("reason") or ""))
+            for c in conditions
+            if c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+            and c.get("status") == "True"
+        ),
+        annotations={k: v for k, v in annotations.items() if k in POD_RECORDS},
+        has_barrier=any(
+            c.get("name") == BARRIER for c in (pod.get("spec") or {}).get("initContainers") or []
+        ),
+        barrier_waiting=_barrier_waiting(status),
         resource_version=metadata.get("resourceVersion") or "",
         gates=tuple(
             str(gate.get("name"))
@@ -232,6 +255,15 @@ def _read_pod(
             if isinstance(gate, dict)
         ),
     )
+
+
+def _barrier_waiting(status: Mapping[str, Any]) -> datetime | None:
+    for container in status.get("initContainerStatuses") or []:
+        if container.get("name") == BARRIER:
+            running = (container.get("state") or {}).get("running")
+            if isinstance(running, dict):
+                return parse_time(running.get("startedAt")) or datetime.min.replace(tzinfo=UTC)
+    return None
 
 
 def _pod_index(pod: Mapping[str, Any], owner_kind: str, owner: PodOwner | None) -> int | None:
@@ -278,11 +310,12 @@ def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training |
 
 
 def _init_failures(pod: Mapping[str, Any]) -> tuple[int, Run | None]:
-    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) left out."""
+    """Failed runs of the pod's init containers; sidecars (restartPolicy Always) and the
+    in-place barrier (stopped by every in-place restart) left out."""
     sidecars = {
         c.get("name")
         for c in (pod.get("spec") or {}).get("initContainers") or []
-        if c.get("restartPolicy") == "Always"
+        if c.get("restartPolicy") == "Always" or c.get("name") == BARRIER
     }
     count = 0
     newest: Run | None = None

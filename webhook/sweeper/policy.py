@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Final
 
 from webhook.core import contract
+from webhook.core.failure_rules import (
+    COUNTED,
+    FAIL,
+    PARTIAL,
+    RESTART_IN_PLACE,
+    RESTART_POD,
+    RESTART_ROLE,
+    WHOLE_JOB,
+    Rule,
+)
 from webhook.core.frameworks import Framework
-from webhook.sweeper.pods import PodView, Run
+from webhook.sweeper.failures import (
+    GRACE,
+    Replica,
+    container_name,
+    counts_restarts,
+    early_exit,
+    fired_rules,
+    job_failure_policy,
+    settled,
+)
+from webhook.sweeper.pods import PodView
 from webhook.sweeper.state import FailedRuns, JobState
 
 SUCCEEDED: Final = "Succeeded"
@@ -21,12 +41,7 @@ PHASES: Final = (SUCCEEDED, FAILED)
 # training containers are retried without limit, and a finished job stays until deleted.
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_RESTART_POLICY: Final = "OnFailure"
-RESTART_JOB: Final = "RestartJob"
-# A peer that crashes because the replica deciding success has just exited can be seen before
-# that exit 0: a failed run counts only once it is this old.
-GRACE: Final = timedelta(seconds=10)
-
-Replica = tuple[str, int]  # (role, index in the role)
+__all__ = ["GRACE", "Replica", "settled"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +49,7 @@ class Verdict:
     phase: str  # Succeeded or Failed
     reason: str  # CamelCase, recorded in trainhook.io/reason and on the Event
     message: str  # one line for a person
+    rule: str = ""  # the failure rule that decided it, by name
 
 
 @dataclass(frozen=True)
@@ -122,14 +138,23 @@ def counted_pods(state: JobState) -> list[PodView]:
     return [pod for pod in state.pods if pod.counts]
 
 
+def _exits_early(state: JobState) -> set[str]:
+    """Pods whose exit 0 a rule of the user's failure policy takes for a failure."""
+    if not state.settings.failure_rules:
+        return set()
+    policy = job_failure_policy(state)
+    return {pod.name for pod in state.pods if early_exit(state, pod, policy) is not None}
+
+
 def observed_successes(state: JobState) -> dict[str, set[int]]:
     """Per StatefulSet, the role indexes whose training container is seen to have exited 0 now
     (Kubernetes restarts them, so the sweeper records them the first time it sees them)."""
     found: dict[str, set[int]] = {}
+    early = _exits_early(state)
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
             continue
-        if _before_attempt(state, pod):
+        if pod.name in early or _before_attempt(state, pod):
             continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
@@ -137,10 +162,17 @@ def observed_successes(state: JobState) -> dict[str, set[int]]:
 
 
 def _before_attempt(state: JobState, pod: PodView) -> bool:
-    """Whether a pod was created before the job's current whole-job restart (its success, if
-    any, was of an earlier attempt)."""
+    """Whether a pod's success, if any, was of an earlier attempt: the pod was created before
+    the job's current whole-job restart, and did not restart in place since (a pod restarted
+    in place keeps its creation time: its run that exited 0 must have ended after it)."""
     began = state.attempt_began
-    return began is not None and pod.created is not None and pod.created < began
+    if began is None or pod.created is None or pod.created >= began:
+        return False
+    training = pod.training
+    if pod.has_barrier and training is not None:
+        run = training.current if training.exit_code == 0 else training.last
+        return run is None or run.finished is None or run.finished < began
+    return True
 
 
 def succeeded_replicas(state: JobState) -> set[Replica]:
@@ -149,8 +181,11 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     status for Jobs and bare Pods. A pod being deleted or evicted never counts: it may exit 0
     on SIGTERM."""
     done: set[Replica] = set()
+    early = _exits_early(state)
     for pod in counted_pods(state):
-        if pod.role is None or pod.index is None or _before_attempt(state, pod):
+        if pod.role is None or pod.index is None or pod.name in early:
+            continue
+        if _before_attempt(state, pod):
             continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded
@@ -182,11 +217,6 @@ def judge(state: JobState, now: datetime | None = None) -> Verdict | None:
         message = f"{rule.describe} succeeded (success policy: {source})"
         return Verdict(SUCCEEDED, "Completed", message)
     return failure(state, now, succeeded)
-
-
-def settled(run: Run, now: datetime | None) -> bool:
-    """Whether a failed run is older than the grace period (a run of unknown time is)."""
-    return now is None or run.finished is None or run.finished <= now - GRACE
 
 
 @dataclass(frozen=True)
@@ -259,38 +289,22 @@ def failure(
     # the whole pod group, the controllers recreate the pods), it is not failed.
     if succeeded is None:
         succeeded = succeeded_replicas(state)
-    live = [
-        pod
-        for pod in counted_pods(state)
-        if pod.training is not None and (pod.role, pod.index) not in succeeded
-    ]
     for pod in counted_pods(state):
         if pod.owner_kind == "Pod" and pod.phase == "Failed":
             runs = pod.training.failed_runs() if pod.training else ()
             if all(settled(run, now) for run in runs):
                 return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
-    restart_policy = state.settings.restart_policy or DEFAULT_RESTART_POLICY
-    if restart_policy == "ExitCode":
-        for pod in live:
-            for run in _settled_runs(pod, now):
-                if 1 <= run.exit_code <= 127:
-                    return Verdict(
-                        FAILED,
-                        "ExitCode",
-                        f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
-                        f"with {contract.RESTART_POLICY} ExitCode, codes 1-127 are permanent",
-                    )
-    if restart_policy == "Never":
-        for pod in live:
-            for run in _settled_runs(pod, now):
-                return Verdict(
-                    FAILED,
-                    "PodFailed",
-                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}; "
-                    f"{contract.RESTART_POLICY} is Never",
-                )
+    for fired in fired_rules(state, now, succeeded):
+        if fired.action == FAIL:
+            rule = fired.rule.name
+            return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {rule}", rule)
     limit = state.settings.backoff_limit
-    if limit is not None and restart_policy != RESTART_JOB:
+    if limit is not None and not counts_restarts(state):
+        live = [
+            pod
+            for pod in counted_pods(state)
+            if pod.training is not None and (pod.role, pod.index) not in succeeded
+        ]
         failures = tally(state, now, succeeded).settled
         if failures > limit:
             return Verdict(
@@ -302,11 +316,6 @@ def failure(
     return None
 
 
-def _settled_runs(pod: PodView, now: datetime | None) -> list[Run]:
-    runs = pod.training.failed_runs() if pod.training else ()
-    return [run for run in runs if settled(run, now)]
-
-
 def _last_failure(pods: Sequence[PodView]) -> str:
     """`; last: pod P: container C exited with code N: <its message>`, for the latest failed
     run among `pods`, or nothing."""
@@ -315,30 +324,14 @@ def _last_failure(pods: Sequence[PodView]) -> str:
         return ""
     oldest = datetime.min.replace(tzinfo=UTC)
     run, pod = max(runs, key=lambda found: found[0].finished or oldest)
-    return f"; last: pod {pod.name}: container {_container(pod, run)} {run.describe()}"
-
-
-def _container(pod: PodView, run: Run | None = None) -> str:
-    if pod.training is None:
-        return "?"
-    if (
-        run is not None
-        and run is pod.training.init_failed
-        and run
-        not in (
-            pod.training.current,
-            pod.training.last,
-        )
-    ):
-        return f"{pod.training.name} (an init container)"
-    return pod.training.name
+    return f"; last: pod {pod.name}: container {container_name(pod, run)} {run.describe()}"
 
 
 def _exit_detail(pod: PodView) -> str:
     if pod.training is None:
         return ""
     runs = pod.training.failed_runs()
-    return f": container {_container(pod, runs[0])} {runs[0].describe()}" if runs else ""
+    return f": container {container_name(pod, runs[0])} {runs[0].describe()}" if runs else ""
 
 
 # --- whole-job restarts ---------------------------------------------------------------------
@@ -346,43 +339,48 @@ def _exit_detail(pod: PodView) -> str:
 
 @dataclass(frozen=True)
 class RestartCause:
-    """Why the whole job restarts: a failed training container (counted against the backoff
-    limit), or a pod evicted or preempted (not counted)."""
+    """Why the job restarts, and the rule that says how: a whole-job restart, counted against
+    the budgets or free (a pod stopped from outside), in place or by recreating the pods, or one
+    role's pods only."""
 
     key: str  # identifies the cause, so one cause restarts the job once
     counted: bool
-    reason: str  # OOMKilled, Error, Evicted, ...
+    reason: str  # OOMKilled, Error, Preempted, ...
     message: str
+    rule: Rule | None = None
+    in_place: bool = False
+    role: str | None = None  # restart-role: the only role restarted
+    pod: str | None = None  # restart-pod: the only pod restarted
+    disruption: str | None = None  # preemption, drain, node-loss, kubelet
 
 
 def restart_cause(
-    state: JobState, now: datetime, succeeded: set[Replica], since: datetime | None, handled: str
+    state: JobState,
+    now: datetime,
+    succeeded: set[Replica],
+    since: datetime | None,
+    handled: str,
+    in_place: bool = False,
+    restarted: Callable[[PodView], bool] | None = None,
 ) -> RestartCause | None:
-    """The first cause for a whole-job restart not handled yet. `since`: when the job was last
-    restarted (pods created before it are on their way out); `handled`: that restart's cause."""
-    for pod in state.pods:
-        if pod.owner_kind not in ("StatefulSet", "Job") or (pod.role, pod.index) in succeeded:
+    """The first cause for a restart not handled yet. `since`: when the job was last restarted
+    (pods created before it are on their way out, runs ended before it were part of it);
+    `handled`: that restart's cause; `in_place`: it kept the pods; `restarted`: the pods it
+    restarted, when only some."""
+    for fired in fired_rules(state, now, succeeded, since, in_place, restarted):
+        if fired.pod.owner_kind not in ("StatefulSet", "Job") or fired.key == handled:
             continue
-        if since is not None and (pod.created is None or pod.created < since):
+        if fired.action not in (*WHOLE_JOB, *PARTIAL):
             continue
-        if pod.disrupted:
-            key = f"{pod.uid8}/disrupted"
-            if key != handled:
-                return RestartCause(
-                    key, False, "Disrupted", f"pod {pod.name} was evicted or preempted"
-                )
-            continue
-        if pod.terminating or pod.training is None:
-            continue
-        runs = _settled_runs(pod, now)
-        if runs:
-            key = f"{pod.uid8}/{pod.training.failures}"
-            if key != handled:
-                run = runs[0]
-                return RestartCause(
-                    key,
-                    True,
-                    run.reason or "Error",
-                    f"pod {pod.name}: container {_container(pod, run)} {run.describe()}",
-                )
+        return RestartCause(
+            fired.key,
+            fired.action in COUNTED,
+            fired.reason,
+            fired.message,
+            fired.rule,
+            in_place=fired.action == RESTART_IN_PLACE,
+            role=fired.pod.role if fired.action == RESTART_ROLE else None,
+            pod=fired.pod.name if fired.action == RESTART_POD else None,
+            disruption=fired.disruption,
+        )
     return None

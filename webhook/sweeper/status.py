@@ -35,6 +35,7 @@ class JobRow:
     reason: str = "-"  # why it is in that phase: OOMKilled, ImagePullBackOff, Completed, ...
     restarts: str = "0"  # whole-job restarts with RestartJob, else failed runs
     start: str = "-"  # when it started, e.g. "12m ago"
+    rule: str = "-"  # the failure rule that fired last, e.g. "failure-policy rule 2"
     progress: str = "-"  # the last progress report: "45%", else "step 450/1000"
     eta: str = "-"  # its estimated time left, e.g. "13m"
     checkpoint: str = "-"  # the last checkpoint: "step 400, 5m ago"
@@ -95,8 +96,16 @@ def _row(state: JobState, now: datetime) -> JobRow:
         reason=reason,
         restarts=str(restarts) if isinstance(restarts, int) else "0",
         start=f"{human_duration((now - started).total_seconds())} ago" if started else "-",
+        rule=short_rule(recorded.get("rule")),
         **progress_cells(state, now, finished=outcome is not None),
     )
+
+
+def short_rule(name: object) -> str:
+    """`failure-policy rule 2` or `RestartJob rule 2`: a rule's name without its text."""
+    if not isinstance(name, str) or not name:
+        return "-"
+    return name.split(" (", 1)[0].removeprefix(f"{contract.RESTART_POLICY} ")
 
 
 def job_progress(state: JobState) -> dict[str, Any] | None:
@@ -165,6 +174,10 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
         ]
         for r in rows
     ]
+    if any(r.rule != "-" for r in rows):  # jobs whose failure rules acted
+        header.insert(5, "RULE")
+        for line, row in zip(lines, rows, strict=True):
+            line.insert(5, row.rule)
     if with_namespace:
         header.insert(0, "NAMESPACE")
         for line, row in zip(lines, rows, strict=True):

@@ -6,6 +6,7 @@ sweeper must remember (a job's phase, when it finished) is written on the job's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,11 +23,14 @@ from webhook.sweeper.decide.events import (
 )
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans
+from webhook.sweeper.decide.lifecycle.in_place import IN_PLACE_TIMEOUT, in_place_actions
 from webhook.sweeper.decide.lifecycle.restart import (
     RestartPlan,
+    fallback_event,
     plan_restart,
     restart_event,
     restart_pods,
+    restart_time,
     restart_took,
 )
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
@@ -51,7 +55,8 @@ from webhook.sweeper.decide.records import (
     status_json,
 )
 from webhook.sweeper.decide.topology import topology_actions
-from webhook.sweeper.policy import RESTART_JOB, Replica, judge, succeeded_replicas, tally
+from webhook.sweeper.failures import restarts_whole_job
+from webhook.sweeper.policy import Replica, judge, succeeded_replicas, tally
 from webhook.sweeper.state import JobState
 
 # The workloads of one manifest are created one after the other: the job's topology is enforced
@@ -86,12 +91,22 @@ def _decide(state: JobState, now: datetime) -> Decision:
     plan: RestartPlan | None = None
     if verdict is None and suspend:
         return suspend_job(state, now, recorded, start, succeeded, resumed)
-    if verdict is None and state.settings.restart_policy == RESTART_JOB and not state.deleting:
+    if verdict is None and restarts_whole_job(state) and not state.deleting:
         plan, verdict = plan_restart(state, now, recorded, succeeded)
     if verdict is not None:
         restarts = restarts_of(state, now, recorded, succeeded)
+        # what the restarts recorded stays; the rule named is the one that ended the job
+        extra: dict[str, Any] = {k: recorded[k] for k in ("fired", "disruptions") if k in recorded}
+        if verdict.rule:
+            extra["rule"] = verdict.rule
         status = status_json(
-            verdict.phase, verdict.reason, verdict.message, restarts, start, resumed=resumed
+            verdict.phase,
+            verdict.reason,
+            verdict.message,
+            restarts,
+            start,
+            resumed=resumed,
+            extra=extra,
         )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return finish_job(state, outcome, now)
@@ -110,10 +125,19 @@ def _running(
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
     counts = tally(state, now, succeeded)
+    in_place_step = None
+    if plan is not None and plan.in_place is not None and not state.deleting:
+        in_place_step = in_place_actions(state, plan.in_place, now)
+        if in_place_step.fallback:
+            since = restart_time(now)
+            plan = replace(plan, since=since, in_place=None, fallback=in_place_step.fallback)
+            in_place_step = None
+        else:
+            plan = replace(plan, in_place=in_place_step.in_place)
     restarting = restart_pods(state, plan) if plan is not None else []
     if plan is not None:
         restarts = plan.restarts
-    elif state.settings.restart_policy == RESTART_JOB:
+    elif restarts_whole_job(state):
         restarts = positive_count(recorded.get("restarts"))
     else:
         restarts = counts.settled
@@ -134,10 +158,13 @@ def _running(
         plan.since if plan else None,
         plan.cause if plan else "",
         resumed=resumed,
+        extra=plan.extra() if plan else None,
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:
         events.append(restart_event(state, plan, plan.new, len(restarting)))
+    elif plan is not None and plan.fallback:
+        events.append(fallback_event(state, plan, len(restarting)))
     elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
         events.append(state_event(state, phase, reason, message, restarts))
     try:
@@ -160,9 +187,14 @@ def _running(
         return Decision((invalid,), phase="Invalid")
     actions = merge_records(state, actions, events, records_to_write(state, counts, status))
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    in_place_deadline = None
+    if in_place_step is not None:
+        actions += in_place_step.actions
+        if not in_place_step.in_place.released:
+            in_place_deadline = in_place_step.in_place.started + IN_PLACE_TIMEOUT
     rechecks = [
         moment
-        for moment in (settled, counts.pending, deadline_at(state, start))
+        for moment in (settled, counts.pending, deadline_at(state, start), in_place_deadline)
         if moment is not None and moment > now
     ]
     return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)

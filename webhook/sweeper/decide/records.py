@@ -15,7 +15,13 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.policy import PHASES, RESTART_JOB, Replica, Tally, observed_successes, tally
+from webhook.sweeper.failures import (
+    DISRUPTION_REASONS,
+    describe_disruption,
+    disruption_of,
+    restarts_whole_job,
+)
+from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, tally
 from webhook.sweeper.state import JobState, format_indexes, format_time
 
 WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
@@ -94,6 +100,7 @@ def status_json(
     cause: str = "",
     *,
     resumed: datetime | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> str:
     """trainhook.io/status: compact JSON, the same on every workload of the job."""
     value: dict[str, Any] = {
@@ -108,14 +115,16 @@ def status_json(
         value["cause"] = cause
     if resumed is not None:
         value["resumedAt"] = format_time(resumed)
+    value.update(extra or {})
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def restarts_of(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> int:
-    """Whole-job restarts for RestartJob; otherwise the failed runs of the training containers."""
-    if state.settings.restart_policy == RESTART_JOB:
+    """Whole-job restarts when a rule may restart the job; otherwise the failed runs of the
+    training containers."""
+    if restarts_whole_job(state):
         return positive_count(recorded.get("restarts"))
     return tally(state, now, succeeded).settled
 
@@ -158,7 +167,11 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
             if training.waiting == "CrashLoopBackOff" and reason == "Error":
                 reason = "CrashLoopBackOff"
             return "Restarting", reason, f"pod {pod.name}: container {container} {run.describe()}"
-    if any(p.terminating or p.disrupted for p in pods):
+    for pod in pods:
+        kind = disruption_of(pod)
+        if kind is not None:  # preempted, drained, its node lost: said apart from failures
+            return ("Restarting", *describe_disruption(pod, kind))
+    if any(p.terminating for p in pods):
         return "Restarting", "PodsRestarting", ""
     for pod in counted:
         training = pod.training
@@ -254,7 +267,8 @@ def merge_records(
 
 
 def state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
-    kind = "Normal" if reason in ("Running", "Pending", "PodsRestarting", SUSPENDED) else "Warning"
+    normal = ("Running", "Pending", "PodsRestarting", SUSPENDED, *DISRUPTION_REASONS)
+    kind = "Normal" if reason in normal else "Warning"
     text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
     if message:
         text += f": {message}"

@@ -1,5 +1,11 @@
-"""A finished job: its outcome recorded, its pods cleaned, its gang released, and the job
-deleted once its TTL has passed; the sweeper's own objects of a job that is gone.
+"""A finished job: its outcome recorded, its Kueue pod group marked finished, its pods cleaned,
+its gang released, and the job deleted once its TTL has passed; the sweeper's own objects of a
+job that is gone.
+
+Kueue counts a plain pod group finished when every pod of it has Succeeded, or when no pod of it
+is active and one carries `kueue.x-k8s.io/retriable-in-group: "false"` (Kueue's pod controller,
+`Finished`). A StatefulSet's pods never reach Succeeded (they are restarted, then scaled away),
+so without the marker the group's Workload would keep holding its quota after the job ended.
 """
 
 from __future__ import annotations
@@ -67,8 +73,36 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
             )
     if expired and not patches:
         return Decision(tuple(_delete_job(state)))
-    actions = (*events, *patches, *_clean_pods(state, clean), *_release_gang(state))
+    # The Kueue marker before the pods go: Kueue must see it on a pod of the group.
+    actions = (
+        *events,
+        *kueue_finished_marker(state),
+        *patches,
+        *_clean_pods(state, clean),
+        *_release_gang(state),
+    )
     return Decision(actions, recheck_at=expires, phase=outcome.phase)
+
+
+NOT_RETRIABLE = "false"
+
+
+def kueue_finished_marker(state: JobState) -> Iterable[Action]:
+    """Mark one pod of a finished Kueue job (one is enough; another once that one is gone)."""
+    if not any(w.settings.scheduler == "kueue" for w in state.workloads):
+        return
+    pods = [p for p in state.pods if p.owner_kind in ("StatefulSet", "Job", "Pod")]
+    if not pods or any(
+        p.annotations.get(contract.KUEUE_RETRIABLE_IN_GROUP) == NOT_RETRIABLE for p in pods
+    ):
+        return
+    first = min(pods, key=lambda p: (p.terminating, p.name))
+    yield Patch(
+        PODS,
+        state.namespace,
+        first.name,
+        {"metadata": {"annotations": {contract.KUEUE_RETRIABLE_IN_GROUP: NOT_RETRIABLE}}},
+    )
 
 
 def _release_gang(state: JobState) -> Iterable[Action]:

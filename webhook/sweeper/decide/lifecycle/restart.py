@@ -1,8 +1,10 @@
-"""trainhook.io/restart-policy RestartJob: the whole job restarts together when one rank fails."""
+"""Restarts: of the whole job (recreating its pods, or in place), of one role or of one pod,
+as the job's failure rules say, each counted against its budgets or free."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,7 +12,9 @@ from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.lifecycle.in_place import InPlace, last_attempt, start_in_place
 from webhook.sweeper.decide.records import positive_count
+from webhook.sweeper.failures import counts_restarts
 from webhook.sweeper.pods import PodView
 from webhook.sweeper.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
 from webhook.sweeper.state import JobState
@@ -18,12 +22,37 @@ from webhook.sweeper.state import JobState
 
 @dataclass(frozen=True)
 class RestartPlan:
-    """A whole-job restart under way: the job's pods created before `since` are deleted."""
+    """A restart under way: the job's pods (or one role's) created before `since` are deleted,
+    or, in place, every pod restarts its containers for the next attempt."""
 
     since: datetime
     cause: str  # the RestartCause key
     restarts: int
     new: RestartCause | None  # set when this decision starts the restart
+    rule: str = ""  # the name of the rule that fired
+    fired: dict[str, int] = field(default_factory=dict)  # per budgeted rule: times it acted
+    disruptions: dict[str, int] = field(default_factory=dict)  # free restarts, by kind
+    role: str | None = None  # restart-role: the only role whose pods are deleted
+    pod: str | None = None  # restart-pod: the only pod deleted
+    in_place: InPlace | None = None
+    fallback: str = ""  # why the pods are recreated although the rule restarts in place
+
+    def extra(self) -> dict[str, Any]:
+        """What trainhook.io/status records of it besides the count and the cause."""
+        value: dict[str, Any] = {}
+        if self.rule:
+            value["rule"] = self.rule
+        if self.fired:
+            value["fired"] = self.fired
+        if self.disruptions:
+            value["disruptions"] = self.disruptions
+        if self.role:
+            value["role"] = self.role
+        if self.pod:
+            value["pod"] = self.pod
+        if self.in_place is not None:
+            value.update(self.in_place.recorded())
+        return value
 
 
 def plan_restart(
@@ -32,23 +61,114 @@ def plan_restart(
     since = parse_time(recorded.get("restartedAt"))
     handled = str(recorded.get("cause") or "")
     restarts = positive_count(recorded.get("restarts"))
-    cause = restart_cause(state, now, succeeded, since, handled)
+    fired = _counts(recorded.get("fired"))
+    disruptions = _counts(recorded.get("disruptions"))
+    in_place = InPlace.read(recorded)
+    if in_place is not None and not in_place.released:
+        # Every rank is on its way back to the barrier: what happens meanwhile is the restart's.
+        return _current_plan(state, recorded, since, handled, restarts, in_place), None
+    runs_since = in_place.released_at if in_place is not None else since
+    cause = restart_cause(
+        state,
+        now,
+        succeeded,
+        runs_since,
+        handled,
+        in_place=in_place is not None,
+        restarted=_restarted_by(recorded.get("role"), recorded.get("pod")),
+    )
     if cause is None:
-        return (RestartPlan(since, handled, restarts, None) if since else None), None
+        plan = _current_plan(state, recorded, since, handled, restarts, in_place)
+        return plan, None
     count = restarts + (1 if cause.counted else 0)
     limit = state.settings.backoff_limit
-    if cause.counted and limit is not None and count > limit:
+    rule = cause.rule
+    if rule is not None and rule.budget is not None:
+        used = fired.get(rule.key, 0)
+        if used >= rule.budget:
+            verdict = Verdict(
+                FAILED,
+                "BackoffLimitExceeded",
+                f"{cause.message}; {rule.name} has acted {used} time(s), its max is {rule.budget}",
+                rule.name,
+            )
+            return None, verdict
+        fired = {**fired, rule.key: used + 1}
+    if cause.counted and limit is not None and count > limit and counts_restarts(state):
         verdict = Verdict(
             FAILED,
             "BackoffLimitExceeded",
             f"{cause.message}; the job was restarted {restarts} time(s) "
-            f"and {contract.BACKOFF_LIMIT} is {limit}",
+            f"and {contract.BACKOFF_LIMIT} is {limit}"
+            + (f" ({rule.name})" if rule is not None else ""),
+            rule.name if rule is not None else "",
         )
         return None, verdict
-    return RestartPlan(_next_second(now), cause.key, count, cause), None
+    if cause.disruption is not None:
+        disruptions = {**disruptions, cause.disruption: disruptions.get(cause.disruption, 0) + 1}
+    in_place_now, fallback = (
+        start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
+    )
+    # Recreated pods are kept to the second: a recreating restart begins at the next one. In
+    # place no pod is created, and the release must not come before the restart it ends.
+    plan = RestartPlan(
+        now if in_place_now is not None else restart_time(now),
+        cause.key,
+        count,
+        cause,
+        rule.name if rule is not None else "",
+        fired,
+        disruptions,
+        cause.role,
+        cause.pod,
+        in_place_now,
+        fallback,
+    )
+    return plan, None
 
 
-def _next_second(moment: datetime) -> datetime:
+def _restarted_by(role: object, pod: object) -> Callable[[PodView], bool] | None:
+    """The pods a partial restart restarted: one role's, or one pod."""
+    if isinstance(pod, str):
+        return lambda view: view.name == pod
+    if isinstance(role, str):
+        return lambda view: view.role == role
+    return None
+
+
+def _current_plan(
+    state: JobState,
+    recorded: dict[str, Any],
+    since: datetime | None,
+    handled: str,
+    restarts: int,
+    in_place: InPlace | None,
+) -> RestartPlan | None:
+    """The restart recorded last, while it is under way or once it is done (its counts stay)."""
+    if since is None:
+        return None
+    role, pod = recorded.get("role"), recorded.get("pod")
+    return RestartPlan(
+        since,
+        handled,
+        restarts,
+        None,
+        str(recorded.get("rule") or ""),
+        _counts(recorded.get("fired")),
+        _counts(recorded.get("disruptions")),
+        role if isinstance(role, str) else None,
+        pod if isinstance(pod, str) else None,
+        in_place,
+    )
+
+
+def _counts(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if positive_count(v)}
+
+
+def restart_time(moment: datetime) -> datetime:
     """`moment` rounded up to a whole second: restart times are recorded, and pods' creation
     times kept, to the second, so every pod created before the restart is older than it."""
     whole = moment.replace(microsecond=0)
@@ -57,11 +177,16 @@ def _next_second(moment: datetime) -> datetime:
 
 def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     """The pods a restart still has to delete: every pod of the job's StatefulSets and Jobs
-    created before it, not already going or finished."""
+    (of its one role, for restart-role) created before it, not already going or finished. A
+    restart in place deletes none."""
+    if plan.in_place is not None:
+        return []
     return [
         pod
         for pod in state.pods
         if pod.owner_kind in ("StatefulSet", "Job")
+        and (plan.role is None or pod.role == plan.role)
+        and (plan.pod is None or pod.name == plan.pod)
         and not pod.terminating
         and pod.phase not in ("Succeeded", "Failed")
         and (pod.created is None or pod.created < plan.since)
@@ -69,7 +194,10 @@ def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
 
 
 def restart_took(state: JobState, plan: RestartPlan) -> bool:
-    """Whether a pod created since the restart runs (or has already finished)."""
+    """Whether a pod created since the restart runs (or has already finished); in place,
+    whether every rank is back and released."""
+    if plan.in_place is not None:
+        return plan.in_place.released
     return any(
         pod.phase in ("Running", "Succeeded")
         and pod.created is not None
@@ -84,8 +212,30 @@ def restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods:
     if cause.counted:
         of = f" of {contract.BACKOFF_LIMIT} {limit}" if limit is not None else ""
         counted = f"restart {plan.restarts}{of}"
+    elif cause.disruption is not None:
+        counted = f"not counted against the backoff limit: {cause.disruption}"
     else:
         counted = "not counted against the backoff limit"
-    message = f"restarting all {pods} pod(s) of the job together ({counted}): {cause.message}"
+    if plan.in_place is not None:
+        what = (
+            f"restarting all {plan.in_place.pods} pod(s) of the job in place "
+            f"(attempt {plan.in_place.attempt})"
+        )
+    elif plan.pod is not None:
+        what = f"restarting pod {plan.pod} alone"
+    elif plan.role is not None:
+        what = f"restarting the {pods} pod(s) of role {plan.role}"
+    else:
+        what = f"restarting all {pods} pod(s) of the job together"
+    rule = f"; {cause.rule.name}" if cause.rule is not None else ""
+    instead = f"; not in place: {plan.fallback}" if plan.fallback else ""
+    message = f"{what} ({counted}): {cause.message}{rule}{instead}"
     kind = "Warning" if cause.counted else "Normal"
     return event_on(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
+
+
+def fallback_event(state: JobState, plan: RestartPlan, pods: int) -> Emit:
+    message = (
+        f"restarting all {pods} pod(s) of the job by recreating them, not in place: {plan.fallback}"
+    )
+    return event_on(state, state.workloads[0], "Warning", "Restarting", message, key=message)
