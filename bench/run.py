@@ -1,10 +1,12 @@
 """`make bench`: the admission path against what Python on this stack can do, in one run.
 
-    python -m bench.run [--seconds S] [--rounds N] [--tool auto|wrk|k6] [--json FILE]
+    python -m bench.run [--seconds S] [--rounds N] [--tool auto|wrk|k6] [--json [FILE]]
+                        [--goals-only]
 
 1. handler cost against the JSON floor, in-process;
 2. served throughput and latency of `trainhook serve` against a do-nothing app on the same
    gunicorn/TLS stack, measured in alternation;
+2b. a burst of every pod of a 1,000- and an 8,192-pod job, 16 in flight, through both;
 3. how cost grows with the size of a TensorFlow job;
 4. resident memory per gunicorn worker after the run;
 5. healthy admissions and probes while 200 attackers of each kind hold connections open;
@@ -19,6 +21,10 @@
    (bench/pod_events.py, also `python -m bench.pod_events`).
 10. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
     rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
+11. the goals, as ratios of figures measured in this one run.
+
+`--goals-only` runs what the goals need (sections 1, 2 and 2b). With `--json`, every figure goes
+to a file (bench-results.json unless named), with the date, commit and load it was taken at.
 """
 
 from __future__ import annotations
@@ -28,12 +34,16 @@ import dataclasses
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.burst import IN_FLIGHT, Burst
+from bench.burst import SIZES as BURST_SIZES
 from bench.inprocess import Growth, HandlerCost, growth, handler_costs
 from bench.load import load_tools
 from bench.pod_events import event_costs, events_table
@@ -244,8 +254,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tool", choices=("auto", "wrk", "k6"), default="auto")
     parser.add_argument("--attackers", type=int, default=200, help="of each kind (200)")
     parser.add_argument("--attack-seconds", type=float, default=15, help="per attack (15)")
-    parser.add_argument("--json", type=Path, help="also write every figure to this file")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        nargs="?",
+        const=Path("bench-results.json"),
+        help="also write every figure to this file (bench-results.json)",
+    )
+    parser.add_argument("--goals-only", action="store_true", help="sections 1, 2 and 2b")
+    parser.add_argument(
+        "--burst-sizes",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=list(BURST_SIZES),
+        help="pods of each job sent in a burst (1000,8192)",
+    )
     args = parser.parse_args(argv)
+    load_at_start = _load()
 
     started = time.monotonic()
     python = platform.python_version()
@@ -270,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "of its own answer: everything else our app does, without the mutation.\n",
             flush=True,
         )
-        results, memory = served(
+        results, memory, bursts = served(
             tools,
             cases,
             workdir,
@@ -278,8 +302,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             connections=args.connections,
             seconds=args.seconds,
             rounds=args.rounds,
+            burst_sizes=args.burst_sizes,
         )
         print(served_table(results), flush=True)
+        print(
+            f"\n## 2b. A burst of one job's pods, {IN_FLIGHT} in flight (as the StatefulSet "
+            "controller sends them)\n"
+        )
+        print(burst_table(bursts), flush=True)
+
+    reached = goals(costs, results, bursts)
+    if args.goals_only:
+        print("\n## 10. Goals, measured in this run\n")
+        print(goals_table(reached))
+        print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
+        if args.json:
+            _write_json(args.json, load_at_start, costs, results, bursts, reached, {})
+        return 0
 
     print("\n## 3. How cost grows: a TF worker pod of 1 chief, 4 ps and N workers\n", flush=True)
     rows = growth(GROWTH_SIZES, args.inprocess_rounds)
@@ -314,12 +353,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\n## 10. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
     restarts = restart_costs()
     print(restarts_table(restarts))
+    print("\n## 11. Goals, measured in this run\n")
+    print(goals_table(reached))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
-        figures = {
-            "handler": [dataclasses.asdict(c) for c in costs],
-            "served": [dataclasses.asdict(r) for r in results],
+        more = {
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
@@ -346,8 +385,123 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sizes": [dataclasses.asdict(j) for j in sizes],
             "tools": tools.name,
         }
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        _write_json(args.json, load_at_start, costs, results, bursts, reached, more)
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Goal:
+    goal: str
+    ours: float
+    reference: float
+    bar: float
+
+    @property
+    def ratio(self) -> float:
+        return self.ours / self.reference
+
+    @property
+    def met(self) -> bool:
+        return self.ratio <= self.bar
+
+
+def goals(
+    costs: Sequence[HandlerCost],
+    results: Sequence[Served],
+    bursts: Sequence[tuple[Burst, Burst]],
+) -> list[Goal]:
+    """The goals as ratios of figures of this run: server CPU per request against the
+    do-nothing app's, a job's burst against the do-nothing app's time, the handler against the
+    JSON floor."""
+    found = [
+        Goal(f"server CPU per request, {r.case}", r.ours_cpu_us, r.null_cpu_us, 1.25)
+        for r in results
+    ]
+    found += [
+        Goal(f"burst of a {ours.pods:,}-pod job, time", ours.seconds, null.seconds, 1.25)
+        for ours, null in bursts
+    ]
+    found += [
+        Goal(f"handler vs JSON floor, {c.case}", c.handler_us, c.floor_us, 1.5) for c in costs
+    ]
+    return found
+
+
+def goals_table(reached: Sequence[Goal]) -> str:
+    rows = [
+        [
+            g.goal,
+            f"{g.ours:,.3g}",
+            f"{g.reference:,.3g}",
+            f"{g.ratio:.2f}x",
+            f"<= {g.bar:.2f}x",
+            "met" if g.met else f"missed by {g.ratio / g.bar - 1:.0%}",
+        ]
+        for g in reached
+    ]
+    return table(["goal", "ours", "reference", "ratio", "bar", "result"], rows)
+
+
+def burst_table(pairs: Sequence[tuple[Burst, Burst]]) -> str:
+    rows = [
+        [
+            f"{ours.pods:,}",
+            f"{ours.seconds:.2f} / {null.seconds:.2f}",
+            f"{ours.seconds / null.seconds:.2f}x",
+            f"{ours.pods / ours.seconds:,.0f} / {null.pods / null.seconds:,.0f}",
+            f"{ours.cpu_us_per_pod:,.0f} / {null.cpu_us_per_pod:,.0f}",
+        ]
+        for ours, null in pairs
+    ]
+    header = [
+        "pods",
+        "seconds, ours / do-nothing",
+        "ours / do-nothing",
+        "pods/s, ours / do-nothing",
+        "server CPU us/pod, ours / do-nothing",
+    ]
+    return table(header, rows)
+
+
+def _write_json(
+    path: Path,
+    load_at_start: str,
+    costs: Sequence[HandlerCost],
+    results: Sequence[Served],
+    bursts: Sequence[tuple[Burst, Burst]],
+    reached: Sequence[Goal],
+    more: Mapping[str, object],
+) -> None:
+    figures = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "load_average": {"start": load_at_start, "end": _load()},
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "handler": [dataclasses.asdict(c) for c in costs],
+        "served": [dataclasses.asdict(r) for r in results],
+        "bursts": [[dataclasses.asdict(b) for b in pair] for pair in bursts],
+        "goals": [dataclasses.asdict(g) | {"ratio": g.ratio, "met": g.met} for g in reached],
+        **more,
+    }
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"figures written to {path}")
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return done.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
 
 
 def _load() -> str:

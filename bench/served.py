@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.inprocess import answer, body_of
 from bench.load import Latency, LoadError, Rate, Tools
@@ -26,6 +26,9 @@ from tests.support.serving import Webhook
 
 PATH = "/mutate?timeout=10s"
 OURS, REPLAY, NULL = "trainhook serve", "admission replayed", "do-nothing app"
+
+if TYPE_CHECKING:
+    from bench.burst import Burst
 
 
 @dataclass
@@ -71,7 +74,8 @@ def check_answers(ours: Server, replay: Server, null: Server, case: Case) -> Non
         if status != 200 or got != expected.body:
             raise SystemExit(f"bench: {case.name}: {server.name} answered {status} {got}")
     status, got = null.post(body)
-    if status != 200 or got["response"]["allowed"] is not True:
+    uid = case.review["request"]["uid"]
+    if status != 200 or got["response"] != {"uid": uid, "allowed": True}:
         raise SystemExit(f"bench: the do-nothing app answered {status} {got}")
 
 
@@ -212,7 +216,12 @@ def served(
     connections: int,
     seconds: float,
     rounds: int,
-) -> tuple[list[Served], list[Memory]]:
+    burst_sizes: Sequence[int] = (),
+) -> tuple[list[Served], list[Memory], list[tuple[Burst, Burst]]]:
+    """Each case saturating the three servers in rotation, then a burst of each size of job
+    through ours and the do-nothing app; the workers' memory after all that."""
+    from bench.burst import bursts
+
     with all_servers(workdir, workers) as servers:
         results = [
             measure(
@@ -227,4 +236,5 @@ def served(
             for case in cases
         ]
         ours, _, null = servers
-        return results, memory(ours) + memory(null)
+        burst = bursts(ours, null, burst_sizes)
+        return results, memory(ours) + memory(null), burst

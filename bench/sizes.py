@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bench.fresh import in_fresh_process
 from webhook.core.admit import Request, admit
 from webhook.core.peers import configmap
 from webhook.core.pod_mutation import mutate_pod
@@ -214,7 +215,10 @@ def table(rows: Sequence[JobSize]) -> str:
 def job_sizes(
     frameworks: Sequence[str] = tuple(ROLES), sizes: Sequence[int] = SIZES
 ) -> list[JobSize]:
-    return [measure(framework, pods) for framework in frameworks for pods in sizes]
+    """Each job in a fresh process, so the sweeper's memory for it is its own."""
+    return [
+        in_fresh_process(measure, framework, pods) for framework in frameworks for pods in sizes
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.fresh import in_fresh_process
 from bench.inprocess import answer, patch_of
 from bench.reviews import Case, admitted, apply, container, controller_pod, review, statefulset
 from webhook.core import contract
@@ -184,7 +185,8 @@ def measure(case: str, jobs: int, pods: int, rounds: int) -> SweeperCost:
 
 
 def sweeper_costs(rounds: int, cases: Sequence[tuple[str, int, int]] = CASES) -> list[SweeperCost]:
-    return [measure(case, jobs, pods, rounds) for case, jobs, pods in cases]
+    """Each case in a fresh process, so its resident memory is its own."""
+    return [in_fresh_process(measure, case, jobs, pods, rounds) for case, jobs, pods in cases]
 
 
 def sweeper_table(costs: Sequence[SweeperCost]) -> str:

@@ -19,6 +19,7 @@ import pytest
 from tests.server.test_review import BAD_REQUESTS, labelled_pod
 from tests.support.reviews import encoded, patched, review, validate
 from tests.support.serving import Webhook
+from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Context
 from webhook.server.admission import review as answer_in_process
@@ -170,6 +171,11 @@ def test_each_admission_leaves_one_json_log_line(webhook: Webhook) -> None:
 
     webhook.post(encoded(document))
 
+    # Written by the worker's bookkeeping thread, just after the answer is sent.
+    eventually(
+        lambda: [line for line in webhook.log_lines() if line.get("uid") == uid],
+        what="the admission's log line",
+    )
     lines = [line for line in webhook.log_lines() if line.get("uid") == uid]
     assert len(lines) == 1
     line = lines[0]

@@ -22,7 +22,8 @@ from webhook.core.gang import KUBERNETES_NOT_SERVED
 from webhook.core.limits import WARNING_AT_MOST, one_line
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
-from webhook.core.pod_mutation import mutate_pod, owner_to_resolve
+from webhook.core.pod_mutation import owner_to_resolve
+from webhook.core.pod_patches import pod_patch
 from webhook.core.progress import ProgressEndpoint
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 from webhook.core.workload_mutation import mutate_workload, opt_out
@@ -155,7 +156,7 @@ def admit(
     siblings = found.siblings
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
         # A pod named by generateName has no name yet: the job it belongs to is checked there.
-        pod = mutate_pod(
+        patch, pod_warnings = pod_patch(
             obj,
             namespace,
             owner=found.owner,
@@ -164,7 +165,7 @@ def admit(
             coscheduling_scheduler=policy.coscheduling_scheduler,
             progress=policy.progress,
         )
-        return Outcome(diff(obj, pod.pod), pod.warnings)
+        return Outcome(patch, pod_warnings)
     if kind == "Pod":
         return None
     old = previous

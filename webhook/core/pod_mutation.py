@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,7 @@ class PodMutation:
     env: dict[str, str]
     peers: PeerFiles | None = None  # the job's peers ConfigMap, for a job past the inline bound
     settings: Settings = dataclasses.field(default_factory=Settings)
+    reading: PodReading | None = None
 
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -68,6 +69,32 @@ def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     return identity.owner_kind, identity.owner_name
 
 
+@dataclass(frozen=True)
+class PodReading:
+    """What a pod's labels, annotations, owner and containers say: the same for every pod of
+    one workload revision (its index aside)."""
+
+    identity: PodIdentity
+    framework: Framework
+    role: str
+    settings: Settings
+    topology: Topology  # before an elastic pod beyond the stamp grows its role
+    training: int | None
+    gpus: int
+    nproc: int
+    service_links: bool
+
+
+@dataclass(frozen=True)
+class Place:
+    """One pod's place and the env it gets there."""
+
+    placement: Placement
+    env: dict[str, str]
+    field_env: dict[str, str]
+    files: PeerFiles | None
+
+
 def mutate_pod(
     pod: Mapping[str, Any],
     namespace: str,
@@ -76,8 +103,39 @@ def mutate_pod(
     siblings: Sequence[Mapping[str, Any]] = (),
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    own_written: Callable[[Mapping[str, Any], list[str]], None] | None = None,
     progress: ProgressEndpoint | None = None,
 ) -> PodMutation:
+    """Mutate a labelled pod; `progress` is where a job that reports its progress sends it.
+    `own_written`, when given, sees the pod and the warnings as they
+    are once what differs between the pods of its workload is written, before the rest."""
+    reading = read_pod(pod, namespace, owner, siblings, cluster_domain)
+    place = place_pod(reading, reading.identity, pod)
+    draft = Draft(pod)
+    warnings: list[str] = []
+    if reading.settings.report_progress:
+        namespace = (pod.get("metadata") or {}).get("namespace") or namespace
+        job = reading.topology.job
+        added = add_progress(draft, pod, namespace, job, progress, reading.training)
+        place = dataclasses.replace(place, env=place.env | added)
+    write_own(draft, pod, reading.identity, place, reading.training, warnings)
+    if own_written is not None:
+        own_written(draft.root, warnings)
+    write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
+    check_annotation_size(annotations_of(draft.root))
+    return PodMutation(
+        draft.root, warnings, place.placement, place.env, place.files, reading.settings, reading
+    )
+
+
+def read_pod(
+    pod: Mapping[str, Any],
+    namespace: str,
+    owner: Mapping[str, Any] | None,
+    siblings: Sequence[Mapping[str, Any]],
+    cluster_domain: str,
+) -> PodReading:
+    """Read and check everything but the pod's index; raise a one-line error for bad input."""
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or namespace
     labels = labels_of(pod)
@@ -103,7 +161,24 @@ def mutate_pod(
                 f"{framework.name} job has one {single}, which the other pods connect to: run "
                 f"the others as {framework.default_role}s"
             )
-    topology = _elastic_reach(topology, identity, role, settings.elastic)
+    training = training_container(pod, framework.container, settings.container)
+    return PodReading(
+        identity,
+        framework,
+        role,
+        settings,
+        topology,
+        training,
+        gpu_count(pod, training, settings),
+        processes_per_pod(pod, training, settings),
+        (pod.get("spec") or {}).get("enableServiceLinks") is not False,
+    )
+
+
+def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]) -> Place:
+    """The pod's index in its role, its placement and its env."""
+    framework, role, settings = reading.framework, reading.role, reading.settings
+    topology = _elastic_reach(reading.topology, identity, role, settings.elastic)
     index = _role_index(identity, topology, role)
     hostname = topology.role(role).hostname(index)
     port = topology.role(role).port  # the stamp's, when the job's roles differ in port
@@ -112,13 +187,10 @@ def mutate_pod(
     elif settings.port is not None and settings.port != port:
         raise InvalidSetting(
             contract.PORT,
-            annotations.get(contract.PORT),
+            annotations_of(pod).get(contract.PORT),
             f"{contract.HOSTS} gives role {role} port {port}, where its peers reach it: "
             "set the same",
         )
-    training = training_container(pod, framework.container, settings.container)
-    gpus = gpu_count(pod, training, settings)
-    nproc = processes_per_pod(pod, training, settings)
     lists = job_lists(framework.name, settings.compat)
     files = None if inline(topology) else peer_files(topology, port, lists)
     placement = Placement(
@@ -127,45 +199,64 @@ def mutate_pod(
         index,
         hostname,
         port,
-        nproc,
+        reading.nproc,
         settings.elastic,
-        gpus=gpus,
-        service_links=(pod.get("spec") or {}).get("enableServiceLinks") is not False,
+        gpus=reading.gpus,
+        service_links=reading.service_links,
         peers=files.name if files else None,
         max_restarts=settings.max_restarts,
         mpi_implementation=settings.mpi_implementation,
         ssh_auth_mount_path=settings.ssh_auth_mount_path,
-        training=training,
+        training=reading.training,
     )
     compat = COMPATS[settings.compat] if settings.compat is not None else None
     env = common_env(placement) | framework.env(placement)
     if compat is not None:
         env |= compat.env(framework, placement)
     field_env = framework.field_env(placement) if framework.field_env is not None else {}
+    return Place(placement, env, field_env, files)
 
-    draft = Draft(pod)
-    warnings: list[str] = []
-    if settings.report_progress:
-        env |= add_progress(draft, pod, namespace, topology.job, progress, training)
-    _set_identity(draft, pod, placement, identity, warnings)
-    _set_env(draft, pod, training, env, field_env, warnings)
-    if files is not None:
-        _mount_peers(draft, pod, training, files)
-    _set_gpus(draft, pod, training, settings)
-    _keep_last_words(draft, pod, training)
-    _set_shm(draft, pod, training, settings)
+
+def write_own(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    identity: PodIdentity,
+    place: Place,
+    training: int | None,
+    warnings: list[str],
+) -> None:
+    """What differs between the pods of one workload: their labels, hostname and env."""
+    _set_identity(draft, pod, place.placement, identity, warnings)
+    _set_env(draft, pod, training, place.env, place.field_env, warnings)
+
+
+def write_shared(
+    draft: Draft,
+    pod: Mapping[str, Any],
+    reading: PodReading,
+    place: Place,
+    coscheduling_scheduler: str,
+    warnings: list[str],
+) -> None:
+    """What every pod of one workload gets alike: volumes, mounts, GPUs and its scheduler.
+    (A framework's `pod_extras` reads only the role-wide part of the placement.)"""
+    settings, placement = reading.settings, place.placement
+    if place.files is not None:
+        _mount_peers(draft, pod, reading.training, place.files)
+    _set_gpus(draft, pod, reading.training, settings)
+    _keep_last_words(draft, pod, reading.training)
+    _set_shm(draft, pod, reading.training, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     colocate_pod(draft, pod, settings, placement.topology.job)
-    if framework.pod_extras is not None:
-        framework.pod_extras(draft, pod, placement)
+    if reading.framework.pod_extras is not None:
+        reading.framework.pod_extras(draft, pod, placement)
+    compat = COMPATS[settings.compat] if settings.compat is not None else None
     if compat is not None and compat.pod_extras is not None:
         compat.pod_extras(draft, pod, placement)
-    if identity.owner_kind in ("StatefulSet", "Job"):
-        present = (r.name for r in topology.roles)
-        if missing_roles(framework, present, settings.roles):
+    if reading.identity.owner_kind in ("StatefulSet", "Job"):
+        present = (r.name for r in placement.topology.roles)
+        if missing_roles(reading.framework, present, settings.roles):
             _wait_for_roles(draft, pod)
-    _check_annotation_size(draft.root)
-    return PodMutation(draft.root, warnings, placement, env, files, settings)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
@@ -501,8 +592,13 @@ def _wait_for_roles(draft: Draft, pod: Mapping[str, Any]) -> None:
     draft.list_at("spec", "schedulingGates").append({"name": contract.WAITING_FOR_ROLES})
 
 
-def _check_annotation_size(pod: Mapping[str, Any]) -> None:
-    total = sum(len(k) + len(v) for k, v in annotations_of(pod).items())
+def annotation_bytes(annotations: Mapping[str, str]) -> int:
+    return sum(len(k) + len(v) for k, v in annotations.items())
+
+
+def check_annotation_size(annotations: Mapping[str, str], added: int = 0) -> None:
+    """Refuse a pod whose annotations (and `added` bytes more) exceed what Kubernetes allows."""
+    total = annotation_bytes(annotations) + added
     if total > contract.ANNOTATIONS_TOTAL_LIMIT:
         raise Refused(
             f"the job is too large for one pod's annotations ({total} bytes of the "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, TypedDict
 
-from webhook.core import contract
+from webhook.core import contract, jsoncodec
 from webhook.core.errors import InvalidName, InvalidSetting, Refused
 from webhook.core.limits import (
     MAX_INT32,
@@ -101,6 +101,18 @@ class Topology:
             )
 
     @cached_property
+    def stamped(self) -> dict[str, str]:
+        """`stamp(self)`, made once; read it through `stamp`, which hands out a copy."""
+        counts = {role.name: role.replicas for role in self.roles}
+        ports = len({role.port for role in self.roles}) > 1
+        hosts = {role.name: _hosts_entry(role, ports) for role in self.roles}
+        # Compact JSON; every name in it is a DNS label, so orjson writes the json module's bytes.
+        return {
+            contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
+            contract.HOSTS: jsoncodec.dumps(hosts).decode(),
+        }
+
+    @cached_property
     def total(self) -> int:
         return sum(role.replicas for role in self.roles)
 
@@ -151,13 +163,7 @@ class Topology:
 
 def stamp(topology: Topology) -> dict[str, str]:
     """The annotations that carry a topology on a pod template (compact JSON, role order)."""
-    counts = {role.name: role.replicas for role in topology.roles}
-    ports = len({role.port for role in topology.roles}) > 1
-    hosts = {role.name: _hosts_entry(role, ports) for role in topology.roles}
-    return {
-        contract.TOPOLOGY: json.dumps(counts, separators=(",", ":")),
-        contract.HOSTS: json.dumps(hosts, separators=(",", ":")),
-    }
+    return dict(topology.stamped)
 
 
 def _hosts_entry(role: Role, ports: bool) -> HostsEntry:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass
+from functools import lru_cache
 from typing import Any
 
 from webhook.core import contract
@@ -271,7 +272,16 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
         for name in order
         if (w := by_role[name]).replicas > 0
     )
-    return Topology(first.job, first.namespace, first.framework.name, roles, cluster_domain)
+    return _topology(first.job, first.namespace, first.framework.name, roles, cluster_domain)
+
+
+@lru_cache(maxsize=64)
+def _topology(
+    job: str, namespace: str, framework: str, roles: tuple[Role, ...], cluster_domain: str
+) -> Topology:
+    """A job's topology, checked once per distinct set of roles and shared from then on (it is
+    frozen; the host lists it makes are kept with it)."""
+    return Topology(job, namespace, framework, roles, cluster_domain)
 
 
 @dataclass(frozen=True)
@@ -290,8 +300,15 @@ def member(workload: Workload) -> Member:
 
 def disagreement(job: str, framework: Framework, members: Sequence[Member]) -> str | None:
     """One line naming a job-wide setting whose roles disagree and their values; None if none."""
-    if len(members) < 2 or len({_job_wide(m) for m in members}) == 1:
+    if len(members) < 2:
+        return None
+    first = members[0]
+    if all(
+        m.settings is first.settings and m.priority_class == first.priority_class for m in members
+    ):
         return None  # most jobs: every role reads the same (settings are shared by value)
+    if len({_job_wide(m) for m in members}) == 1:
+        return None
     # In role order, so the line is the same whichever workload is admitted (or rendered) last.
     position = {role: i for i, role in enumerate(framework.order(m.role for m in members))}
     members = sorted(members, key=lambda m: (position.get(m.role, len(position)), m.what))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from webhook.core import contract
@@ -185,8 +186,29 @@ def sibling_workloads(workload: Workload, siblings: Sequence[Mapping[str, Any]])
             continue
         if (metadata.get("namespace") or workload.namespace) != workload.namespace:
             continue
-        found.append(read_workload(sibling, workload.namespace))
+        found.append(_read_stored(sibling, workload.namespace))
     return found
+
+
+def _read_stored(obj: Mapping[str, Any], namespace: str) -> Workload:
+    """`read_workload` of a stored object, read once per version: the API server gives every
+    change a new resourceVersion, so a uid and resourceVersion name one content for good."""
+    metadata = obj.get("metadata") or {}
+    uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+    if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
+        return read_workload(obj, namespace)
+    slot = _stored(uid, version, namespace)
+    found = slot[0]
+    if found is None:
+        found = slot[0] = read_workload(obj, namespace)
+    return found
+
+
+# The workloads of the jobs being admitted at once, each a few hundred bytes; lru_cache bounds
+# them and drops the least recently read, safely across the serving threads.
+@lru_cache(maxsize=512)
+def _stored(uid: str, version: str, namespace: str) -> list[Workload | None]:
+    return [None]
 
 
 def template_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -11,9 +11,8 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from webhook.core import jsoncodec
-from webhook.server import metrics
+from webhook.server import bookkeeping, metrics
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context, rejected, review, too_large
-from webhook.server.logs import log_admission
 from webhook.server.reviews import failure_status
 
 log = logging.getLogger("trainhook.server")
@@ -41,8 +40,7 @@ def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> 
             metrics.ERRORS.labels("internal").inc()
             return _status(500, "InternalError", "internal error; see the webhook's log")
         seconds = time.perf_counter() - started
-        log_admission(answer.record, seconds)
-        metrics.observe(answer.record, seconds)
+        bookkeeping.note(answer.record, seconds)
         body = jsoncodec.dumps(answer.body)
         return Response(body, status=answer.status, mimetype=_JSON)
 
@@ -59,6 +57,7 @@ def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> 
 
     @app.get("/metrics")
     def scrape() -> Response:
+        bookkeeping.written()  # a scrape counts every admission this worker answered before it
         text, content_type = metrics.exposition()
         return Response(text, content_type=content_type)
 

@@ -56,6 +56,9 @@ class ClientTimeouts(logging.Filter):
 
 def log_admission(record: Record, seconds: float) -> None:
     """The one line each request to /mutate leaves."""
+    level = logging.WARNING if record.result == "rejected" else logging.INFO
+    if not _admissions.isEnabledFor(level):
+        return  # nothing below is made for a line no one reads
     fields: dict[str, Any] = {
         "uid": record.uid,
         "kind": record.kind,
@@ -73,9 +76,6 @@ def log_admission(record: Record, seconds: float) -> None:
         fields["error"] = record.error
     if record.lookup_unavailable:
         fields["lookup_unavailable"] = True
-    level = logging.WARNING if record.result == "rejected" else logging.INFO
-    if not _admissions.isEnabledFor(level):
-        return
     direct = _only_handler(_admissions, level)
     if direct is not None:
         direct.write_fields(level, ADMISSION_LOGGER, "admission", fields)

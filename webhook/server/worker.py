@@ -41,9 +41,8 @@ from gunicorn import http, sock
 from gunicorn.http import errors as http_errors
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from webhook.server import metrics
+from webhook.server import bookkeeping, metrics
 from webhook.server.admission import MAX_BODY_BYTES, BadRequest, rejected, too_large
-from webhook.server.logs import log_admission
 from webhook.server.reviews import failure_status
 from webhook.server.status import status_response
 
@@ -299,8 +298,7 @@ class AdmissionWorker(ThreadWorker):  # type: ignore[misc]
     def _refuse(self, incoming: _Incoming, bad: BadRequest) -> None:
         """A Status for a request no thread will see, then close."""
         answer = rejected(bad)
-        log_admission(answer.record, 0.0)
-        metrics.observe(answer.record, 0.0)
+        bookkeeping.note(answer.record, 0.0)
         self._answer_and_close(incoming, status_response(bad.status, answer.body))
 
     def _stalled(self, incoming: _Incoming) -> None:

@@ -98,6 +98,8 @@ class ClusterService:
 # The Services of a job: from its name, the roles it has and its port.
 ServicesFunction = Callable[[str, Iterable[str], int | None], tuple[ClusterService, ...]]
 # Pod plumbing beyond env (volumes, mounts, annotations), written into the pod's draft.
+# What a framework adds to every pod of a role (volumes, mounts, annotations). It may read only
+# the role-wide part of the placement, not the pod's index: the pods of one workload share it.
 PodExtras = Callable[[Draft, Mapping[str, Any], Placement], None]
 
 

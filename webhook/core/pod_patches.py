@@ -1,0 +1,306 @@
+"""A pod's patch, made once per workload revision and filled in for each of its pods.
+
+Every pod of a StatefulSet revision or an Indexed Job reaches the webhook with the same template,
+and differs only by what its index makes (its name, index labels, hostname and the name the API
+server gives its token volume). Its patch differs only in the ops that `write_own` makes (the
+rank labels, the hostname, the env). So the patch of a job's first pod is kept, keyed by a digest
+of the pod with those fields left out, and each later pod computes its own place and env, makes
+those ops alone and takes every other op from the kept patch.
+
+A kept patch is used only where it provably gives the bytes a full mutation would: each own op
+of the first pod sits unchanged in its patch, no other op carries a value that varies by pod, and
+a later pod's own ops have the same paths in the same order; anything else is mutated in full.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from webhook.core import contract, jsoncodec
+from webhook.core.draft import Draft
+from webhook.core.errors import TrainhookError
+from webhook.core.patch import PatchOp, diff
+from webhook.core.pod_mutation import (
+    PodReading,
+    annotation_bytes,
+    check_annotation_size,
+    mutate_pod,
+    place_pod,
+    write_own,
+)
+from webhook.core.pods import PodIdentity, identify
+from webhook.core.progress import ProgressEndpoint
+
+# One entry per workload revision being rolled out, with room for many jobs at once; an entry
+# holds one patch and the reading of one pod (a few KB).
+MAX_KEPT: Final = 256
+# What the API server names the projected service-account token volume: a prefix and five
+# random characters, different for every pod.
+TOKEN_VOLUME_PREFIX: Final = "kube-api-access-"
+# Set by the controllers per pod; read only to find the pod's index.
+_PER_POD_LABELS: Final = frozenset(
+    {contract.STATEFULSET_POD_NAME, contract.STATEFULSET_POD_INDEX, contract.JOB_COMPLETION_INDEX}
+)
+_PER_POD_ANNOTATIONS: Final = frozenset({contract.JOB_COMPLETION_INDEX})
+# An Indexed Job's pod is named from `<job>-<index>-` (generateName); the mutation reads neither.
+_PER_POD_METADATA: Final = frozenset(
+    {"name", "generateName", "uid", "creationTimestamp", "labels", "annotations"}
+)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    reading: PodReading
+    ops: list[PatchOp]
+    own_at: tuple[int, ...]  # where the first pod's own ops sit in `ops`
+    own_shape: tuple[tuple[str, str], ...]  # their (op, path), which a later pod's must match
+    shared_warnings: list[str]
+    added_annotation_bytes: int
+
+
+Key = tuple[bytes, str, str, str]
+
+# A pod with more containers than this is mutated in full, never digested: the digest costs in
+# proportion to the pod, and a crowded pod is no training job's usual shape, but a hostile one.
+MAX_SHARED_CONTAINERS = 16
+
+
+def _containers(pod: Mapping[str, Any]) -> int:
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return 0
+    return sum(
+        len(items) if isinstance(items, list) else 0
+        for items in (spec.get("containers"), spec.get("initContainers"))
+    )
+
+
+@functools.lru_cache(maxsize=MAX_KEPT)
+def _slot(key: Key) -> list[_Kept | None]:
+    """The place of one kept patch: lru_cache bounds them and drops the least recently used,
+    safely across the serving threads."""
+    return [None]
+
+
+def pod_patch(
+    pod: Mapping[str, Any],
+    namespace: str,
+    *,
+    owner: Mapping[str, Any] | None = None,
+    siblings: Sequence[Mapping[str, Any]] = (),
+    cluster_domain: str = "",
+    coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    progress: ProgressEndpoint | None = None,
+) -> tuple[list[PatchOp], list[str]]:
+    """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
+    pod of the same workload revision made."""
+    key = None
+    try:
+        identity = identify(pod)
+    except TrainhookError:
+        identity = None  # refused below, by the full mutation, with its checks in their order
+    if (
+        owner is None
+        and identity is not None
+        and identity.owner_kind != "Pod"
+        and _containers(pod) <= MAX_SHARED_CONTAINERS
+    ):
+        key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
+        kept = _slot(key)[0]
+        if kept is not None and _owner(kept.reading.identity) == _owner(identity):
+            filled = _fill(kept, identity, pod)
+            if filled is not None:
+                return filled
+    own: list[tuple[list[PatchOp], bytes, int]] = []
+
+    def own_written(written: Mapping[str, Any], warnings: list[str]) -> None:
+        ops = diff(pod, written)  # encoded now: what is written next may share their values
+        own.append((ops, jsoncodec.dumps(ops), len(warnings)))
+
+    mutation = mutate_pod(
+        pod,
+        namespace,
+        owner=owner,
+        siblings=siblings,
+        cluster_domain=cluster_domain,
+        coscheduling_scheduler=coscheduling_scheduler,
+        progress=progress,
+        own_written=own_written if key is not None else None,
+    )
+    ops = diff(pod, mutation.pod)
+    # A pod that reports progress gets its endpoint's env and files first: mutated in full.
+    reports = mutation.reading is not None and mutation.reading.settings.report_progress
+    if key is not None and mutation.reading is not None and not reports:
+        kept = _keep(pod, mutation.reading, mutation.pod, ops, mutation.warnings, *own[0])
+        if kept is not None:
+            _slot(key)[0] = kept
+    return ops, mutation.warnings
+
+
+def kept_count() -> int:
+    return _slot.cache_info().currsize
+
+
+def forget() -> None:
+    """Drop every kept patch (for measuring a job's first pod)."""
+    _slot.cache_clear()
+
+
+def _owner(identity: PodIdentity) -> tuple[str, str]:
+    return identity.owner_kind, identity.owner_name
+
+
+def _fill(
+    kept: _Kept, identity: PodIdentity, pod: Mapping[str, Any]
+) -> tuple[list[PatchOp], list[str]] | None:
+    place = place_pod(kept.reading, identity, pod)
+    if place.placement.topology is not kept.reading.topology:
+        return None  # an elastic pod beyond the stamp: its job's lists differ
+    draft = Draft(pod)
+    warnings: list[str] = []
+    write_own(draft, pod, identity, place, kept.reading.training, warnings)
+    own = _own_ops(pod, draft.root)
+    if own is None or tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
+        return None
+    check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
+    ops = list(kept.ops)
+    for position, op in zip(kept.own_at, own, strict=True):
+        ops[position] = op
+    return ops, warnings + kept.shared_warnings
+
+
+def _own_ops(pod: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[PatchOp] | None:
+    """`diff(pod, mutated)` for a pod that `write_own` alone changed, walking only what it
+    writes (the labels, the containers' env) in the order the full diff walks them; None for a
+    pod it gave a field the pod did not have."""
+    if len(mutated) != len(pod) or not isinstance(pod.get("spec"), dict):
+        return None
+    ops: list[PatchOp] = []
+    for key in pod:
+        if key == "metadata":
+            ops += diff(pod[key], mutated[key], "/metadata")
+        elif key == "spec":
+            spec, changed = pod[key], mutated[key]
+            if len(changed) != len(spec):
+                return None
+            for field in spec:
+                if field in ("initContainers", "containers") and spec[field] is not changed[field]:
+                    for position, container in enumerate(spec[field]):
+                        after = changed[field][position]
+                        ops += diff(container, after, f"/spec/{field}/{position}")
+    return ops
+
+
+def _keep(
+    pod: Mapping[str, Any],
+    reading: PodReading,
+    mutated: Mapping[str, Any],
+    ops: list[PatchOp],
+    warnings: list[str],
+    own: list[PatchOp],
+    own_encoded: bytes,
+    own_warnings: int,
+) -> _Kept | None:
+    """What a later pod of the workload can take from this one's patch; None when its patch
+    cannot be split into its own ops and ops every pod shares."""
+    paths = [op["path"] for op in ops]
+    own_at = []
+    for op in own:
+        if op["path"].endswith("/-") or op["path"] not in paths:
+            return None
+        own_at.append(paths.index(op["path"]))
+    if jsoncodec.dumps([ops[position] for position in own_at]) != own_encoded:
+        return None  # an own op was changed or joined by what was written after it
+    shared = [op for position, op in enumerate(ops) if position not in own_at]
+    if any(_varies(op["path"]) for op in shared):
+        return None
+    encoded = jsoncodec.dumps(shared)
+    if any(value.encode() in encoded for value in _per_pod_values(pod)):
+        return None
+    return _Kept(
+        reading,
+        ops,
+        tuple(own_at),
+        tuple((op["op"], op["path"]) for op in own),
+        warnings[own_warnings:],
+        annotation_bytes(_annotations(mutated)) - annotation_bytes(_annotations(pod)),
+    )
+
+
+def _varies(path: str) -> bool:
+    """Whether an op at `path` touches what differs between pods."""
+    return path.startswith(("/metadata/name", "/spec/hostname")) or any(
+        path.startswith(f"/metadata/{field}/{key.replace('/', '~1')}")
+        for field, keys in (("labels", _PER_POD_LABELS), ("annotations", _PER_POD_ANNOTATIONS))
+        for key in keys
+    )
+
+
+def _per_pod_values(pod: Mapping[str, Any]) -> list[str]:
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    values = [metadata.get("name"), metadata.get("generateName"), spec.get("hostname")]
+    values += [v.get("name") for v in spec.get("volumes") or [] if _is_token(v)]
+    return [v for v in values if isinstance(v, str) and v]
+
+
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("annotations") or {}
+
+
+def _is_token(volume: object) -> bool:
+    name = volume.get("name") if isinstance(volume, dict) else None
+    return isinstance(name, str) and name.startswith(TOKEN_VOLUME_PREFIX)
+
+
+def _digest(pod: Mapping[str, Any]) -> bytes:
+    """A digest of everything in the pod but what differs by its index; keys keep their order
+    (the patch follows it). Its cost is bounded by the pod's size, whatever the pod claims."""
+    same = dict(pod)
+    metadata = pod.get("metadata")
+    if isinstance(metadata, dict):
+        metadata = same["metadata"] = dict(metadata)
+        for key in _PER_POD_METADATA:
+            metadata.pop(key, None)
+        metadata["labels"] = _without(pod["metadata"].get("labels"), _PER_POD_LABELS)
+        metadata["annotations"] = _without(pod["metadata"].get("annotations"), _PER_POD_ANNOTATIONS)
+    spec = pod.get("spec")
+    if isinstance(spec, dict):
+        spec = same["spec"] = dict(spec)
+        spec.pop("hostname", None)
+        volumes = spec.get("volumes")
+        tokens = {v["name"] for v in volumes if _is_token(v)} if isinstance(volumes, list) else ()
+        if tokens and isinstance(volumes, list):
+            spec["volumes"] = _renamed(volumes, tokens)
+            for field in ("initContainers", "containers"):
+                if isinstance(spec.get(field), list):
+                    spec[field] = [_mounts_renamed(c, tokens) for c in spec[field]]
+    return hashlib.sha256(jsoncodec.dumps(same)).digest()
+
+
+def _without(pairs: object, keys: frozenset[str]) -> object:
+    if not isinstance(pairs, dict) or keys.isdisjoint(pairs):
+        return pairs
+    kept = dict(pairs)
+    for key in keys:
+        kept.pop(key, None)
+    return kept
+
+
+def _renamed(items: list[Any], tokens: set[str] | tuple[()]) -> list[Any]:
+    return [
+        {**item, "name": TOKEN_VOLUME_PREFIX}
+        if isinstance(item, dict) and item.get("name") in tokens
+        else item
+        for item in items
+    ]
+
+
+def _mounts_renamed(container: object, tokens: set[str] | tuple[()]) -> object:
+    if not isinstance(container, dict) or not isinstance(container.get("volumeMounts"), list):
+        return container
+    return {**container, "volumeMounts": _renamed(container["volumeMounts"], tokens)}
