@@ -19,7 +19,7 @@ import yaml
 
 from webhook import cli
 from webhook.core import contract
-from webhook.core.render import RenderedPod, render
+from webhook.core.render import RenderedPod, render, render_all
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))
@@ -83,6 +83,8 @@ def quantities(resources: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 NAMESPACE = {"tensorflow-ps.yaml": "research"}  # every other example: "default"
 
 JOB = {
+    "jax-kai.yaml": ("jax", "jax-kai"),
+    "jax-kubernetes-gang.yaml": ("jax", "jax-gang"),
     "jax.yaml": ("jax", "jax-simple"),
     "mindspore.yaml": ("mindspore", "ms-resnet"),
     "mpi-horovod.yaml": ("mpi", "horovod-mnist"),
@@ -100,6 +102,8 @@ JOB = {
 }
 
 PODS: dict[str, list[tuple[str, int, int, str]]] = {
+    "jax-kai.yaml": [("worker", i, i, f"jax-kai-{i}") for i in range(2)],
+    "jax-kubernetes-gang.yaml": [("worker", i, i, f"jax-gang-{i}") for i in range(4)],
     "jax.yaml": [
         ("worker", 0, 0, "jax-simple-0"),
         ("worker", 1, 1, "jax-simple-1"),
@@ -172,6 +176,8 @@ PODS: dict[str, list[tuple[str, int, int, str]]] = {
 }
 
 TOPOLOGY = {
+    "jax-kai.yaml": '{"worker":2}',
+    "jax-kubernetes-gang.yaml": '{"worker":4}',
     "jax.yaml": '{"worker":2}',
     "mindspore.yaml": '{"scheduler":1,"worker":4}',
     "mpi-horovod.yaml": '{"launcher":1,"worker":2}',
@@ -222,7 +228,8 @@ def test_every_rendered_pod_is_valid_for_kubernetes_1_29_and_the_newest(example:
     for pod in rendered(example):
         assert pod.pod["apiVersion"] == "v1"
         assert pod.pod["kind"] == "Pod"
-        kubernetes_validate.validate(pod.pod, OLDEST_SUPPORTED, strict=True)
+        if "schedulingGroup" not in pod.pod["spec"]:  # Kubernetes' own gang: 1.36 and later
+            kubernetes_validate.validate(pod.pod, OLDEST_SUPPORTED, strict=True)
         kubernetes_validate.validate(pod.pod, NEWEST, strict=True)
 
 
@@ -354,6 +361,8 @@ XGB_WORKER_HOSTS = (
     "xgboost-iris-worker-0.xgboost-iris.default.svc,xgboost-iris-worker-1.xgboost-iris.default.svc"
 )
 JAX_HOSTS = "jax-simple-0.jax-simple.default.svc,jax-simple-1.jax-simple.default.svc"
+JAX_KAI_HOSTS = "jax-kai-0.jax-kai.default.svc,jax-kai-1.jax-kai.default.svc"
+JAX_GANG_HOSTS = ",".join(f"jax-gang-{i}.jax-gang.default.svc" for i in range(4))
 QUEUED_LAUNCHER_HOSTS = "horovod-queued-launcher-0.horovod-queued.default.svc"
 QUEUED_WORKER_HOSTS = (
     "horovod-queued-worker-0.horovod-queued.default.svc,"
@@ -836,6 +845,74 @@ ENV: dict[tuple[str, str, int], dict[str, str]] = {
         "WORKER_PORT": "9999",
         "WORKER_ADDRS": XGB_WORKER_HOSTS,
     },
+    ("jax-kai.yaml", "worker", 0): {
+        "TRAINHOOK_JOB": "jax-kai",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "2",
+        "TRAINHOOK_WORKER_HOSTS": JAX_KAI_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "2",
+        "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "0",
+    },
+    ("jax-kai.yaml", "worker", 1): {
+        "TRAINHOOK_JOB": "jax-kai",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "1",
+        "TRAINHOOK_RANK": "1",
+        "TRAINHOOK_WORLD_SIZE": "2",
+        "TRAINHOOK_WORKER_HOSTS": JAX_KAI_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "2",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "2",
+        "PROCESS_ID": "1",
+        "JAX_COORDINATOR_ADDRESS": "jax-kai-0.jax-kai.default.svc:6666",
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
+    },
+    ("jax-kubernetes-gang.yaml", "worker", 0): {
+        "TRAINHOOK_JOB": "jax-gang",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "0",
+        "TRAINHOOK_RANK": "0",
+        "TRAINHOOK_WORLD_SIZE": "4",
+        "TRAINHOOK_WORKER_HOSTS": JAX_GANG_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "4",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "4",
+        "PROCESS_ID": "0",
+        "JAX_COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc:6666",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "0",
+    },
+    ("jax-kubernetes-gang.yaml", "worker", 3): {
+        "TRAINHOOK_JOB": "jax-gang",
+        "TRAINHOOK_ROLE": "worker",
+        "TRAINHOOK_ROLE_INDEX": "3",
+        "TRAINHOOK_RANK": "3",
+        "TRAINHOOK_WORLD_SIZE": "4",
+        "TRAINHOOK_WORKER_HOSTS": JAX_GANG_HOSTS,
+        "TRAINHOOK_WORKER_NUM": "4",
+        "PYTHONUNBUFFERED": "1",
+        "COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "4",
+        "PROCESS_ID": "3",
+        "JAX_COORDINATOR_ADDRESS": "jax-gang-0.jax-gang.default.svc:6666",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "3",
+    },
     ("jax.yaml", "worker", 0): {
         "TRAINHOOK_JOB": "jax-simple",
         "TRAINHOOK_ROLE": "worker",
@@ -942,6 +1019,11 @@ def test_pytorch_init_container_gets_the_same_env_as_the_training_container() ->
 
 RESOURCES: dict[tuple[str, str], dict[str, dict[str, str]]] = {
     ("jax.yaml", "worker"): {"requests": {"cpu": "2", "memory": "4Gi"}},
+    ("jax-kubernetes-gang.yaml", "worker"): {"requests": {"cpu": "2", "memory": "4Gi"}},
+    ("jax-kai.yaml", "worker"): {
+        "requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"},
+        "limits": {"nvidia.com/gpu": "1"},
+    },
     ("mindspore.yaml", "scheduler"): {"requests": {"cpu": "1", "memory": "2Gi"}},
     ("mindspore.yaml", "worker"): {
         "requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"},
@@ -1020,6 +1102,8 @@ LOGS_MOUNT = {"name": "logs", "mountPath": "/train"}
 # (volumes of the pod, volume mounts of the training container), as sets of their JSON.
 VOLUMES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "jax.yaml": ([], []),
+    "jax-kubernetes-gang.yaml": ([], []),
+    "jax-kai.yaml": ([], []),
     "mindspore.yaml": ([], []),
     "paddle-collective-volcano.yaml": (
         [IMAGENET_VOLUME, DSHM_VOLUME],
@@ -1132,6 +1216,53 @@ def test_every_mpi_pod_mounts_the_job_ssh_secret_at_root_ssh() -> None:
             if mount["name"] in secret_volumes
         }
         assert mounts == {"/root/.ssh"}, pod.name
+
+
+def test_the_kubernetes_gang_example_names_its_podgroup_on_every_pod_and_renders_it() -> None:
+    pods = rendered("jax-kubernetes-gang.yaml")
+    assert {pod.pod["spec"]["schedulingGroup"]["podGroupName"] for pod in pods} == {"jax-gang"}
+    assert all(pod.pod["spec"].get("schedulerName") is None for pod in pods)
+    with open(EXAMPLES / "jax-kubernetes-gang.yaml") as manifest:
+        documents = [document for document in yaml.safe_load_all(manifest) if document]
+    assert render_all(documents).podgroups == [
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "jax-gang", "namespace": "default"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 4}},
+                "schedulingConstraints": {"topology": [{"key": "topology.example.com/rack"}]},
+                "priorityClassName": "training",
+            },
+        }
+    ]
+
+
+def test_the_kai_example_joins_every_pod_to_one_podgroup_in_its_queue_within_a_rack() -> None:
+    pods = rendered("jax-kai.yaml")
+    for pod in pods:
+        metadata = pod.pod["metadata"]
+        assert pod.pod["spec"]["schedulerName"] == "kai-scheduler"
+        assert metadata["labels"]["kai.scheduler/queue"] == "research"
+        assert metadata["annotations"]["pod-group-name"] == "jax-kai"
+        assert metadata["annotations"]["kai.scheduler/skip-podgrouper"] == "true"
+    with open(EXAMPLES / "jax-kai.yaml") as manifest:
+        documents = [document for document in yaml.safe_load_all(manifest) if document]
+    assert render_all(documents).podgroups == [
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "jax-kai", "namespace": "default"},
+            "spec": {
+                "minMember": 2,
+                "queue": "research",
+                "topologyConstraint": {
+                    "topology": "cluster-topology",
+                    "requiredTopologyLevel": "topology.example.com/rack",
+                },
+            },
+        }
+    ]
 
 
 def test_the_non_root_mpich_pods_read_the_keys_in_the_users_home_by_their_fs_group() -> None:

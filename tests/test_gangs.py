@@ -29,12 +29,19 @@ from webhook.sweeper.state import read_job_state
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))
-SCHEDULERS = ("volcano", "coscheduling", "kueue")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
+# Pods that name a Kubernetes PodGroup validate against the release that has the field.
+POD_RELEASE = {"kubernetes": "1.37"}
 GANG_KEYS = (
     "trainhook.io/scheduler",
     "trainhook.io/queue",
     "trainhook.io/schedule-timeout-seconds",
+    "trainhook.io/placement-topology",
+    "trainhook.io/placement",
+    "trainhook.io/placement-tier",
+    "trainhook.io/kai-topology",
 )
+RACK = "cloud.example.com/rack"
 
 GENERIC_JOB = [
     {
@@ -76,8 +83,9 @@ def documents_of(example: str) -> list[Any]:
         return [document for document in yaml.safe_load_all(manifest) if document]
 
 
-def under(scheduler: str, documents: list[Any]) -> list[Any]:
-    """The documents with every labelled workload and bare pod gang-scheduled by `scheduler`."""
+def under(scheduler: str | None, documents: list[Any], placed: bool = False) -> list[Any]:
+    """The documents with every labelled workload and bare pod gang-scheduled by `scheduler`
+    (None: the default scheduler), kept within one rack when `placed`."""
     for document in documents:
         if "trainhook.io/framework" not in (document["metadata"].get("labels") or {}):
             continue
@@ -86,6 +94,14 @@ def under(scheduler: str, documents: list[Any]) -> list[Any]:
             annotations.pop(key, None)
             template = document.get("spec", {}).get("template", {}).get("metadata", {})
             (template.get("annotations") or {}).pop(key, None)
+        if placed:
+            annotations["trainhook.io/placement-topology"] = RACK
+            if scheduler == "volcano":
+                annotations["trainhook.io/placement-tier"] = "2"
+            if scheduler == "kai":
+                annotations["trainhook.io/kai-topology"] = "cluster-topology"
+        if scheduler is None:
+            continue
         annotations["trainhook.io/scheduler"] = scheduler
         annotations["trainhook.io/queue"] = "research"
         if scheduler == "coscheduling":
@@ -94,8 +110,8 @@ def under(scheduler: str, documents: list[Any]) -> list[Any]:
 
 
 @functools.cache
-def rendering(example: str, scheduler: str) -> Rendering:
-    return render_all(under(scheduler, documents_of(example)))
+def rendering(example: str, scheduler: str | None, placed: bool = False) -> Rendering:
+    return render_all(under(scheduler, documents_of(example), placed))
 
 
 CASES = [
@@ -115,7 +131,7 @@ def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
     pods = rendering(example, scheduler).pods
     [job] = {pod.job for pod in pods}
     for pod in pods:
-        kubernetes_validate.validate(pod.pod, "1.29", strict=True)
+        kubernetes_validate.validate(pod.pod, POD_RELEASE.get(scheduler, "1.29"), strict=True)
     metadata = [pod.pod["metadata"] for pod in pods]
     names = {pod.pod["spec"].get("schedulerName") for pod in pods}
     if scheduler == "volcano":
@@ -124,6 +140,14 @@ def test_every_pod_is_in_one_gang_with_every_role_and_valid_for_kubernetes(
     elif scheduler == "coscheduling":
         assert names == {"scheduler-plugins-scheduler"}
         assert {m["labels"]["scheduling.x-k8s.io/pod-group"] for m in metadata} == {job}
+    elif scheduler == "kai":
+        assert names == {"kai-scheduler"}
+        assert {m["annotations"]["pod-group-name"] for m in metadata} == {job}
+        assert {m["annotations"]["kai.scheduler/skip-podgrouper"] for m in metadata} == {"true"}
+        assert {m["labels"]["kai.scheduler/queue"] for m in metadata} == {"research"}
+    elif scheduler == "kubernetes":
+        assert names == {None}  # Kubernetes' own scheduler
+        assert {p.pod["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {job}
     else:
         assert names == {None}
         assert kueue_group_problems(pod.pod for pod in pods) == []
@@ -139,16 +163,27 @@ def test_the_podgroup_counts_every_pod_and_its_scheduler_accepts_it(
         assert result.podgroups == []  # Kueue's group is the pods' labels
         return
     [podgroup] = result.podgroups
-    api = {"volcano": PODGROUPS, "coscheduling": COSCHEDULING_PODGROUPS}[scheduler]
-    assert podgroup["apiVersion"] == api.api_version
+    api = {
+        "volcano": PODGROUPS.api_version,
+        "coscheduling": COSCHEDULING_PODGROUPS.api_version,
+        "kubernetes": "scheduling.k8s.io/v1beta1",
+        "kai": "scheduling.run.ai/v2alpha2",
+    }[scheduler]
+    assert podgroup["apiVersion"] == api
     assert podgroup["metadata"]["name"] == result.pods[0].job
-    assert podgroup["spec"]["minMember"] == len(result.pods)
+    if scheduler == "kubernetes":
+        assert podgroup["spec"]["schedulingPolicy"] == {"gang": {"minCount": len(result.pods)}}
+    else:
+        assert podgroup["spec"]["minMember"] == len(result.pods)
     assert custom_resource_problems(podgroup) == []
 
 
+@pytest.mark.parametrize("placed", [False, True], ids=["anywhere", "one-rack"])
 @pytest.mark.parametrize(("example", "scheduler"), [case for case in CASES if case[1] != "kueue"])
-def test_the_sweeper_creates_the_podgroup_render_shows(example: str, scheduler: str) -> None:
-    result = rendering(example, scheduler)
+def test_the_sweeper_creates_the_podgroup_render_shows(
+    example: str, scheduler: str, placed: bool
+) -> None:
+    result = rendering(example, scheduler, placed)
     [podgroup] = result.podgroups
     workloads = [
         {**w, "metadata": {**w["metadata"], "uid": f"uid-{w['metadata']['name']}"}}
@@ -161,6 +196,7 @@ def test_the_sweeper_creates_the_podgroup_render_shows(example: str, scheduler: 
         podgroup["metadata"]["name"],
         workloads=workloads,
         pods=bare,
+        kubernetes_podgroup_api=podgroup["apiVersion"] if scheduler == "kubernetes" else None,
     )
     [create] = [
         action
@@ -169,6 +205,91 @@ def test_the_sweeper_creates_the_podgroup_render_shows(example: str, scheduler: 
     ]
     assert create.body["spec"] == podgroup["spec"]
     assert custom_resource_problems(create.body) == []
+
+
+PLACED_CASES = [
+    (example, scheduler)
+    for example in [*EXAMPLE_FILES, "generic"]
+    for scheduler in (*SCHEDULERS, None)
+]
+
+
+def job_affinity(job: str) -> list[dict[str, Any]]:
+    return [{"labelSelector": {"matchLabels": {"trainhook.io/job": job}}, "topologyKey": RACK}]
+
+
+@pytest.mark.parametrize(("example", "scheduler"), PLACED_CASES)
+def test_a_job_kept_in_one_rack_gets_what_its_scheduler_reads(
+    example: str, scheduler: str | None
+) -> None:
+    result = rendering(example, scheduler, placed=True)
+    [job] = {pod.job for pod in result.pods}
+    for pod in result.pods:
+        kubernetes_validate.validate(pod.pod, POD_RELEASE.get(scheduler or "", "1.29"), strict=True)
+    affinities = [pod.pod["spec"].get("affinity") for pod in result.pods]
+    annotations = [pod.pod["metadata"]["annotations"] for pod in result.pods]
+    if scheduler == "volcano":
+        assert affinities == [None] * len(result.pods)
+        [podgroup] = result.podgroups
+        assert podgroup["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+        assert custom_resource_problems(podgroup) == []
+    elif scheduler == "kai":
+        assert affinities == [None] * len(result.pods)
+        [podgroup] = result.podgroups
+        assert podgroup["spec"]["topologyConstraint"] == {
+            "topology": "cluster-topology",
+            "requiredTopologyLevel": RACK,
+        }
+        assert custom_resource_problems(podgroup) == []
+    elif scheduler == "kubernetes":
+        assert affinities == [None] * len(result.pods)
+        [podgroup] = result.podgroups
+        assert podgroup["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
+        assert custom_resource_problems(podgroup) == []
+    elif scheduler == "kueue":
+        assert affinities == [None] * len(result.pods)
+        assert kueue_group_problems(pod.pod for pod in result.pods) == []
+        for pod, annotation in zip(result.pods, annotations, strict=True):
+            assert annotation["kueue.x-k8s.io/podset-required-topology"] == RACK
+            assert "kueue.x-k8s.io/podset-preferred-topology" not in annotation
+            # Kueue ranks the pods of a role (its PodSet) by the label the annotation names.
+            index_label = annotation["kueue.x-k8s.io/pod-group-pod-index-label"]
+            assert pod.pod["metadata"]["labels"][index_label] == str(pod.index)
+    else:
+        for pod, affinity in zip(result.pods, affinities, strict=True):
+            terms = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            assert terms == job_affinity(job)
+            assert pod.pod["metadata"]["labels"]["trainhook.io/job"] == job
+            assert not any(key.startswith("kueue.") for key in pod.pod["metadata"]["annotations"])
+
+
+def test_a_preferred_placement_is_soft_for_volcano_preferred_for_affinity_and_kueue() -> None:
+    def render(scheduler: str | None) -> Rendering:
+        documents = under(scheduler, documents_of("generic"), placed=True)
+        for document in documents:
+            document["metadata"]["annotations"]["trainhook.io/placement"] = "preferred"
+        return render_all(documents)
+
+    [podgroup] = render("volcano").podgroups
+    assert podgroup["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 2}
+    [podgroup] = render("kai").podgroups
+    assert podgroup["spec"]["topologyConstraint"] == {
+        "topology": "cluster-topology",
+        "preferredTopologyLevel": RACK,
+    }
+    [podgroup] = render("kubernetes").podgroups
+    assert "schedulingConstraints" not in podgroup["spec"]  # the API has no preferred form
+    for pod in render("kueue").pods:
+        annotations = pod.pod["metadata"]["annotations"]
+        assert annotations["kueue.x-k8s.io/podset-preferred-topology"] == RACK
+        assert "kueue.x-k8s.io/podset-required-topology" not in annotations
+    for scheduler in ("coscheduling", "kubernetes", None):
+        for pod in render(scheduler).pods:
+            assert pod.pod["spec"]["affinity"]["podAffinity"] == {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": job_affinity("sim")[0]}
+                ]
+            }
 
 
 # The three examples that are about gang scheduling, as written, value for value.

@@ -127,3 +127,51 @@ def test_pods_that_split_or_miscount_a_kueue_group_are_not_one_group() -> None:
 
 def test_kueues_admission_gate_is_the_one_its_docs_name() -> None:
     assert kueue_gate() == "kueue.x-k8s.io/admission"
+
+
+def test_kai_accepts_its_documented_external_podgroup_and_refuses_an_empty_gang() -> None:
+    podgroup: dict[str, Any] = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "post-training-pipeline", "namespace": "default"},
+        "spec": {
+            "minMember": 5,
+            "queue": "default-queue",
+            "priorityClassName": "normal",
+            "topologyConstraint": {
+                "topology": "cluster-topology",
+                "requiredTopologyLevel": "topology.kubernetes.io/zone",
+            },
+        },
+    }
+    assert custom_resource_problems(podgroup) == []
+    podgroup["spec"]["minMember"] = 0
+    podgroup["spec"]["minResources"] = {"cpu": "1"}
+    problems = custom_resource_problems(podgroup)
+    assert [problem.split(" ")[0] for problem in problems] == ["spec.minMember:", "spec:"]
+
+
+def test_volcano_accepts_a_network_topology_by_tier_number_or_name_and_refuses_a_third_mode() -> (
+    None
+):
+    for highest in ({"highestTierAllowed": 2}, {"highestTierName": "rack"}):
+        podgroup = volcano_podgroup(minMember=2, networkTopology={"mode": "hard", **highest})
+        assert custom_resource_problems(podgroup) == []
+    podgroup = volcano_podgroup(minMember=2, networkTopology={"mode": "strict"})
+    [problem] = custom_resource_problems(podgroup)
+    assert problem.startswith("spec.networkTopology.mode: 'strict' is not one of")
+
+
+def test_kueue_takes_one_topology_request_per_pod_each_a_label_key() -> None:
+    pod = kueue_pod("a")
+    pod["metadata"]["annotations"] |= {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.example.com/rack",
+        "kueue.x-k8s.io/pod-group-pod-index-label": "trainhook.io/role-index",
+    }
+    assert kueue_pod_problems(pod) == []
+    pod["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] = "rack block"
+    problems = kueue_pod_problems(pod)
+    assert sorted(p.split(":")[0] for p in problems) == [
+        "metadata.annotations",
+        "metadata.annotations.kueue.x-k8s.io/podset-preferred-topology",
+    ]

@@ -46,6 +46,9 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/placement: preferred
+    trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
 spec:
   replicas: 2
@@ -78,6 +81,9 @@ metadata:
     trainhook.io/nproc-per-node: "2"
     trainhook.io/elastic: "1:4"
     trainhook.io/max-restarts: "3"
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/placement: preferred
+    trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
 spec:
   completionMode: Indexed
@@ -141,6 +147,51 @@ spec:
         runAsUser: 1000
       containers:
         - name: mpi
+          image: trainer:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-kai-setting
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/scheduler: kai
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/kai-topology: cluster-topology
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: every-kai-setting
+  template:
+    metadata:
+      labels:
+        app: every-kai-setting
+    spec:
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-kai-setting-job
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/scheduler: kai
+    trainhook.io/placement-topology: cloud.example.com/rack
+    trainhook.io/kai-topology: cluster-topology
+spec:
+  completionMode: Indexed
+  completions: 1
+  parallelism: 1
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers:
+        - name: trainer
           image: trainer:1
 """
 

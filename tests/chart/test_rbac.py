@@ -58,6 +58,8 @@ SWEEPER = (
     | expand("", "configmaps", "list watch create delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
     | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
+    | expand("scheduling.run.ai", "podgroups", "get list watch create patch delete")
+    | expand("scheduling.k8s.io", "podgroups", "get list watch create patch delete")
     | expand("", "events", "create")
 )
 LEASE = expand("coordination.k8s.io", "leases", "create") | expand(

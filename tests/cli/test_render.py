@@ -193,6 +193,23 @@ def test_warnings_go_to_stderr_naming_the_pod(
     )
 
 
+def test_render_shows_the_kubernetes_podgroup_in_the_version_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.schemas import custom_resource_problems
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "jax-kubernetes-gang.yaml"
+    api = "scheduling.k8s.io/v1alpha2"
+    assert main(["render", "-o", "yaml", str(example), "--kubernetes-podgroup-api", api]) == 0
+    [podgroup] = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "PodGroup"]
+    assert podgroup["apiVersion"] == api
+    assert custom_resource_problems(podgroup) == []  # Kubernetes 1.36's own schema
+
+    with pytest.raises(SystemExit):
+        main(["render", str(example), "--kubernetes-podgroup-api", "scheduling.k8s.io/v1"])
+    assert "invalid choice: 'scheduling.k8s.io/v1'" in capsys.readouterr().err
+
+
 def test_a_reader_that_stops_early_ends_render_quietly_as_unix_tools_do() -> None:
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(

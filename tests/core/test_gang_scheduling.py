@@ -248,6 +248,6 @@ def test_a_queue_on_one_role_of_a_job_without_a_scheduler_is_refused_in_one_line
     documents = job({}, worker_annotations={"trainhook.io/queue": "team-b"})
     assert refusal(documents) == (
         "trainhook.io/queue: invalid value 'team-b': a queue is read only with "
-        "trainhook.io/scheduler set (one of volcano, coscheduling, kueue): set the scheduler "
-        "too, or remove the queue"
+        "trainhook.io/scheduler set (one of volcano, coscheduling, kueue, kubernetes, "
+        "kai): set the scheduler too, or remove the queue"
     )

@@ -55,7 +55,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "scheduler",
             "yunikorn",
-            "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, kueue",
+            "trainhook.io/scheduler: invalid value 'yunikorn': one of volcano, coscheduling, "
+            "kueue, kubernetes, kai",
         ),
         (
             "schedule-timeout-seconds",
@@ -95,8 +96,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "queue",
             "Team A",
-            "trainhook.io/queue: invalid value 'Team A': a Volcano queue or Kueue LocalQueue "
-            "name (a DNS-1123 label)",
+            "trainhook.io/queue: invalid value 'Team A': a Volcano or KAI queue, or Kueue "
+            "LocalQueue, name (a DNS-1123 label)",
         ),
         (
             "ordered-start",
@@ -275,4 +276,89 @@ def test_a_gpu_limit_that_is_not_a_whole_number_is_refused_naming_the_container(
     assert str(error) == (
         "resources.limits[nvidia.com/gpu]: invalid value '1.5': "
         "container pytorch: a whole number of GPUs"
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        (
+            {"trainhook.io/placement-topology": "rack block"},
+            "trainhook.io/placement-topology: invalid value 'rack block': a node label key such "
+            "as topology.kubernetes.io/zone or cloud.example.com/rack",
+        ),
+        (
+            {"trainhook.io/placement": "preferred"},
+            "trainhook.io/placement: invalid value 'preferred': read only with "
+            "trainhook.io/placement-topology set (the node label key of the domain the job is "
+            "kept within): set it too, or remove the placement",
+        ),
+        (
+            {
+                "trainhook.io/placement-topology": "cloud.example.com/rack",
+                "trainhook.io/placement": "strict",
+            },
+            "trainhook.io/placement: invalid value 'strict': one of required, preferred",
+        ),
+        (
+            {
+                "trainhook.io/placement-topology": "cloud.example.com/rack",
+                "trainhook.io/placement-tier": "2",
+            },
+            "trainhook.io/placement-tier: invalid value '2': read only with "
+            "trainhook.io/scheduler: volcano and trainhook.io/placement-topology set: Volcano "
+            "alone places by HyperNode tier",
+        ),
+        (
+            {
+                "trainhook.io/scheduler": "volcano",
+                "trainhook.io/placement-topology": "cloud.example.com/rack",
+            },
+            "trainhook.io/placement-topology: invalid value 'cloud.example.com/rack': Volcano "
+            "places a job by HyperNode tier, not by node label: add trainhook.io/placement-tier "
+            "with the tier (a number from 1, or the tier's name) whose HyperNodes group the "
+            "nodes by this label",
+        ),
+        (
+            {
+                "trainhook.io/scheduler": "volcano",
+                "trainhook.io/placement-topology": "cloud.example.com/rack",
+                "trainhook.io/placement-tier": "0",
+            },
+            "trainhook.io/placement-tier: invalid value '0': a tier from 1, or a tier name",
+        ),
+        (
+            {
+                "trainhook.io/scheduler": "volcano",
+                "trainhook.io/placement-topology": "cloud.example.com/rack",
+                "trainhook.io/placement-tier": "Rack_A",
+            },
+            "trainhook.io/placement-tier: invalid value 'Rack_A': a HyperNode tier: a whole "
+            "number from 1, or a tier name (a DNS-1123 subdomain)",
+        ),
+    ],
+)
+def test_a_placement_that_cannot_be_honoured_is_refused_in_one_line(
+    annotations: dict[str, str], message: str
+) -> None:
+    refused = refusal(statefulset("t", "pytorch", annotations=annotations))
+
+    assert str(refused) == message
+
+
+def test_a_kai_placement_names_the_topology_object_and_only_kai_reads_it() -> None:
+    rack = {"trainhook.io/placement-topology": "cloud.example.com/rack"}
+    refused = refusal(
+        statefulset("t", "pytorch", annotations={"trainhook.io/scheduler": "kai", **rack})
+    )
+    assert str(refused) == (
+        "trainhook.io/placement-topology: invalid value 'cloud.example.com/rack': KAI places a "
+        "job by the levels of a Topology object: add trainhook.io/kai-topology with the name of "
+        "the Topology that has this label as a level"
+    )
+    topology = {"trainhook.io/kai-topology": "cluster-topology"}
+    refused = refusal(statefulset("t", "pytorch", annotations={**rack, **topology}))
+    assert str(refused) == (
+        "trainhook.io/kai-topology: invalid value 'cluster-topology': read only with "
+        "trainhook.io/scheduler: kai and trainhook.io/placement-topology set"
     )

@@ -328,3 +328,47 @@ def test_bare_pods_stamped_with_two_pytorch_masters_are_refused() -> None:
         "trainhook.io/topology: role master has 2 replicas; a pytorch job has one master, which "
         "the other pods connect to: run the others as workers"
     )
+
+
+RACK = {"trainhook.io/placement-topology": "cloud.example.com/rack"}
+
+
+@pytest.mark.parametrize(
+    ("master", "worker", "line"),
+    [
+        (
+            RACK,
+            {},
+            "trainhook.io/placement-topology: job 'pt' is placed as one, so every role must say "
+            "the same: 'cloud.example.com/rack' on StatefulSet pt-master but not set on "
+            "StatefulSet pt-worker",
+        ),
+        (
+            RACK,
+            {**RACK, "trainhook.io/placement": "preferred"},
+            "trainhook.io/placement: job 'pt' is placed as one, so every role must say the same: "
+            "'required' on StatefulSet pt-master but 'preferred' on StatefulSet pt-worker",
+        ),
+        (
+            {**VOLCANO, **RACK, "trainhook.io/placement-tier": "1"},
+            {**VOLCANO, **RACK, "trainhook.io/placement-tier": "2"},
+            "trainhook.io/placement-tier: job 'pt' is placed as one, so every role must say the "
+            "same: '1' on StatefulSet pt-master but '2' on StatefulSet pt-worker",
+        ),
+    ],
+)
+def test_roles_that_disagree_on_the_placement_are_refused_in_one_line(
+    master: dict[str, str], worker: dict[str, str], line: str
+) -> None:
+    with pytest.raises(RenderError) as caught:
+        render_all(list(pytorch(master=master, worker=worker)))
+
+    assert str(caught.value) == line
+
+
+def test_an_explicit_required_placement_agrees_with_the_default() -> None:
+    rendering = render_all(
+        list(pytorch(master=RACK, worker={**RACK, "trainhook.io/placement": "required"}))
+    )
+
+    assert len(rendering.pods) == 3

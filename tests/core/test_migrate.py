@@ -350,3 +350,16 @@ def test_a_volcano_job_without_a_framework_plugin_is_generic_unless_told() -> No
     assert refused(volcano({"pytorch": []}, [task("master", 1)]), "mpi") == (
         "spec.plugins.pytorch: the job is pytorch, not mpi"
     )
+
+
+def test_a_volcano_network_topology_says_which_placement_annotations_carry_it() -> None:
+    topology = {"mode": "hard", "highestTierAllowed": 2}
+    migration = migrate_one(
+        volcano({"svc": []}, [task("worker", 2)], networkTopology=topology), "pytorch"
+    )
+    assert migration.notes == [
+        "spec.networkTopology: {'mode': 'hard', 'highestTierAllowed': 2} is not carried over: "
+        "set trainhook.io/placement-topology (the node label that tier's HyperNodes group nodes "
+        "by), trainhook.io/placement-tier (the tier) and trainhook.io/placement (hard: required, "
+        "soft: preferred) on every workload"
+    ]

@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
 import yaml
 
 HERE = Path(__file__).resolve().parent
-CRD_FILES = ("scheduling.volcano.sh_podgroups.yaml", "scheduling.x-k8s.io_podgroups.yaml")
+CRD_FILES = (
+    "scheduling.volcano.sh_podgroups.yaml",
+    "scheduling.x-k8s.io_podgroups.yaml",
+    "scheduling.run.ai_podgroups.yaml",
+)
 KUEUE_POD_GROUP = "kueue.x-k8s.io_pod-group.schema.yaml"
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -69,9 +74,24 @@ def problems_of(validator: jsonschema.protocols.Validator, obj: Any) -> list[str
     )
 
 
+# Kubernetes' own PodGroup is built in: its schema is the release's OpenAPI, as the
+# kubernetes-validate package ships it, for the release that first serves each version.
+KUBERNETES_RELEASES = {
+    "scheduling.k8s.io/v1alpha2": "1.36",
+    "scheduling.k8s.io/v1alpha3": "1.37",
+    "scheduling.k8s.io/v1beta1": "1.37",
+}
+
+
 def custom_resource_problems(obj: Mapping[str, Any]) -> list[str]:
     """What the API server would refuse in this PodGroup; empty when it accepts it."""
     key = (obj.get("apiVersion", ""), obj.get("kind", ""))
+    if key[0] in KUBERNETES_RELEASES:
+        try:
+            kubernetes_validate.validate(dict(obj), KUBERNETES_RELEASES[key[0]], strict=True)
+        except kubernetes_validate.ValidationError as error:
+            return [f"{'.'.join(map(str, error.path)) or '(root)'}: {error.message}"]
+        return []
     schema = served_schemas().get(key)
     if schema is None:
         return [f"no vendored CRD serves apiVersion {key[0]!r} kind {key[1]!r}"]

@@ -240,6 +240,7 @@ def test_every_example_served_with_lookup_gets_the_pods_trainhook_render_makes_o
     api: Emulator, certs: Path, tmp_path: Path
 ) -> None:
     config = kubeconfig(tmp_path / "kubeconfig", api.url)
+    api.serve("scheduling.k8s.io/v1beta1/podgroups", "PodGroup")  # for the Kubernetes gang
     served: dict[str, list[dict[str, Any]]] = {}
     with serving(
         certs, tmp_path / "serve.log", "--lookup", env={"KUBECONFIG": str(config)}
@@ -283,3 +284,21 @@ def test_served_pod_of_a_statefulset_labelled_on_its_template_only_gets_one_line
         "message": "StatefulSet pt-worker: the trainhook.io/ labels are on its pod template only; "
         "put them on the StatefulSet itself (its metadata.labels), where Trainhook reads the job",
     }
+
+
+def test_a_cluster_without_kubernetes_podgroups_refuses_a_kubernetes_gang_in_one_line(
+    api: Emulator, certs: Path, tmp_path: Path
+) -> None:
+    config = kubeconfig(tmp_path / "kubeconfig", api.url)
+    job = builders.statefulset("pt", "pytorch", annotations={contract.SCHEDULER: "kubernetes"})
+    with serving(
+        certs, tmp_path / "serve.log", "--lookup", env={"KUBECONFIG": str(config)}
+    ) as hook:
+        refused = send(hook, job)["response"]
+        volcano = builders.statefulset("pv", "pytorch", annotations={contract.SCHEDULER: "volcano"})
+        admitted = send(hook, volcano)["response"]
+    assert refused["allowed"] is False
+    assert refused["status"]["message"].startswith(
+        "trainhook.io/scheduler: kubernetes: this cluster serves no PodGroup of scheduling.k8s.io"
+    )
+    assert admitted["allowed"] is True

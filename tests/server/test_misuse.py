@@ -215,8 +215,8 @@ def test_a_queue_without_a_scheduler_is_refused() -> None:
     workload = statefulset("pt-worker", annotations={"trainhook.io/queue": "research"})
     line = (
         "trainhook.io/queue: invalid value 'research': a queue is read only with "
-        "trainhook.io/scheduler set (one of volcano, coscheduling, kueue): set the scheduler "
-        "too, or remove the queue"
+        "trainhook.io/scheduler set (one of volcano, coscheduling, kueue, kubernetes, "
+        "kai): set the scheduler too, or remove the queue"
     )
     assert denied(workload) == (400, line)
     assert rendered(workload) == line

@@ -538,6 +538,7 @@ RESOURCES = (
     ("apps/v1/statefulsets", "StatefulSet", True),
     ("batch/v1/jobs", "Job", True),
     ("v1/secrets", "Secret", True),
+    ("v1/nodes", "Node", False),
     (
         "admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
         "MutatingWebhookConfiguration",
@@ -609,6 +610,11 @@ class EmulatorThread:
         """Call `function` on the emulator's loop (for kmock's DSL, which is not thread-safe)."""
         result: T = self.call(function)
         return result
+
+    def serve(self, resource: str, kind: str, namespaced: bool = True) -> None:
+        """Serve one more resource (`group/version/plural`), as a cluster with an API enabled."""
+        info = kmock.ResourceInfo(kind=kind, namespaced=namespaced)
+        self.run(lambda: self.emulator.resources.__setitem__(resource, info))
 
     def api(self) -> Kube:
         return Kube(api_client_for(client.Configuration(host=self.url)))

@@ -81,7 +81,9 @@ def is_status(body: AdmissionReview | Status) -> TypeGuard[Status]:
 
 
 def validate(obj: Mapping[str, Any]) -> None:
-    kubernetes_validate.validate(dict(obj), KUBERNETES_VERSION, strict=True)
+    # A pod in Kubernetes' own PodGroup has a field of 1.36 and later.
+    newer = "schedulingGroup" in (obj.get("spec") or {})
+    kubernetes_validate.validate(dict(obj), "1.37" if newer else KUBERNETES_VERSION, strict=True)
 
 
 def example_documents() -> list[tuple[str, list[dict[str, Any]]]]:

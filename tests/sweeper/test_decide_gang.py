@@ -3,7 +3,13 @@
 from tests.schemas import custom_resource_problems
 from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.kube.resources import COSCHEDULING_PODGROUPS, PODGROUPS, SERVICES
+from webhook.kube.resources import (
+    COSCHEDULING_PODGROUPS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
+    PODGROUPS,
+    SERVICES,
+)
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
 from webhook.sweeper.policy import judge
 
@@ -203,6 +209,142 @@ def test_a_bare_pod_evicted_is_not_a_failed_pod():
     assert judge(state_of("bare", [], [evicted])) is not None
     stopped(evicted, "DisruptionTarget", "PreemptionByScheduler")
     assert judge(state_of("bare", [], [evicted])) is None
+
+
+KUBERNETES = {
+    contract.SCHEDULER: "kubernetes",
+    contract.PLACEMENT_TOPOLOGY: "cloud.example.com/rack",
+}
+BETA = "scheduling.k8s.io/v1beta1"
+ALPHA2 = "scheduling.k8s.io/v1alpha2"
+
+
+def kubernetes_group(api, min_count, owners=None, **extra):
+    group = owned(
+        "PodGroup",
+        "hvd",
+        job="hvd",
+        owners=owners,
+        spec={
+            "schedulingPolicy": {"gang": {"minCount": min_count}},
+            "schedulingConstraints": {"topology": [{"key": "cloud.example.com/rack"}]},
+            "disruptionMode": {"single": {}},  # the API server's default
+            **extra,
+        },
+    )
+    group["apiVersion"] = api
+    return group
+
+
+def test_a_kubernetes_job_gets_a_podgroup_of_the_served_version_with_gang_priority_and_rack():
+    launcher, worker = mpi_job(KUBERNETES)
+    worker["spec"]["template"]["spec"]["priorityClassName"] = "training-high"
+    for api in (BETA, "scheduling.k8s.io/v1alpha3", ALPHA2):
+        actions = decision("hvd", [launcher, worker], kubernetes_podgroup_api=api).actions
+        [create] = creates(actions, KUBERNETES_PODGROUPS[api])
+        assert create.body["apiVersion"] == api
+        assert create.body["spec"] == {
+            "schedulingPolicy": {"gang": {"minCount": 3}},
+            "schedulingConstraints": {"topology": [{"key": "cloud.example.com/rack"}]},
+            "priorityClassName": "training-high",
+        }
+        assert custom_resource_problems(create.body) == []
+
+
+def test_a_cluster_that_serves_no_kubernetes_podgroup_gets_none_created():
+    launcher, worker = mpi_job(KUBERNETES)
+    actions = decision("hvd", [launcher, worker], kubernetes_podgroup_api=None).actions
+    assert [a.resource for a in of_type(actions, Create)] == [SERVICES]
+
+
+def test_a_scaled_kubernetes_job_has_its_min_count_patched_where_it_is_mutable():
+    launcher, worker = mpi_job(KUBERNETES, workers=4)
+    group = kubernetes_group(BETA, 3, priorityClassName="cluster-default")
+    actions = decision(
+        "hvd", [launcher, worker], kubernetes_podgroups=[group], kubernetes_podgroup_api=BETA
+    ).actions
+    [patch] = [a for a in of_type(actions, Patch) if a.resource == KUBERNETES_PODGROUPS[BETA]]
+    # Only the gang: the priority class the API server filled in is the job's to leave out.
+    assert patch.patch["spec"] == {"schedulingPolicy": {"gang": {"minCount": 5}}}
+    assert not of_type(actions, Delete)
+
+
+def test_a_scaled_kubernetes_job_gets_a_new_podgroup_where_the_spec_is_immutable():
+    launcher, worker = mpi_job(KUBERNETES, workers=4)
+    group = kubernetes_group(ALPHA2, 3)
+    actions = decision(
+        "hvd", [launcher, worker], kubernetes_podgroups=[group], kubernetes_podgroup_api=ALPHA2
+    ).actions
+    assert of_type(actions, Delete) == [
+        Delete(KUBERNETES_PODGROUPS[ALPHA2], "ml", "hvd", group["metadata"]["uid"])
+    ]
+    assert not [a for a in of_type(actions, Patch) if a.resource == KUBERNETES_PODGROUPS[ALPHA2]]
+
+
+def test_an_unchanged_kubernetes_podgroup_is_left_as_it_is():
+    launcher, worker = mpi_job(KUBERNETES)
+    owners = [
+        {"apiVersion": w["apiVersion"], "kind": w["kind"], "name": w["metadata"]["name"],
+         "uid": w["metadata"]["uid"]}
+        for w in (launcher, worker)
+    ]  # fmt: skip
+    group = kubernetes_group(BETA, 3, owners=owners)
+    actions = decision(
+        "hvd", [launcher, worker], kubernetes_podgroups=[group], kubernetes_podgroup_api=BETA
+    ).actions
+    assert not [a for a in actions if getattr(a, "resource", None) == KUBERNETES_PODGROUPS[BETA]]
+
+
+def test_a_finished_kubernetes_job_releases_its_podgroup():
+    launcher, worker = finished(mpi_job(KUBERNETES))
+    group = kubernetes_group(BETA, 3)
+    done = pod(launcher, 0, phase="Succeeded", exit_code=0)
+    actions = decision(
+        "hvd",
+        [launcher, worker],
+        [done],
+        kubernetes_podgroups=[group],
+        kubernetes_podgroup_api=BETA,
+    )
+    assert of_type(actions.actions, Delete) == [
+        Delete(KUBERNETES_PODGROUPS[BETA], "ml", "hvd", group["metadata"]["uid"])
+    ]
+
+
+KAI = {
+    contract.SCHEDULER: "kai",
+    contract.QUEUE: "team-a",
+    contract.PLACEMENT_TOPOLOGY: "cloud.example.com/rack",
+    contract.KAI_TOPOLOGY: "cluster-topology",
+}
+
+
+def test_a_kai_job_gets_one_podgroup_in_its_queue_kept_current_and_released():
+    launcher, worker = mpi_job(KAI)
+    [create] = creates(decision("hvd", [launcher, worker]).actions, KAI_PODGROUPS)
+    assert create.body["apiVersion"] == "scheduling.run.ai/v2alpha2"
+    assert create.body["spec"] == {
+        "minMember": 3,
+        "queue": "team-a",
+        "topologyConstraint": {
+            "topology": "cluster-topology",
+            "requiredTopologyLevel": "cloud.example.com/rack",
+        },
+    }
+    assert custom_resource_problems(create.body) == []
+
+    launcher, worker = mpi_job(KAI, workers=4)
+    group = owned("PodGroup", "hvd", job="hvd", spec=create.body["spec"])
+    actions = decision("hvd", [launcher, worker], kai_podgroups=[group]).actions
+    [patch] = [a for a in of_type(actions, Patch) if a.resource == KAI_PODGROUPS]
+    assert patch.patch["spec"]["minMember"] == 5
+
+    launcher, worker = finished(mpi_job(KAI))
+    done = pod(launcher, 0, phase="Succeeded", exit_code=0)
+    released = decision("hvd", [launcher, worker], [done], kai_podgroups=[group])
+    assert of_type(released.actions, Delete) == [
+        Delete(KAI_PODGROUPS, "ml", "hvd", group["metadata"]["uid"])
+    ]
 
 
 def test_an_elastic_gang_is_its_minimum_of_nodes_the_first_roles_first():

@@ -218,6 +218,7 @@ def test_a_podgroup_follows_the_job_when_it_is_scaled():
                     "minResources": {"cpu": "4500m"},
                     "queue": "research",
                     "priorityClassName": None,
+                    "networkTopology": None,
                 },
             },
             "30",

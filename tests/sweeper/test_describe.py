@@ -14,7 +14,7 @@ from tests.support.emulator import kubeconfig
 from tests.support.stored import pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
-from webhook.kube.resources import EVENTS, PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import EVENTS, NODES, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.describe import JobObjects, describe
 
 from .test_status import use_kubeconfig
@@ -136,6 +136,48 @@ def test_trainhook_describe_reads_the_cluster_and_says_when_a_job_is_missing(
     assert "Pod/pt-worker-1" in out and "not this job" not in out
     assert main(["describe", "-n", "ml", "resnet"]) == 1
     assert capsys.readouterr().err == "No training job resnet found in namespace ml.\n"
+
+
+RACK = "cloud.example.com/rack"
+
+
+def test_describe_shows_the_racks_the_pods_of_a_placed_job_landed_in(
+    emulator, kube, tmp_path, monkeypatch, capsys
+) -> None:
+    use_kubeconfig(monkeypatch, kubeconfig(tmp_path / "config", emulator.url))
+    workloads, pods = failing_pytorch()
+    for workload in workloads:
+        workload["metadata"]["annotations"][contract.PLACEMENT_TOPOLOGY] = RACK
+        kube.create(STATEFULSETS, "ml", workload)
+    nodes = {"gpu-a": {RACK: "r1"}, "gpu-b": {RACK: "r1"}, "cpu-c": {}}
+    for name, labels in nodes.items():
+        kube.create(
+            NODES,
+            None,
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}},
+        )
+    for member, node in zip(pods, ["gpu-a", "gpu-b", None], strict=True):
+        if node:
+            member["spec"]["nodeName"] = node
+        kube.create(PODS, "ml", member)
+    assert main(["describe", "-n", "ml", "pt"]) == 0
+    out = capsys.readouterr().out
+    assert f"Placement:    {RACK}: not scheduled yet (1 pod), r1 (2 pods)" in out.splitlines()
+
+    emulator.merge(PODS.path("ml", "pt-worker-1"), {"spec": {"nodeName": "cpu-c"}})
+    assert main(["describe", "-n", "ml", "pt"]) == 0
+    out = capsys.readouterr().out
+    assert f"Placement:    {RACK}: node without {RACK} (1 pod), r1 (2 pods)" in out.splitlines()
+
+
+def test_describe_says_when_nodes_cannot_be_read() -> None:
+    workloads, pods = failing_pytorch()
+    workloads[0]["metadata"]["annotations"][contract.PLACEMENT_TOPOLOGY] = RACK
+    objects = JobObjects("ml", "pt", tuple(workloads), tuple(pods), None, None, (), None)
+    assert (
+        f"Placement:    {RACK}: unknown (you may not get nodes)"
+        in describe(objects, NOW).splitlines()
+    )
 
 
 def test_kubectl_finds_the_installed_plugin_and_runs_its_commands() -> None:

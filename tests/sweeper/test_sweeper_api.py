@@ -24,6 +24,8 @@ from webhook.kube.resources import (
     COSCHEDULING_PODGROUPS,
     EVENTS,
     JOBS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
     LEASES,
     PODGROUPS,
     PODS,
@@ -183,6 +185,55 @@ def test_a_coscheduling_job_gets_its_podgroup_and_loses_it_once_it_is_done(emula
         )
         assert names(emulator, JOBS) == ["hvd-launcher"]
         assert names(emulator, STATEFULSETS) == ["hvd-worker"]
+
+
+def serve_kubernetes_podgroups(emulator, api_version):
+    """The emulator serves Kubernetes' own PodGroup in this version, as a 1.37 cluster does."""
+    emulator.serve(f"{api_version}/podgroups", "PodGroup")
+
+
+def test_a_kubernetes_job_gets_the_podgroup_the_cluster_serves_resized_on_scale_and_released(
+    emulator, kube, caplog
+):
+    api = "scheduling.k8s.io/v1alpha3"
+    serve_kubernetes_podgroups(emulator, api)
+    resource = KUBERNETES_PODGROUPS[api]
+    caplog.set_level(logging.INFO, logger="trainhook.sweeper")
+    with sweeping(kube):
+        assert f"Kubernetes' own gang scheduling: PodGroups of {api}" in caplog.messages
+        _, _, pods = create_mpi_job(kube, {contract.SCHEDULER: "kubernetes"})
+        eventually(lambda: names(emulator, resource) == ["hvd"], what="Kubernetes PodGroup")
+        (group,) = emulator.objects(resource, "ml")
+        assert group["apiVersion"] == api
+        assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+
+        emulator.merge(STATEFULSETS.path("ml", "hvd-worker"), {"spec": {"replicas": 4}})
+        eventually(
+            lambda: (
+                [g["spec"]["schedulingPolicy"] for g in emulator.objects(resource, "ml")]
+                == [{"gang": {"minCount": 5}}]
+            ),
+            what="minCount follows the scale",
+        )
+
+        succeed(kube, pods[0])
+        for worker in pods[1:]:
+            kube.delete(PODS, "ml", worker["metadata"]["name"], {})
+        eventually(lambda: not names(emulator, resource), what="PodGroup released when done")
+
+
+def test_a_cluster_without_kubernetes_podgroups_is_said_once_at_start_up(emulator, kube, caplog):
+    caplog.set_level(logging.INFO, logger="trainhook.sweeper")
+    with sweeping(kube):
+        create_mpi_job(kube, {contract.SCHEDULER: "kubernetes"})
+        eventually(lambda: names(emulator, SERVICES) == ["hvd"], what="the job's Service")
+    said = [m for m in caplog.messages if "serves no PodGroup of scheduling.k8s.io" in m]
+    assert len(said) == 1
+    assert said[0].endswith("jobs with trainhook.io/scheduler: kubernetes get no PodGroup")
+    asked = [str(r.url) for r in emulator.requests()]
+    assert any("/apis/batch/v1/jobs" in url for url in asked)
+    for api in KUBERNETES_PODGROUPS:
+        assert not any(f"/apis/{api}/namespaces" in url for url in asked)
 
 
 def create_pytorch_job(kube, settings):
@@ -355,8 +406,9 @@ def test_injected_server_errors_are_retried_with_growing_pauses(emulator, kube):
 def test_a_watch_answered_410_gone_is_followed_by_a_list_and_one_that_ends_is_resumed(
     emulator, kube
 ):
-    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, PODGROUPS, PODGROUPS, CONFIGMAPS):
-        emulator.emulator.gone(resource.plural)  # its first watch (both kinds of PodGroups)
+    podgroups = (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS)
+    for resource in (STATEFULSETS, JOBS, PODS, SERVICES, *podgroups, CONFIGMAPS):
+        emulator.emulator.gone(resource.plural)  # its first watch (every kind of PodGroup)
     with sweeping(kube) as sweeper:
         informers = sweeper.sweeper.watches.values()
         eventually(lambda: all(i.lists == 2 for i in informers), what="relist after 410 Gone")

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.validators import scheduler_name
-from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
+from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER, KUBERNETES_PODGROUP_APIS
 from webhook.core.render import RenderError, render_all, table
 
 
@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="schedulerName of coscheduling jobs' pods, as the webhook "
         f"(default {DEFAULT_COSCHEDULING_SCHEDULER})",
     )
+    parser.add_argument(
+        "--kubernetes-podgroup-api",
+        default=KUBERNETES_PODGROUP_APIS[0],
+        choices=KUBERNETES_PODGROUP_APIS,
+        help="the apiVersion of the PodGroup of jobs with trainhook.io/scheduler: kubernetes, the "
+        f"one the cluster serves (the sweeper asks it; default {KUBERNETES_PODGROUP_APIS[0]})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     documents = [doc for _, doc in sources]
     try:
-        rendering = render_all(documents, args.cluster_domain, args.coscheduling_scheduler_name)
+        rendering = render_all(
+            documents,
+            args.cluster_domain,
+            args.coscheduling_scheduler_name,
+            args.kubernetes_podgroup_api,
+        )
     except RenderError as error:
         where = sources[error.document][0]
         print(f"trainhook render: {where} ({error.what}): {error}", file=sys.stderr)

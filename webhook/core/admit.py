@@ -18,8 +18,9 @@ from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
+from webhook.core.gang import KUBERNETES_NOT_SERVED
 from webhook.core.limits import WARNING_AT_MOST, one_line
-from webhook.core.objects import labels_of
+from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
 from webhook.core.pod_mutation import owner_to_resolve
 from webhook.core.pod_patches import pod_patch
@@ -88,6 +89,9 @@ class Policy:
     coscheduling_scheduler: str = DEFAULT_COSCHEDULING_SCHEDULER
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    # Whether the cluster serves Kubernetes' own PodGroup (None: not known); a job that asks for
+    # it where it is not served is refused.
+    kubernetes_podgroups_served: bool | None = None
     progress: ProgressEndpoint | None = None  # where pods of jobs that report progress report
 
 
@@ -146,6 +150,8 @@ def admit(
         raise Refused(_pod_relabelled(obj, previous))
     if (kind, operation) not in HANDLED:
         return None
+    if policy.kubernetes_podgroups_served is False and operation == "CREATE":
+        _refuse_unserved_scheduler(obj)
     namespace = request.namespace
     siblings = found.siblings
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
@@ -190,6 +196,16 @@ def admit(
         draft.dict_at("metadata", "annotations")[contract.CREATED_BY] = request.username
         mutated = draft.root
     return Outcome(diff(obj, mutated), warnings)
+
+
+def _refuse_unserved_scheduler(obj: Mapping[str, Any]) -> None:
+    template = (obj.get("spec") or {}).get("template") or {}
+    asked = annotations_of(obj).get(contract.SCHEDULER) or annotations_of(template).get(
+        contract.SCHEDULER
+    )
+    labelled = contract.FRAMEWORK in labels_of(obj) or contract.FRAMEWORK in labels_of(template)
+    if asked == "kubernetes" and labelled:
+        raise Refused(f"{contract.SCHEDULER}: kubernetes: {KUBERNETES_NOT_SERVED}")
 
 
 def _pod_relabelled(pod: Mapping[str, Any], old: Mapping[str, Any] | None) -> str:

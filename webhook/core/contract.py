@@ -36,6 +36,11 @@ FAILURE_POLICY: Final = "trainhook.io/failure-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
+# Keep the job's pods within one domain of a node label (a rack, a block): job-wide.
+PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
+PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
+PLACEMENT_TIER: Final = "trainhook.io/placement-tier"  # Volcano: the HyperNode tier instead
+KAI_TOPOLOGY: Final = "trainhook.io/kai-topology"  # KAI: its Topology object with that level
 # The roles the job has ("launcher,worker"): its pods wait until every one has its workload.
 ROLES: Final = "trainhook.io/roles"
 # MPI: which MPI reads the launcher's hostfile (OpenMPI, Intel, MPICH), job-wide, and where the
@@ -108,6 +113,10 @@ POD_SETTINGS: Final = (
     ELASTIC,
     MAX_RESTARTS,
     QUEUE,
+    PLACEMENT_TOPOLOGY,
+    PLACEMENT,
+    PLACEMENT_TIER,
+    KAI_TOPOLOGY,
     ROLES,
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
@@ -151,6 +160,30 @@ KUEUE_ADMISSION_GATE: Final = "kueue.x-k8s.io/admission"  # scheduling gate unti
 KUEUE_RETRIABLE_IN_GROUP: Final = "kueue.x-k8s.io/retriable-in-group"
 KUEUE_STOPPED: Final = "TerminationTarget"  # pod condition: Kueue stopped (preempted) the pod
 DISRUPTION_TARGET: Final = "DisruptionTarget"  # pod condition: evicted or preempted
+# Kueue Topology Aware Scheduling (v0.19, apis/kueue/v1beta2 constants): pod annotations.
+KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_POD_INDEX_LABEL: Final = "kueue.x-k8s.io/pod-group-pod-index-label"  # names the index label
+
+# Kubernetes' own gang (workload-aware scheduling, KEP-4671/5832): a pod names its PodGroup in
+# the immutable `spec.schedulingGroup.podGroupName`. The versions that carry it, newest first:
+# v1alpha2 (Kubernetes 1.36, its PodGroup's spec immutable), v1alpha3 and v1beta1 (1.37,
+# `schedulingPolicy.gang.minCount` mutable).
+KUBERNETES_SCHEDULING_GROUP: Final = "scheduling.k8s.io"
+KUBERNETES_PODGROUP_APIS: Final = (
+    "scheduling.k8s.io/v1beta1",
+    "scheduling.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha2",
+)
+KUBERNETES_IMMUTABLE_PODGROUP_APIS: Final = ("scheduling.k8s.io/v1alpha2",)
+
+# NVIDIA KAI scheduler (v0.17, pkg/common/constants): a PodGroup made outside its podgrouper,
+# which pods join by annotation, with the podgrouper told to leave them alone (docs/batch).
+KAI_PODGROUP_API: Final = "scheduling.run.ai/v2alpha2"
+KAI_SCHEDULER_NAME: Final = "kai-scheduler"
+KAI_POD_GROUP: Final = "pod-group-name"  # pod annotation: the PodGroup
+KAI_SKIP_PODGROUPER: Final = "kai.scheduler/skip-podgrouper"  # pod annotation "true"
+KAI_QUEUE: Final = "kai.scheduler/queue"  # pod label: the queue
 
 # Kubernetes limits that the webhook must stay under.
 ANNOTATIONS_TOTAL_LIMIT: Final = 256 * 1024

@@ -7,11 +7,12 @@ resources and never starts. They must agree on every workload of the job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.colocation import Colocation, colocation_of
 from webhook.core.errors import Refused
 from webhook.core.pods import training_container
 from webhook.core.requests import Requests, pod_requests, sum_requests
@@ -20,7 +21,17 @@ from webhook.core.settings import Settings
 PODGROUP_APIS = {
     "volcano": contract.VOLCANO_PODGROUP_API,
     "coscheduling": contract.COSCHEDULING_PODGROUP_API,
+    "kai": contract.KAI_PODGROUP_API,
 }  # Kueue's pod group is labels on the pods: no object of its own
+# Said when a job asks for `kubernetes` and the cluster serves no PodGroup of it.
+KUBERNETES_NOT_SERVED = (
+    "this cluster serves no PodGroup of scheduling.k8s.io (one of "
+    + ", ".join(contract.KUBERNETES_PODGROUP_APIS)
+    + "): Kubernetes' own gang scheduling needs Kubernetes 1.36 or later with the "
+    "GenericWorkload feature gate and that API version enabled"
+)
+# What `trainhook render` shows for `kubernetes`; the sweeper uses the version the cluster serves.
+DEFAULT_KUBERNETES_PODGROUP_API = contract.KUBERNETES_PODGROUP_APIS[0]
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,7 @@ class Gang:
     scheduler: str
     queue: str
     schedule_timeout_seconds: int | None
+    colocation: Colocation | None = None
     # An elastic job starts with `min` of its `trainhook.io/elastic` min:max nodes: the gang is
     # that many pods, as Kubeflow's minAvailable from elasticPolicy.minReplicas.
     minimum: int | None = None
@@ -48,32 +60,55 @@ class Gang:
         return self.minimum, sum_requests(taken)
 
 
+# Job-wide keys, in the order they are compared, with why the job has one value of each: the
+# placement whatever the scheduler, the queue and timeout only with one (else meaningless).
+GANG = "is one gang"
+PLACED = "is placed as one"
+_Key = tuple[str, str, Callable[[Settings], object]]
+_ALWAYS: tuple[_Key, ...] = (
+    (contract.SCHEDULER, GANG, lambda s: s.scheduler),
+    (contract.PLACEMENT_TOPOLOGY, PLACED, lambda s: s.placement_topology),
+    (
+        contract.PLACEMENT,
+        PLACED,
+        lambda s: s.placement or ("required" if s.placement_topology else None),
+    ),
+    (contract.PLACEMENT_TIER, PLACED, lambda s: s.placement_tier),
+    (contract.KAI_TOPOLOGY, PLACED, lambda s: s.kai_topology),
+)
+_WITH_A_SCHEDULER: tuple[_Key, ...] = (
+    (contract.QUEUE, GANG, lambda s: s.queue),
+    (contract.SCHEDULE_TIMEOUT_SECONDS, GANG, lambda s: s.schedule_timeout_seconds),
+)
+
+
 def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
     """The gang of a job from each workload's (description, settings); None when the job is
-    not gang-scheduled. Raises Refused naming the first two workloads that disagree."""
+    not gang-scheduled. Raises Refused naming the first two workloads that disagree on a
+    gang or placement setting."""
     if not members:
         return None
     first_name, first = members[0]
-    keys = (
-        (contract.SCHEDULER, "scheduler"),
-        (contract.QUEUE, "queue"),
-        (contract.SCHEDULE_TIMEOUT_SECONDS, "schedule_timeout_seconds"),
-    )
-    for key, field in keys:
-        if field != "scheduler" and first.scheduler is None:
-            break  # without a scheduler the queue and timeout mean nothing
-        wanted = getattr(first, field)
+    keys = _ALWAYS + (_WITH_A_SCHEDULER if first.scheduler is not None else ())
+    for key, why, value_of in keys:
+        wanted = value_of(first)
         for name, settings in members[1:]:
-            value = getattr(settings, field)
+            value = value_of(settings)
             if value != wanted:
                 raise Refused(
-                    f"{key}: job {job!r} is one gang, so every role must say the same: "
+                    f"{key}: job {job!r} {why}, so every role must say the same: "
                     f"{_shown(wanted)} on {first_name} but {_shown(value)} on {name}"
                 )
     if first.scheduler is None:
         return None
     minimum = first.elastic[0] if first.elastic else None
-    return Gang(first.scheduler, first.queue, first.schedule_timeout_seconds, minimum)
+    return Gang(
+        first.scheduler,
+        first.queue,
+        first.schedule_timeout_seconds,
+        colocation=colocation_of(first),
+        minimum=minimum,
+    )
 
 
 def _shown(value: object) -> str:
@@ -110,31 +145,84 @@ def podgroup_spec(
     min_member: int,
     min_resources: Mapping[str, str],
     priority_class: str | None,
+    kubernetes_api: str | None = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> tuple[str, dict[str, Any]] | None:
-    """(apiVersion, spec) of the job's PodGroup; None for a scheduler without one (Kueue).
+    """(apiVersion, spec) of the job's PodGroup; None for a scheduler without one (Kueue), and
+    for `kubernetes` when `kubernetes_api` is None (the cluster serves no version of it).
 
     A field the job does not set is None, so a merge patch of the spec removes it."""
+    if gang.scheduler == "kubernetes":
+        if kubernetes_api is None:
+            return None
+        return kubernetes_api, kubernetes_podgroup_spec(min_member, priority_class, gang.colocation)
     api_version = PODGROUP_APIS.get(gang.scheduler)
     if api_version is None:
         return None
+    if gang.scheduler == "kai":
+        return api_version, kai_podgroup_spec(gang, min_member, priority_class)
     spec: dict[str, Any] = {"minMember": min_member, "minResources": dict(min_resources) or None}
     if gang.scheduler == "volcano":
         spec["queue"] = gang.queue
         spec["priorityClassName"] = priority_class
+        spec["networkTopology"] = _volcano_network_topology(gang.colocation)
     else:
         spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
     return api_version, spec
 
 
+def kubernetes_podgroup_spec(
+    min_count: int, priority_class: str | None, colocation: Colocation | None
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup: a gang of every pod, within one domain when required (its
+    topology constraint has no preferred form: a preferred placement is the pods' affinity)."""
+    constraints = None
+    if colocation is not None and colocation.required:
+        constraints = {"topology": [{"key": colocation.key}]}
+    return {
+        "schedulingPolicy": {"gang": {"minCount": min_count}},
+        "schedulingConstraints": constraints,
+        "priorityClassName": priority_class,
+    }
+
+
+def kai_podgroup_spec(gang: Gang, min_member: int, priority_class: str | None) -> dict[str, Any]:
+    """KAI's PodGroup: every pod in the gang, in the job's queue, within one domain of a level of
+    the named Topology (KAI's levels are node label keys)."""
+    constraint = None
+    colocation = gang.colocation
+    if colocation is not None and colocation.kai_topology is not None:
+        level = "requiredTopologyLevel" if colocation.required else "preferredTopologyLevel"
+        constraint = {"topology": colocation.kai_topology, level: colocation.key}
+    return {
+        "minMember": min_member,
+        "queue": gang.queue,
+        "priorityClassName": priority_class,
+        "topologyConstraint": constraint,
+    }
+
+
+def _volcano_network_topology(colocation: Colocation | None) -> dict[str, Any] | None:
+    """Volcano keeps a job within one HyperNode of the tier: hard (required) or soft."""
+    if colocation is None or colocation.tier is None:
+        return None
+    tier = colocation.tier
+    highest = {"highestTierAllowed": int(tier)} if tier.isdigit() else {"highestTierName": tier}
+    return {"mode": "hard" if colocation.required else "soft", **highest}
+
+
 def podgroup_of_pods(
-    gang: Gang, job: str, namespace: str, pods: Sequence[Mapping[str, Any]]
+    gang: Gang,
+    job: str,
+    namespace: str,
+    pods: Sequence[Mapping[str, Any]],
+    kubernetes_api: str = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> dict[str, Any] | None:
     """The PodGroup a job of these (mutated) pods is scheduled with, as `trainhook render`
     shows it; the sweeper creates the same from the job's workloads."""
     specs = [pod.get("spec") or {} for pod in pods]
     members, resources = gang.minimum_of([(pod_requests(spec), 1) for spec in specs])
     priority = next((s["priorityClassName"] for s in specs if s.get("priorityClassName")), None)
-    found = podgroup_spec(gang, members, resources, priority)
+    found = podgroup_spec(gang, members, resources, priority, kubernetes_api)
     if found is None:
         return None
     api_version, spec = found

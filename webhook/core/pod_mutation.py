@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.colocation import colocate_pod
 from webhook.core.compat import COMPATS, job_lists
 from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
@@ -246,6 +247,7 @@ def write_shared(
     _keep_last_words(draft, pod, reading.training)
     _set_shm(draft, pod, reading.training, settings)
     _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
+    colocate_pod(draft, pod, settings, placement.topology.job)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
     compat = COMPATS[settings.compat] if settings.compat is not None else None
@@ -503,6 +505,28 @@ def _set_scheduler(
         _set_metadata(draft, pod, "labels", {contract.COSCHEDULING_POD_GROUP: job})
     elif settings.scheduler == "kueue":
         _join_kueue_group(draft, pod, settings.queue, job, placement.topology.total, warnings)
+    elif settings.scheduler == "kubernetes":
+        _join_kubernetes_group(draft, pod, job, warnings)
+    elif settings.scheduler == "kai":
+        _set_scheduler_name(draft, pod, contract.KAI_SCHEDULER_NAME, warnings)
+        # The job's PodGroup, not the one KAI's podgrouper would make for each workload.
+        annotations = {contract.KAI_POD_GROUP: job, contract.KAI_SKIP_PODGROUPER: "true"}
+        _set_metadata(draft, pod, "annotations", annotations)
+        _set_metadata(draft, pod, "labels", {contract.KAI_QUEUE: settings.queue})
+
+
+def _join_kubernetes_group(
+    draft: Draft, pod: Mapping[str, Any], job: str, warnings: list[str]
+) -> None:
+    """The pod joins the job's PodGroup: immutable once the pod exists, so set here or never."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    if group is None:
+        draft.dict_at("spec", "schedulingGroup")["podGroupName"] = job
+    elif group != job:
+        warnings.append(
+            f"spec.schedulingGroup.podGroupName {group} was set by the user and is kept: the "
+            f"pod is not in the job's PodGroup {job}"
+        )
 
 
 def _set_scheduler_name(

@@ -26,7 +26,7 @@ from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
 from webhook.core.failure_rules import FailurePolicy, failure_policy
 from webhook.core.frameworks import FRAMEWORKS, Framework
-from webhook.core.gang import job_gang, podgroup_of_pods
+from webhook.core.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.peers import PeerFiles, configmap
 from webhook.core.pod_mutation import mutate_pod
@@ -73,7 +73,7 @@ class RenderedPod:
 class Rendering:
     workloads: list[dict[str, Any]]  # mutated StatefulSets and Jobs, in input order
     pods: list[RenderedPod]
-    # The PodGroup of each gang-scheduled job (Volcano, coscheduling), as the sweeper makes it.
+    # The PodGroup of each gang-scheduled job (all but Kueue's), as the sweeper makes it.
     podgroups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)  # about the folder's jobs
     # The failure rules of each job that sets trainhook.io/failure-policy or restart-policy.
@@ -107,6 +107,7 @@ def render_all(
     documents: Sequence[Any],
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
+    kubernetes_api: str = DEFAULT_KUBERNETES_PODGROUP_API,
 ) -> Rendering:
     for position, doc in enumerate(documents):
         if isinstance(doc, Mapping):
@@ -175,7 +176,9 @@ def render_all(
     for (namespace, job), pods_of_job in mutated_pods.items():
         with _blame(*first_of[(namespace, job)]):
             gang = job_gang(job, members[(namespace, job)])
-        podgroup = podgroup_of_pods(gang, job, namespace, pods_of_job) if gang else None
+        podgroup = (
+            podgroup_of_pods(gang, job, namespace, pods_of_job, kubernetes_api) if gang else None
+        )
         if podgroup is not None:
             podgroups.append(podgroup)
     return Rendering(workloads, pods, podgroups, warnings, policies)

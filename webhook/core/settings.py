@@ -30,7 +30,12 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
-SCHEDULERS = ("volcano", "coscheduling", "kueue")
+SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
+PLACEMENTS = ("required", "preferred")
+DNS_1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
 BOOLEANS = ("true", "false")
@@ -124,6 +129,11 @@ class Settings(JobSettings):
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
     ordered_start: bool = False
+    placement_topology: str | None = None  # a node label key
+    placement: str | None = None  # required or preferred; None: required when a key is set
+    placement_tier: str | None = None  # Volcano's HyperNode tier: a number or a tier name
+    kai_topology: str | None = None  # the KAI Topology object whose level is the label
+
     report_progress: bool = False  # Kubeflow Trainer v2's progress variables and token
     ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
 
@@ -141,6 +151,10 @@ SETTING_KEYS = (
     contract.QUEUE,
     contract.SCHEDULE_TIMEOUT_SECONDS,
     contract.ORDERED_START,
+    contract.PLACEMENT_TOPOLOGY,
+    contract.PLACEMENT,
+    contract.PLACEMENT_TIER,
+    contract.KAI_TOPOLOGY,
     contract.REPORT_PROGRESS,
     contract.SSH_AUTH_MOUNT_PATH,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
@@ -220,11 +234,19 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             "a whole number of seconds >= 1",
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+        placement_topology=_label_key(
+            contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)
+        ),
+        placement=_choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
+        placement_tier=_tier(get(contract.PLACEMENT_TIER)),
+        kai_topology=_object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
         mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
         ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
         compat=_compat(get(contract.COMPAT), framework),
         roles=_roles(get(contract.ROLES), framework),
     )
+    _check_placement(settings, get)
+    _check_kai_topology(settings, get)
     if get(contract.QUEUE) is not None and settings.scheduler is None:
         raise InvalidSetting(
             contract.QUEUE,
@@ -233,6 +255,91 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
     return settings
+
+
+def _check_placement(settings: Settings, get: Any) -> None:
+    """The placement keys that mean nothing without another: refused rather than ignored."""
+    if settings.placement is not None and settings.placement_topology is None:
+        raise InvalidSetting(
+            contract.PLACEMENT,
+            get(contract.PLACEMENT),
+            f"read only with {contract.PLACEMENT_TOPOLOGY} set (the node label key of the "
+            "domain the job is kept within): set it too, or remove the placement",
+        )
+    volcano = settings.scheduler == "volcano"
+    if settings.placement_tier is not None and not (volcano and settings.placement_topology):
+        raise InvalidSetting(
+            contract.PLACEMENT_TIER,
+            get(contract.PLACEMENT_TIER),
+            f"read only with {contract.SCHEDULER}: volcano and {contract.PLACEMENT_TOPOLOGY} "
+            "set: Volcano alone places by HyperNode tier",
+        )
+    if volcano and settings.placement_topology is not None and settings.placement_tier is None:
+        raise InvalidSetting(
+            contract.PLACEMENT_TOPOLOGY,
+            get(contract.PLACEMENT_TOPOLOGY),
+            "Volcano places a job by HyperNode tier, not by node label: add "
+            f"{contract.PLACEMENT_TIER} with the tier (a number from 1, or the tier's name) "
+            "whose HyperNodes group the nodes by this label",
+        )
+
+
+def _check_kai_topology(settings: Settings, get: Any) -> None:
+    kai = settings.scheduler == "kai"
+    if settings.kai_topology is not None and not (kai and settings.placement_topology):
+        raise InvalidSetting(
+            contract.KAI_TOPOLOGY,
+            get(contract.KAI_TOPOLOGY),
+            f"read only with {contract.SCHEDULER}: kai and {contract.PLACEMENT_TOPOLOGY} set",
+        )
+    if kai and settings.placement_topology is not None and settings.kai_topology is None:
+        raise InvalidSetting(
+            contract.PLACEMENT_TOPOLOGY,
+            get(contract.PLACEMENT_TOPOLOGY),
+            f"KAI places a job by the levels of a Topology object: add {contract.KAI_TOPOLOGY} "
+            "with the name of the Topology that has this label as a level",
+        )
+
+
+def _object_name(key: str, value: str | None) -> str | None:
+    if value is not None and not (DNS_1123_SUBDOMAIN.match(value) and len(value) <= 253):
+        raise InvalidSetting(key, value, "an object name (a DNS-1123 subdomain)")
+    return value
+
+
+def _label_key(key: str, value: str | None) -> str | None:
+    """A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name."""
+    if value is None:
+        return None
+    prefix, slash, name = value.rpartition("/")
+    if (
+        not LABEL_NAME.match(name)
+        or len(name) > 63
+        or (slash and (not DNS_1123_SUBDOMAIN.match(prefix) or len(prefix) > 253))
+    ):
+        raise InvalidSetting(
+            key,
+            value,
+            "a node label key such as topology.kubernetes.io/zone or cloud.example.com/rack",
+        )
+    return value
+
+
+def _tier(value: str | None) -> str | None:
+    if value is None:
+        return None
+    number = whole_number(value)
+    if number is not None:
+        if number < 1:
+            raise InvalidSetting(contract.PLACEMENT_TIER, value, "a tier from 1, or a tier name")
+        return str(number)
+    if not (DNS_1123_SUBDOMAIN.match(value) and len(value) <= 253):
+        raise InvalidSetting(
+            contract.PLACEMENT_TIER,
+            value,
+            "a HyperNode tier: a whole number from 1, or a tier name (a DNS-1123 subdomain)",
+        )
+    return value
 
 
 def _failure_rules(
@@ -421,7 +528,9 @@ def _queue(value: str | None) -> str:
         return DEFAULT_QUEUE
     if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
         raise InvalidSetting(
-            contract.QUEUE, value, "a Volcano queue or Kueue LocalQueue name (a DNS-1123 label)"
+            contract.QUEUE,
+            value,
+            "a Volcano or KAI queue, or Kueue LocalQueue, name (a DNS-1123 label)",
         )
     return value
 

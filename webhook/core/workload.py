@@ -363,7 +363,14 @@ _MUST_AGREE = _agreed(EVERY_ROLE) + _agreed(ROLES_THAT_SET_IT)
 
 def _job_wide(m: Member) -> tuple[object, ...]:
     settings = m.settings
-    gang = (settings.scheduler, settings.queue, settings.schedule_timeout_seconds)
+    gang = (
+        settings.scheduler,
+        settings.queue,
+        settings.schedule_timeout_seconds,
+        settings.placement_topology,
+        settings.placement,
+        settings.placement_tier,
+    )
     return (*(getattr(settings, s.name) for s in _MUST_AGREE), *gang, m.priority_class)
 
 

@@ -37,7 +37,15 @@ SECRETS: Final = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps", "ConfigMap")
 PODGROUPS: Final = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 COSCHEDULING_PODGROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+KAI_PODGROUPS: Final = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
+# Kubernetes' own PodGroups (workload-aware scheduling), by apiVersion; the cluster serves one
+# or none of them (see `webhook.kube.discovery`).
+KUBERNETES_PODGROUPS: Final = {
+    f"scheduling.k8s.io/{version}": Resource("scheduling.k8s.io", version, "podgroups", "PodGroup")
+    for version in ("v1beta1", "v1alpha3", "v1alpha2")
+}
 EVENTS: Final = Resource("", "v1", "events", "Event")
+NODES: Final = Resource("", "v1", "nodes", "Node")  # cluster-scoped
 TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 MUTATING_WEBHOOK_CONFIGURATIONS: Final = Resource(

@@ -60,12 +60,18 @@ class Context:
     lookup: Lookup | None = None
     # Who may change the outcome the sweeper records on a job's objects; "" when not configured.
     sweeper_username: str = ""
+    # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
+    kubernetes_podgroups_served: bool | None = None
     progress: ProgressEndpoint | None = None  # where pods that report progress are sent
 
     @property
     def policy(self) -> Policy:
         return Policy(
-            self.cluster_domain, self.coscheduling_scheduler, self.sweeper_username, self.progress
+            cluster_domain=self.cluster_domain,
+            coscheduling_scheduler=self.coscheduling_scheduler,
+            sweeper_username=self.sweeper_username,
+            kubernetes_podgroups_served=self.kubernetes_podgroups_served,
+            progress=self.progress,
         )
 
 

@@ -115,6 +115,23 @@ def _metrics_dir() -> tuple[str, bool]:
     return directory, False
 
 
+def _kubernetes_podgroups_served() -> bool | None:
+    """Whether the cluster serves Kubernetes' own PodGroup; None when it cannot be asked."""
+    from webhook.kube.client import ApiError, Kube
+    from webhook.kube.discovery import served_podgroup_api
+
+    try:
+        kube = Kube.from_environment()
+    except ApiError:
+        return None
+    try:
+        return served_podgroup_api(kube) is not None
+    except ApiError:
+        return None
+    finally:
+        kube.close()
+
+
 def build_app(settings: ServeSettings) -> Flask:
     """The WSGI app of one worker process."""
     from webhook.server.admission import Context
@@ -143,6 +160,7 @@ def build_app(settings: ServeSettings) -> Flask:
         coscheduling_scheduler=settings.coscheduling_scheduler,
         lookup=lookup,
         sweeper_username=settings.sweeper_username,
+        kubernetes_podgroups_served=_kubernetes_podgroups_served() if settings.lookup else None,
         progress=progress_endpoint(settings.progress_url, settings.progress_ca_file),
     )
     return create_app(context, tuple(checks))

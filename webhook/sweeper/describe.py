@@ -4,7 +4,9 @@ failure's message."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,7 +16,7 @@ from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
-from webhook.kube.resources import EVENTS, JOBS, PODGROUPS, PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.decide import recorded_status
 from webhook.sweeper.failures import job_failure_policy
 from webhook.sweeper.state import job_key, read_job_state
@@ -34,6 +36,9 @@ class JobObjects:
     service: Mapping[str, Any] | None
     podgroup: Mapping[str, Any] | None
     events: tuple[Mapping[str, Any], ...]
+    # The labels of the nodes the pods run on, read when the job asks for a placement; None
+    # when the reader may not get nodes.
+    nodes: Mapping[str, Mapping[str, str]] | None = dataclasses.field(default_factory=dict)
 
 
 def read_job(kube: Kube, namespace: str, job: str) -> JobObjects:
@@ -64,7 +69,34 @@ def read_job(kube: Kube, namespace: str, job: str) -> JobObjects:
         _get(kube, SERVICES, namespace, job),
         _get(kube, PODGROUPS, namespace, job),
         events,
+        _nodes(kube, pods) if placement_key((*workloads, *pods)) else {},
     )
+
+
+def placement_key(objects: Iterable[Mapping[str, Any]]) -> str | None:
+    """The node label key the job is kept within, as its workloads (or bare pods) ask."""
+    for obj in objects:
+        key = (_metadata(obj).get("annotations") or {}).get(contract.PLACEMENT_TOPOLOGY)
+        if key:
+            return str(key)
+    return None
+
+
+def _nodes(kube: Kube, pods: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, str]] | None:
+    found: dict[str, Mapping[str, str]] = {}
+    for name in sorted(
+        {str(p["spec"]["nodeName"]) for p in pods if p.get("spec", {}).get("nodeName")}
+    ):
+        try:
+            node = kube.get(NODES, None, name)
+        except ApiError as error:
+            if error.status == 404:
+                continue  # the node has gone: the pods on it are going too
+            if error.status == 403:
+                return None
+            raise
+        found[name] = _labels(node)
+    return found
 
 
 def _get(kube: Kube, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
@@ -107,6 +139,9 @@ def describe(objects: JobObjects, now: datetime) -> str:
         lines.append("  none")
     lines.append(f"Service:      {_service(objects.service)}")
     lines.append(f"PodGroup:     {_podgroup(objects.podgroup)}")
+    key = placement_key(objects.workloads or objects.pods)
+    if key:
+        lines.append(f"Placement:    {key}: {_domains(key, objects)}")
     lines.append(f"Last failure: {last_failure(objects) or 'none'}")
     lines += _failure_rules(objects)
     lines.append("Events:")
@@ -304,6 +339,27 @@ def _podgroup(podgroup: Mapping[str, Any] | None) -> str:
     phase = (podgroup.get("status") or {}).get("phase")
     text = f"{_name(podgroup)} (minMember {spec.get('minMember')}, queue {spec.get('queue', '-')}"
     return text + (f", {phase})" if phase else ")")
+
+
+def _domains(key: str, objects: JobObjects) -> str:
+    """Which domains of the key the job's pods landed in, and how many pods in each."""
+    if objects.nodes is None:
+        return "unknown (you may not get nodes)"
+    landed: Counter[str] = Counter()
+    for pod in objects.pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            landed["not scheduled yet"] += 1
+        elif node not in objects.nodes:
+            landed["node gone"] += 1
+        else:
+            landed[objects.nodes[node].get(key) or f"node without {key}"] += 1
+    if not landed:
+        return "no pods yet"
+    return ", ".join(
+        f"{domain} ({count} pod{'s' if count > 1 else ''})"
+        for domain, count in sorted(landed.items())
+    )
 
 
 def _event_time(event: Mapping[str, Any]) -> datetime:

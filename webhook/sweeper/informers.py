@@ -14,6 +14,8 @@ from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
@@ -32,10 +34,21 @@ SELECTORS: dict[Resource, str] = {
     SERVICES: OWNED_SELECTOR,
     PODGROUPS: OWNED_SELECTOR,
     COSCHEDULING_PODGROUPS: OWNED_SELECTOR,
+    KAI_PODGROUPS: OWNED_SELECTOR,
     CONFIGMAPS: OWNED_SELECTOR,
 }
-# Served only where Volcano or scheduler-plugins is installed.
-OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS)
+# Served only where Volcano, scheduler-plugins or KAI is installed (Kubernetes' own PodGroup is
+# watched only in the version discovery found served).
+OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS, *KUBERNETES_PODGROUPS.values())
+
+
+def selectors(kubernetes_podgroup_api: str | None) -> dict[Resource, str]:
+    """What the sweeper watches: SELECTORS, and Kubernetes' PodGroups of the served version."""
+    if kubernetes_podgroup_api is None:
+        return dict(SELECTORS)
+    return {**SELECTORS, KUBERNETES_PODGROUPS[kubernetes_podgroup_api]: OWNED_SELECTOR}
+
+
 # Secrets are never listed or watched (a list reads every Secret it matches, whatever its
 # label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 
@@ -47,6 +60,7 @@ def watches(
     on_change: Callable[[JobKey], None],
     resync_seconds: float,
     backoff_base: float,
+    watched: Mapping[Resource, str] = SELECTORS,
 ) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
     """One watch per resource and watched namespace (None: one watch of every namespace), so the
     sweeper needs permissions only in the namespaces it watches."""
@@ -64,7 +78,7 @@ def watches(
             keep=slim_pod if resource == PODS else _whole,
             unchanged=same_pod if resource == PODS else None,
         )
-        for resource, selector in SELECTORS.items()
+        for resource, selector in watched.items()
         for namespace in (namespaces or (None,))
     }
 

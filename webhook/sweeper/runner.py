@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,11 +15,14 @@ from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.objects import labels_of
 from webhook.kube.client import ApiError, Kube
+from webhook.kube.discovery import NOT_SERVED, served_podgroup_api
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
     PODGROUPS,
     PODS,
     SECRETS,
@@ -31,7 +34,7 @@ from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
-from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, SELECTORS, watches
+from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
 from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
@@ -65,11 +68,13 @@ class SweeperConfig:
     replicas: int = 1  # replicas expected to share them: each takes shards / replicas at first
 
 
-def fetch_state(kube: Kube, key: JobKey, cluster_domain: str = "") -> JobState:
+def fetch_state(
+    kube: Kube, key: JobKey, cluster_domain: str = "", kubernetes_podgroup_api: str | None = None
+) -> JobState:
     """A job's state read straight from the API, for deciding again after a conflict."""
     namespace, job = key
     found: dict[Resource, list[dict[str, Any]]] = {}
-    for resource, selector in SELECTORS.items():
+    for resource, selector in selectors(kubernetes_podgroup_api).items():
         if resource == PODS:
             selector = f"{contract.JOB}={job}"
         elif selector == OWNED_SELECTOR:
@@ -91,10 +96,37 @@ def fetch_state(kube: Kube, key: JobKey, cluster_domain: str = "") -> JobState:
         services=found[SERVICES],
         podgroups=found[PODGROUPS],
         coscheduling_podgroups=found[COSCHEDULING_PODGROUPS],
+        kai_podgroups=found[KAI_PODGROUPS],
+        kubernetes_podgroups=_kubernetes_podgroups(found, kubernetes_podgroup_api),
+        kubernetes_podgroup_api=kubernetes_podgroup_api,
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
         configmaps=found[CONFIGMAPS],
         cluster_domain=cluster_domain,
     )
+
+
+def _kubernetes_podgroups(
+    found: Mapping[Resource, list[dict[str, Any]]], api: str | None
+) -> list[dict[str, Any]]:
+    return found[KUBERNETES_PODGROUPS[api]] if api is not None else []
+
+
+def discover_podgroup_api(kube: Kube) -> str | None:
+    """The Kubernetes PodGroup version the cluster serves, said once at start-up."""
+    try:
+        api = served_podgroup_api(kube)
+    except ApiError as error:
+        log.warning(
+            "cannot ask which scheduling.k8s.io PodGroup the cluster serves (%s): jobs with "
+            "trainhook.io/scheduler: kubernetes get no PodGroup until the sweeper restarts",
+            error.message,
+        )
+        return None
+    if api is None:
+        log.info("%s; jobs with trainhook.io/scheduler: kubernetes get no PodGroup", NOT_SERVED)
+    else:
+        log.info("Kubernetes' own gang scheduling: PodGroups of %s", api)
+    return api
 
 
 def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -127,12 +159,15 @@ class Sweeper:
         self.config = config
         self.clock = clock
         self.queue = WorkQueue()
+        self.kubernetes_podgroup_api = discover_podgroup_api(kube)
+        self.selectors = selectors(self.kubernetes_podgroup_api)
         self.watches = watches(
             kube,
             namespaces=config.namespaces,
             on_change=self._changed,
             resync_seconds=config.resync_seconds,
             backoff_base=config.backoff_base,
+            watched=self.selectors,
         )
         self.elector = ShardElector(
             kube,
@@ -245,7 +280,7 @@ class Sweeper:
 
     def cached_state(self, key: JobKey) -> JobState:
         objects: dict[Resource, list[dict[str, Any]]] = {}
-        for resource in SELECTORS:
+        for resource in self.selectors:
             informer = self.informer(resource, key[0])
             objects[resource] = list(informer.objects_of(key)) if informer is not None else []
         workloads = objects[STATEFULSETS] + objects[JOBS]
@@ -257,6 +292,9 @@ class Sweeper:
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
+            kai_podgroups=objects[KAI_PODGROUPS],
+            kubernetes_podgroups=_kubernetes_podgroups(objects, self.kubernetes_podgroup_api),
+            kubernetes_podgroup_api=self.kubernetes_podgroup_api,
             secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
             configmaps=objects[CONFIGMAPS],
             cluster_domain=self.config.cluster_domain,
@@ -275,7 +313,9 @@ class Sweeper:
                     self.executor.apply(decision.actions)
                 except StaleState as stale:
                     log.info("job %s/%s: %s; deciding again on fresh state", *key, stale)
-                    state = fetch_state(self.kube, key, self.config.cluster_domain)
+                    state = fetch_state(
+                        self.kube, key, self.config.cluster_domain, self.kubernetes_podgroup_api
+                    )
                     continue
                 self._failures.pop(key, None)
                 self._decided(key, decision.phase, decision.actions)

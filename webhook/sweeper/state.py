@@ -174,6 +174,9 @@ class JobState:
     service: Owned | None = None
     podgroup: Owned | None = None  # Volcano's
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
+    kai_podgroup: Owned | None = None  # NVIDIA KAI's
+    kubernetes_podgroup: Owned | None = None  # Kubernetes' own, of `kubernetes_podgroup_api`
+    kubernetes_podgroup_api: str | None = None  # the version the cluster serves, if any
     secret: Owned | None = None
     problems: tuple[Problem, ...] = ()
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
@@ -254,6 +257,9 @@ def read_job_state(
     services: Iterable[Mapping[str, Any]] = (),
     podgroups: Iterable[Mapping[str, Any]] = (),
     coscheduling_podgroups: Iterable[Mapping[str, Any]] = (),
+    kai_podgroups: Iterable[Mapping[str, Any]] = (),
+    kubernetes_podgroups: Iterable[Mapping[str, Any]] = (),
+    kubernetes_podgroup_api: str | None = None,
     secrets: Iterable[Mapping[str, Any]] = (),
     configmaps: Iterable[Mapping[str, Any]] = (),
     cluster_domain: str = "",
@@ -330,6 +336,9 @@ def read_job_state(
         service=_owned(services, job),
         podgroup=_owned(podgroups, job),
         coscheduling_podgroup=_owned(coscheduling_podgroups, job),
+        kai_podgroup=_owned(kai_podgroups, job),
+        kubernetes_podgroup=_owned(kubernetes_podgroups, job),
+        kubernetes_podgroup_api=kubernetes_podgroup_api,
         secret=_owned(secrets, f"{job}-ssh"),
         problems=tuple(problems),
         cluster_services=tuple(

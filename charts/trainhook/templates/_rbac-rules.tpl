@@ -86,9 +86,10 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [list, watch, create, delete]
-# Gang scheduling: the PodGroup of each job, for Volcano and for scheduler-plugins'
-# coscheduling (Kueue's pod groups are labels on the pods and need nothing more).
-- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io]
+# Gang scheduling: the PodGroup of each job, for Volcano, scheduler-plugins' coscheduling, KAI
+# (scheduling.run.ai) and Kubernetes' own gang (scheduling.k8s.io; Kueue's pod groups are labels
+# on the pods and need nothing more).
+- apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io, scheduling.run.ai, scheduling.k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, patch, delete]
 # Events that explain what the sweeper did.

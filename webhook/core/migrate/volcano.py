@@ -138,12 +138,20 @@ def migrate_volcano(
         ("minSuccess", "the success policy decides (trainhook.io/success-policy)"),
         ("volumes", "Trainhook creates no volume claims: put them in the templates"),
         ("runningEstimate", "Trainhook's gang has no running estimate"),
-        ("networkTopology", "Trainhook's gang has no network topology constraint"),
     ):
         if spec.has(field_name):
             notes.add(
                 spec.at(field_name), f"{spec.get(field_name)!r} has no equivalent, because {why}"
             )
+    if spec.has("networkTopology"):
+        # A tier cannot name the node label Trainhook's placement reads: the user adds it.
+        notes.add(
+            spec.at("networkTopology"),
+            f"{spec.get('networkTopology')!r} is not carried over: set "
+            f"{contract.PLACEMENT_TOPOLOGY} (the node label that tier's HyperNodes group nodes "
+            f"by), {contract.PLACEMENT_TIER} (the tier) and {contract.PLACEMENT} (hard: "
+            "required, soft: preferred) on every workload",
+        )
     return job
 
 

@@ -15,6 +15,8 @@ from webhook.core.workload import build_topology
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
+    KAI_PODGROUPS,
+    KUBERNETES_PODGROUPS,
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
@@ -98,7 +100,10 @@ def service_actions(state: JobState) -> Iterable[Action]:
         yield _update(state, SERVICES, existing, wanted)
 
 
-PODGROUP_RESOURCES = {r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS)}
+PODGROUP_RESOURCES = {
+    **{r.api_version: r for r in (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS)},
+    **KUBERNETES_PODGROUPS,
+}
 
 
 def gang_of(state: JobState) -> Gang | None:
@@ -169,7 +174,7 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
     priority = next((w.priority_class for w in state.workloads if w.priority_class), None)
     members, resources = gang.minimum_of(parts)
     members = min(members, sum(counts.values()))
-    found = core_podgroup_spec(gang, members, resources, priority)
+    found = core_podgroup_spec(gang, members, resources, priority, state.kubernetes_podgroup_api)
     if found is None:
         return None
     api_version, spec = found
@@ -177,7 +182,14 @@ def podgroup_of(state: JobState) -> tuple[Resource, dict[str, Any]] | None:
 
 
 def podgroups(state: JobState) -> dict[Resource, Owned | None]:
-    return {PODGROUPS: state.podgroup, COSCHEDULING_PODGROUPS: state.coscheduling_podgroup}
+    found = {
+        PODGROUPS: state.podgroup,
+        COSCHEDULING_PODGROUPS: state.coscheduling_podgroup,
+        KAI_PODGROUPS: state.kai_podgroup,
+    }
+    if state.kubernetes_podgroup_api is not None:
+        found[KUBERNETES_PODGROUPS[state.kubernetes_podgroup_api]] = state.kubernetes_podgroup
+    return found
 
 
 def podgroup_actions(state: JobState) -> Iterable[Action]:
@@ -197,8 +209,32 @@ def podgroup_actions(state: JobState) -> Iterable[Action]:
         body_spec = {k: v for k, v in spec.items() if v is not None}
         body = _body(state, resource.api_version, "PodGroup", state.job, body_spec)
         yield Create(resource, state.namespace, body)
+    elif resource in KUBERNETES_PODGROUPS.values():
+        yield from _kubernetes_podgroup_update(state, resource, existing, spec)
     elif _differs(existing, spec) or _owners_differ(state, existing):
         yield _update(state, resource, existing, spec)
+
+
+def _kubernetes_podgroup_update(
+    state: JobState, resource: Resource, existing: Owned, spec: dict[str, Any]
+) -> Iterable[Action]:
+    """Kubernetes' PodGroup is immutable but for its gang's minCount (and wholly so in
+    v1alpha2): a change there is a patch, any other a new PodGroup (deleted now, created again
+    on the next pass; the pods find it by name). Fields the job leaves out are not compared,
+    as the API server may fill them (a default priority class)."""
+    wanted = {key: value for key, value in spec.items() if value is not None}
+    changed = {key for key, value in wanted.items() if existing.spec.get(key) != value}
+    if not changed:
+        if _owners_differ(state, existing):
+            yield _update(state, resource, existing, {})
+        return
+    if changed == {"schedulingPolicy"} and (
+        resource.api_version not in contract.KUBERNETES_IMMUTABLE_PODGROUP_APIS
+        and "gang" in (existing.spec.get("schedulingPolicy") or {})
+    ):
+        yield _update(state, resource, existing, {"schedulingPolicy": wanted["schedulingPolicy"]})
+        return
+    yield Delete(resource, state.namespace, existing.name, existing.uid)
 
 
 def ssh_secret_actions(state: JobState) -> Iterable[Action]:
