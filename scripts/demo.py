@@ -55,6 +55,9 @@ def main() -> int:
     )
     print(f"certificates: {CERTS.relative_to(ROOT)}/ca.crt signs tls.crt for {SERVICE}.{NAMESPACE}")
     with tempfile.TemporaryDirectory(prefix="trainhook-demo-") as scratch, emulator() as api:
+        # The emulated cluster serves Kubernetes' own PodGroup (1.37's beta), as a cluster must
+        # for the example that gangs its pods with it (examples/jax-kubernetes-gang.yaml).
+        api.serve("scheduling.k8s.io/v1beta1/podgroups", "PodGroup")
         config = kubeconfig(Path(scratch) / "kubeconfig", api.url)
         log = Path(scratch) / "serve.log"
         try:
