@@ -157,6 +157,35 @@ def controller_pod(workload: dict[str, Any], ordinal: int) -> dict[str, Any]:
     return as_served(workload, pod)
 
 
+def service_account_volume(name: str) -> dict[str, Any]:
+    """The projected token volume the API server's ServiceAccount admission adds to every pod."""
+    return {
+        "name": name,
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                            }
+                        ]
+                    }
+                },
+            ],
+        },
+    }
+
+
 def as_served(workload: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     """A pod the StatefulSet controller made, as it reaches the webhooks: created and
     defaulted (changed in place)."""
@@ -178,34 +207,7 @@ def as_served(workload: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
     token = "kube-api-access-7xk2p"
     spec["volumes"] = [
         {"name": "data", "emptyDir": {}},
-        {
-            "name": token,
-            "projected": {
-                "defaultMode": 420,
-                "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {
-                                        "apiVersion": "v1",
-                                        "fieldPath": "metadata.namespace",
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        },
+        service_account_volume(token),
     ]
     for item in spec["containers"]:
         item["volumeMounts"] = [

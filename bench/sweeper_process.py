@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.reviews import service_account_volume
 from bench.sizes import controller_pods, workloads
 from tests.support.emulator import EmulatorThread, emulator, kubeconfig
 from webhook.core.pod_mutation import mutate_pod
@@ -109,36 +110,7 @@ def stored_pod(pod: dict[str, Any], index: int) -> dict[str, Any]:
                 "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
             }
         )
-    spec.setdefault("volumes", []).append(
-        {
-            "name": token,
-            "projected": {
-                "defaultMode": 420,
-                "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {
-                                        "apiVersion": "v1",
-                                        "fieldPath": "metadata.namespace",
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        }
-    )
+    spec.setdefault("volumes", []).append(service_account_volume(token))
     spec.update(
         dnsPolicy="ClusterFirst",
         enableServiceLinks=True,
