@@ -27,11 +27,14 @@ OLDEST_SUPPORTED = "1.29"
 NEWEST = kubernetes_validate.latest_version()
 
 
+def documents_of(example: str) -> list[dict[str, Any]]:
+    with open(EXAMPLES / example) as manifest:
+        return [document for document in yaml.safe_load_all(manifest) if document]
+
+
 @functools.cache
 def rendered(example: str) -> tuple[RenderedPod, ...]:
-    with open(EXAMPLES / example) as manifest:
-        documents = [document for document in yaml.safe_load_all(manifest) if document]
-    return tuple(render(documents))
+    return tuple(render(documents_of(example)))
 
 
 def pod_of(example: str, role: str, index: int) -> RenderedPod:
@@ -1222,9 +1225,7 @@ def test_the_kubernetes_gang_example_names_its_podgroup_on_every_pod_and_renders
     pods = rendered("jax-kubernetes-gang.yaml")
     assert {pod.pod["spec"]["schedulingGroup"]["podGroupName"] for pod in pods} == {"jax-gang"}
     assert all(pod.pod["spec"].get("schedulerName") is None for pod in pods)
-    with open(EXAMPLES / "jax-kubernetes-gang.yaml") as manifest:
-        documents = [document for document in yaml.safe_load_all(manifest) if document]
-    assert render_all(documents).podgroups == [
+    assert render_all(documents_of("jax-kubernetes-gang.yaml")).podgroups == [
         {
             "apiVersion": "scheduling.k8s.io/v1beta1",
             "kind": "PodGroup",
@@ -1246,9 +1247,7 @@ def test_the_kai_example_joins_every_pod_to_one_podgroup_in_its_queue_within_a_r
         assert metadata["labels"]["kai.scheduler/queue"] == "research"
         assert metadata["annotations"]["pod-group-name"] == "jax-kai"
         assert metadata["annotations"]["kai.scheduler/skip-podgrouper"] == "true"
-    with open(EXAMPLES / "jax-kai.yaml") as manifest:
-        documents = [document for document in yaml.safe_load_all(manifest) if document]
-    assert render_all(documents).podgroups == [
+    assert render_all(documents_of("jax-kai.yaml")).podgroups == [
         {
             "apiVersion": "scheduling.run.ai/v2alpha2",
             "kind": "PodGroup",
