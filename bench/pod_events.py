@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.sweeper import NOW, pytorch_pods
+from bench.tables import table
 from webhook.core import contract
 from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
@@ -103,8 +104,6 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
 
 
 def events_table(costs: Sequence[EventCost], pods: int) -> str:
-    from bench.run import table
-
     header = [f"pod events at {pods:,} pods", "events", "reconciles", "CPU per event"]
     rows = [
         [

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bench import tables
 from tests.support.emulator import EmulatorThread
 from tests.support.played_cluster import NAMESPACE, PlayedCluster, in_place_pod
 from tests.support.stored import stamped, statefulset
@@ -282,19 +283,13 @@ def table(costs: list[RestartCost]) -> str:
         ]
         for c in costs
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     notes = (
         "resume s: in memory, the sweeper's decision time summed over its rounds; against the "
         "emulator, the wall time with the played kubelet acting at once. A cluster adds, for "
         "every recreated pod, scheduling, image pull, volume attach and a new IP; in place, only "
         "the containers' restart."
     )
-    return "\n".join([line(header), rule, *(line(r) for r in rows), "", notes])
+    return "\n".join([tables.table(header, rows), "", notes])
 
 
 POLICIES = ("RestartJobInPlace", "RestartJob")

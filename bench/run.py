@@ -55,23 +55,13 @@ from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
 from bench.sweeper_process import process_memory, process_table
+from bench.tables import table
 from bench.wsgi import AppCost, app_costs
 from tests.support.attacks import KINDS, Report, under_attack
 from tests.support.serving import serving
 from webhook.certs.material import generate
 
 GROWTH_SIZES = (8, 64, 512, 2048, 4096)
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown table whose columns line up in a terminal too."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(header), rule, *(line(row) for row in rows)])
 
 
 def handler_table(costs: Sequence[HandlerCost]) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bench import tables
 from bench.fresh import in_fresh_process
 from webhook.core.admit import Request, admit
 from webhook.core.peers import configmap
@@ -203,13 +204,7 @@ def table(rows: Sequence[JobSize]) -> str:
         ]
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
-    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return "\n".join([line(header), rule, *(line(cells) for cells in lines)])
+    return tables.table(header, lines)
 
 
 def job_sizes(

@@ -27,6 +27,7 @@ from typing import Any
 from bench.fresh import in_fresh_process
 from bench.inprocess import answer, patch_of
 from bench.reviews import Case, admitted, apply, container, controller_pod, review, statefulset
+from bench.tables import table
 from webhook.core import contract
 from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
@@ -190,8 +191,6 @@ def sweeper_costs(rounds: int, cases: Sequence[tuple[str, int, int]] = CASES) ->
 
 
 def sweeper_table(costs: Sequence[SweeperCost]) -> str:
-    from bench.run import table
-
     header = [
         "sweeper",
         "whole pod",

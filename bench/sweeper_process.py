@@ -38,6 +38,7 @@ from typing import Any
 
 from bench.reviews import service_account_volume
 from bench.sizes import controller_pods, workloads
+from bench.tables import table
 from tests.support.emulator import EmulatorThread, emulator, kubeconfig
 from webhook.core.pod_mutation import mutate_pod
 from webhook.kube.resources import PODS, STATEFULSETS
@@ -355,7 +356,6 @@ def process_memory(cases: Sequence[tuple[int, int]] = CASES) -> list[ProcessMemo
 
 
 def process_table(results: Sequence[ProcessMemory]) -> str:
-    from bench.run import table
 
     header = ["sweep process", "pod B", "listed", "events", "relist", "peak", "per pod"]
     rows = [
