@@ -168,11 +168,10 @@ def admit(
         return Outcome(patch, pod_warnings)
     if kind == "Pod":
         return None
-    old = previous
     if job_of(obj) is None:
-        if kind == "StatefulSet" and old is not None and job_of(old) is not None:
+        if kind == "StatefulSet" and previous is not None and job_of(previous) is not None:
             # The framework label was removed: the webhook's additions go with it.
-            return Outcome(diff(obj, opt_out(obj, old)), [])
+            return Outcome(diff(obj, opt_out(obj, previous)), [])
         return None
     joining = joins(obj, previous, operation)
     if joining:  # created, labelled or relabelled into a job: by the job's owner only
@@ -188,7 +187,7 @@ def admit(
         warnings: list[str] = []
     else:
         workload = mutate_workload(
-            obj, operation, namespace, claimed(obj, siblings), policy.cluster_domain, old
+            obj, operation, namespace, claimed(obj, siblings), policy.cluster_domain, previous
         )
         mutated, warnings = workload.workload, workload.warnings
     if joining and request.username:
