@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.reviews import encoded, is_review, is_status, review
-from webhook.core import contract, jsoncodec
+from tests.support.reviews import cost_past_decoding, encoded, is_review, is_status, review
+from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 
@@ -73,30 +73,7 @@ def beyond_decoding(document: dict[str, Any]) -> tuple[Answer, float, float]:
     """The answer, and what the review costs past decoding its body (CPU ms, best of three, and
     MiB at the peak): decoding is bounded by the body, which the API server caps at 3 MiB."""
     body = encoded(document)
-
-    def cpu(call: Any) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.thread_time()
-            call()
-            best = min(best, time.thread_time() - started)
-        return best * 1000
-
-    def peak(call: Any) -> float:
-        tracemalloc.start()
-        try:
-            call()
-            return tracemalloc.get_traced_memory()[1] / 2**20
-        finally:
-            tracemalloc.stop()
-
-    def decode() -> None:
-        jsoncodec.loads(body)
-
-    def whole() -> Answer:
-        return answer_to(body, "application/json", Context())
-
-    return whole(), cpu(whole) - cpu(decode), peak(whole) - peak(decode)
+    return answer_to(body, "application/json", Context()), *cost_past_decoding(body)
 
 
 def many_containers(count: int, field: str) -> dict[str, Any]:

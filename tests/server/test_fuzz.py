@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-import time
-import tracemalloc
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.reviews import (
+    cost_past_decoding,
     example_documents,
     is_review,
     is_status,
@@ -19,7 +18,7 @@ from tests.support.reviews import (
     review,
     workloads_of,
 )
-from webhook.core import contract, jsoncodec
+from webhook.core import contract
 from webhook.server.admission import Context
 from webhook.server.admission import review as answer_to
 
@@ -258,38 +257,10 @@ def crowded_pods(draw: st.DrawFn) -> bytes:
     return json.dumps(document).encode()
 
 
-def _cost_past_decoding(body: bytes) -> tuple[float, float]:
-    """CPU ms (best of three) and peak MiB of answering `body`, less those of decoding it."""
-
-    def cpu(call: Any) -> float:
-        best = float("inf")
-        for _ in range(3):
-            started = time.thread_time()
-            call()
-            best = min(best, time.thread_time() - started)
-        return best * 1000
-
-    def peak(call: Any) -> float:
-        tracemalloc.start()
-        try:
-            call()
-            return tracemalloc.get_traced_memory()[1] / 2**20
-        finally:
-            tracemalloc.stop()
-
-    def decode() -> None:
-        jsoncodec.loads(body)
-
-    def answer() -> None:
-        answer_to(body, JSON, CONTEXT)
-
-    return cpu(answer) - cpu(decode), peak(answer) - peak(decode)
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=crowded_pods() | hostile_pods())
 def test_no_hostile_pod_costs_over_10_ms_or_5_mib_past_decoding(body: bytes) -> None:
-    milliseconds, mebibytes = _cost_past_decoding(body)
+    milliseconds, mebibytes = cost_past_decoding(body)
 
     assert milliseconds < 10
     assert mebibytes < 5

@@ -8,18 +8,13 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.render import InputError, load
+from webhook.cli.render import InputError, add_paths, load
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.migrate import SOURCES, MigrationError, migrate_one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        metavar="FILE",
-        help="YAML files (multi-document) or folders of them; '-' reads standard input",
-    )
+    add_paths(parser)
     parser.add_argument(
         "--framework",
         choices=tuple(FRAMEWORKS),

@@ -14,13 +14,18 @@ from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER, KUBERNETES_POD
 from webhook.core.render import RenderError, render_all, table
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_paths(parser: argparse.ArgumentParser) -> None:
+    """The FILE arguments that `load` reads."""
     parser.add_argument(
         "paths",
         nargs="+",
         metavar="FILE",
         help="YAML files (multi-document) or folders of them; '-' reads standard input",
     )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_paths(parser)
     parser.add_argument(
         "-o",
         "--output",

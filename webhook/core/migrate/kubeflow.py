@@ -243,16 +243,7 @@ def _run_policy(spec: Fields, job: Job, notes: Notes, kind: Kind) -> tuple[int |
                 scheduling.at("scheduleTimeoutSeconds"),
                 f"no equivalent with {chosen}: only coscheduling has a schedule timeout",
             )
-    priority = scheduling.text("priorityClass")
-    if priority is not None:
-        for role in job.roles:
-            role.template["spec"].setdefault("priorityClassName", priority)
-    if scheduling.has("minResources"):
-        scheduling.get("minResources")
-        notes.add(
-            scheduling.at("minResources"),
-            "computed: the PodGroup's minResources is the sum of the job's pods' requests",
-        )
+    priority_and_resources(scheduling, job, notes)
     managed_by = run.text("managedBy")
     if managed_by is not None:
         notes.add(run.at("managedBy"), "no equivalent, because no controller owns the workloads")
@@ -286,6 +277,20 @@ def gang_minimum(minimum: int | None, job: Job, notes: Notes, path: str) -> None
     if minimum is not None and minimum != wanted:
         gang = "the elastic minimum of nodes" if elastic else "every pod of the job"
         notes.add(path, f"{minimum} has no equivalent, because the gang is {gang} ({wanted})")
+
+
+def priority_and_resources(scheduling: Fields, job: Job, notes: Notes) -> None:
+    """A schedulingPolicy's priorityClass goes to the pods; its minResources is computed."""
+    priority = scheduling.text("priorityClass")
+    if priority is not None:
+        for role in job.roles:
+            role.template["spec"].setdefault("priorityClassName", priority)
+    if scheduling.has("minResources"):
+        scheduling.get("minResources")
+        notes.add(
+            scheduling.at("minResources"),
+            "computed: the PodGroup's minResources is the sum of the job's pods' requests",
+        )
 
 
 def _template_scheduler(job: Job) -> str | None:

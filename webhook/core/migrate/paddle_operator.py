@@ -16,7 +16,11 @@ from webhook.core.migrate.base import (
     metadata,
     template_of,
 )
-from webhook.core.migrate.kubeflow import DEFAULT_GANG_SCHEDULER, gang_minimum
+from webhook.core.migrate.kubeflow import (
+    DEFAULT_GANG_SCHEDULER,
+    gang_minimum,
+    priority_and_resources,
+)
 
 # The resource specs, in Trainhook's role order.
 ROLES = ("ps", "worker", "heter")
@@ -97,16 +101,7 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
         job.annotations[contract.SCHEDULER] = DEFAULT_GANG_SCHEDULER
         job.annotations[contract.QUEUE] = queue
     gang_minimum(scheduling.integer("minAvailable"), job, notes, scheduling.at("minAvailable"))
-    priority = scheduling.text("priorityClass")
-    if priority is not None:
-        for member in job.roles:
-            member.template["spec"].setdefault("priorityClassName", priority)
-    if scheduling.has("minResources"):
-        scheduling.get("minResources")
-        notes.add(
-            scheduling.at("minResources"),
-            "computed: the PodGroup's minResources is the sum of the job's pods' requests",
-        )
+    priority_and_resources(scheduling, job, notes)
     job.annotations[contract.PORT] = str(PORT)
     job.annotations[contract.COMPAT] = "paddle-operator"
     return job
