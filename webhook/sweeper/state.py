@@ -468,20 +468,21 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
-        attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
+        attempt=status_field(annotations_of(obj).get(contract.STATUS), "restartedAt"),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
     )
 
 
-def _attempt(status: str | None) -> str:
-    """The restartedAt of a recorded trainhook.io/status, "" when it names none."""
+def status_field(status: str | None, key: str) -> str:
+    """One text field (restartedAt, message) of a recorded trainhook.io/status, "" when it
+    names none."""
     try:
         value = json.loads(status or "{}")
     except ValueError:
         return ""
-    restarted = value.get("restartedAt") if isinstance(value, dict) else None
-    return restarted if isinstance(restarted, str) else ""
+    field = value.get(key) if isinstance(value, dict) else None
+    return field if isinstance(field, str) else ""
 
 
 def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:
