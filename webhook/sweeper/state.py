@@ -395,29 +395,30 @@ def _claimed(
 
 
 def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
-    metadata = metadata_of(obj)
-    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
-    return Problem(
-        kind,
-        name,
-        metadata.get("uid") or "",
-        f"{kind} {name} is labelled {contract.JOB}={job} but records no creator "
-        f"({contract.CREATED_BY}): the webhook did not admit it into the job, which belongs to "
-        f"{claim.creator}; the sweeper takes it as the job's, as it does workloads made before "
-        "creators were recorded; recreate it if that is wrong",
+    return _labelled_problem(
+        obj,
+        job,
+        f"records no creator ({contract.CREATED_BY}): the webhook did not admit it into the "
+        f"job, which belongs to {claim.creator}; the sweeper takes it as the job's, as it does "
+        "workloads made before creators were recorded; recreate it if that is wrong",
     )
 
 
 def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
+    return _labelled_problem(
+        obj,
+        job,
+        f"was created by {creator}, and the job belongs to {claim.creator} "
+        f"({claim.kind} {claim.name}); the sweeper ignores it",
+    )
+
+
+def _labelled_problem(obj: Mapping[str, Any], job: str, but: str) -> Problem:
+    """A problem with an object labelled into `job`, saying what else it is."""
     metadata = metadata_of(obj)
     kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
-    return Problem(
-        kind,
-        name,
-        metadata.get("uid") or "",
-        f"{kind} {name} is labelled {contract.JOB}={job} but was created by {creator}, and the "
-        f"job belongs to {claim.creator} ({claim.kind} {claim.name}); the sweeper ignores it",
-    )
+    text = f"{kind} {name} is labelled {contract.JOB}={job} but {but}"
+    return Problem(kind, name, metadata.get("uid") or "", text)
 
 
 def _intruder(pod: Mapping[str, Any], job: str, members: set[tuple[str, str]]) -> Problem:
