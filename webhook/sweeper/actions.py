@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.kube.resources import SECRETS, Resource
+
+if TYPE_CHECKING:
+    from webhook.sweeper.state import JobState, WorkloadView
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class Patch:
 
     def describe(self) -> str:
         return f"patch {self.resource.kind} {self.namespace}/{self.name}"
+
+
+def workload_patch(state: JobState, workload: WorkloadView, patch: Mapping[str, Any]) -> Patch:
+    """A patch of one of the job's workloads, applied only to the version of it decided on."""
+    return Patch(
+        workload.resource, state.namespace, workload.name, patch, workload.resource_version
+    )
 
 
 @dataclass(frozen=True)

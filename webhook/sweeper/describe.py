@@ -5,7 +5,6 @@ failure's message."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.decide import recorded_status
 from webhook.sweeper.failures import job_failure_policy
-from webhook.sweeper.state import job_key, read_job_state
+from webhook.sweeper.state import job_key, read_job_state, status_field
 from webhook.sweeper.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
@@ -238,7 +237,7 @@ def last_failure(objects: JobObjects) -> str | None:
     for workload in objects.workloads:
         annotations = _metadata(workload).get("annotations") or {}
         if annotations.get(contract.PHASE) == "Failed":
-            said = _recorded_message(annotations.get(contract.STATUS))
+            said = status_field(annotations.get(contract.STATUS), "message")
             reason = annotations.get(contract.REASON) or "Failed"
             parts.append(f"job failed: {reason}" + (f": {said}" if said else ""))
             break
@@ -247,15 +246,6 @@ def last_failure(objects: JobObjects) -> str | None:
         _, text = max(exits, key=lambda found: found[0])
         parts.append(text)
     return "; ".join(parts) or None
-
-
-def _recorded_message(status: str | None) -> str:
-    try:
-        recorded = json.loads(status or "{}")
-    except ValueError:
-        return ""
-    message = recorded.get("message") if isinstance(recorded, dict) else None
-    return message if isinstance(message, str) else ""
 
 
 def _failed_exits(pod: Mapping[str, Any]) -> Iterable[tuple[datetime, str]]:

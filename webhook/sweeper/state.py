@@ -395,29 +395,30 @@ def _claimed(
 
 
 def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
-    metadata = metadata_of(obj)
-    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
-    return Problem(
-        kind,
-        name,
-        metadata.get("uid") or "",
-        f"{kind} {name} is labelled {contract.JOB}={job} but records no creator "
-        f"({contract.CREATED_BY}): the webhook did not admit it into the job, which belongs to "
-        f"{claim.creator}; the sweeper takes it as the job's, as it does workloads made before "
-        "creators were recorded; recreate it if that is wrong",
+    return _labelled_problem(
+        obj,
+        job,
+        f"records no creator ({contract.CREATED_BY}): the webhook did not admit it into the "
+        f"job, which belongs to {claim.creator}; the sweeper takes it as the job's, as it does "
+        "workloads made before creators were recorded; recreate it if that is wrong",
     )
 
 
 def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
+    return _labelled_problem(
+        obj,
+        job,
+        f"was created by {creator}, and the job belongs to {claim.creator} "
+        f"({claim.kind} {claim.name}); the sweeper ignores it",
+    )
+
+
+def _labelled_problem(obj: Mapping[str, Any], job: str, but: str) -> Problem:
+    """A problem with an object labelled into `job`, saying what else it is."""
     metadata = metadata_of(obj)
     kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
-    return Problem(
-        kind,
-        name,
-        metadata.get("uid") or "",
-        f"{kind} {name} is labelled {contract.JOB}={job} but was created by {creator}, and the "
-        f"job belongs to {claim.creator} ({claim.kind} {claim.name}); the sweeper ignores it",
-    )
+    text = f"{kind} {name} is labelled {contract.JOB}={job} but {but}"
+    return Problem(kind, name, metadata.get("uid") or "", text)
 
 
 def _intruder(pod: Mapping[str, Any], job: str, members: set[tuple[str, str]]) -> Problem:
@@ -468,20 +469,21 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
-        attempt=_attempt(annotations_of(obj).get(contract.STATUS)),
+        attempt=status_field(annotations_of(obj).get(contract.STATUS), "restartedAt"),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
     )
 
 
-def _attempt(status: str | None) -> str:
-    """The restartedAt of a recorded trainhook.io/status, "" when it names none."""
+def status_field(status: str | None, key: str) -> str:
+    """One text field (restartedAt, message) of a recorded trainhook.io/status, "" when it
+    names none."""
     try:
         value = json.loads(status or "{}")
     except ValueError:
         return ""
-    restarted = value.get("restartedAt") if isinstance(value, dict) else None
-    return restarted if isinstance(restarted, str) else ""
+    field = value.get(key) if isinstance(value, dict) else None
+    return field if isinstance(field, str) else ""
 
 
 def _bare_pod_workload(pod: Mapping[str, Any], namespace: str) -> Workload:

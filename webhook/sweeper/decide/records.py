@@ -13,7 +13,7 @@ from webhook.core import contract
 from webhook.core.completeness import waiting_message
 from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
-from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch
+from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.failures import (
     DISRUPTION_REASONS,
@@ -249,13 +249,7 @@ def merge_records(
             )
         merged.append(action)
     alone = [
-        Patch(
-            w.resource,
-            state.namespace,
-            w.name,
-            {"metadata": {"annotations": pending[w.name]}},
-            w.resource_version,
-        )
+        workload_patch(state, w, {"metadata": {"annotations": pending[w.name]}})
         for w in state.workloads
         if w.name in pending
     ]

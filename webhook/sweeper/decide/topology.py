@@ -12,7 +12,7 @@ from webhook.core import contract
 from webhook.core.topology import stamp
 from webhook.core.workload import build_topology
 from webhook.kube.resources import PODS
-from webhook.sweeper.actions import Action, Delete, Patch
+from webhook.sweeper.actions import Action, Delete, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.pods import PodView
 from webhook.sweeper.state import JobState, WorkloadView
@@ -71,9 +71,7 @@ def topology_actions(state: JobState) -> Iterable[Action]:
         if workload.kind == "StatefulSet" or (status and status.suspended and not status.started):
             restamped = restamped or workload.kind == "StatefulSet"
             patch = {"spec": {"template": {"metadata": {"annotations": wanted}}}}
-            yield Patch(
-                workload.resource, state.namespace, workload.name, patch, workload.resource_version
-            )
+            yield workload_patch(state, workload, patch)
         else:
             yield event_on(
                 state,
@@ -132,9 +130,7 @@ def _release_held_job(state: JobState, workload: WorkloadView, wanted: dict[str,
     }
     if any(workload.stamp.get(key) != value for key, value in wanted.items()):
         patch["spec"]["template"] = {"metadata": {"annotations": wanted}}
-    return Patch(
-        workload.resource, state.namespace, workload.name, patch, workload.resource_version
-    )
+    return workload_patch(state, workload, patch)
 
 
 def _lift_gates(state: JobState, current: Sequence[PodView]) -> Iterable[Action]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
-from webhook.sweeper.actions import Action, Decision, Delete, Patch
+from webhook.sweeper.actions import Action, Decision, Delete, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.owned import podgroups
 from webhook.sweeper.decide.records import Outcome
@@ -62,15 +62,7 @@ def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
         ):
             patch["spec"] = {"suspend": True}  # stop the Job controller replacing cleaned pods
         if patch:
-            patches.append(
-                Patch(
-                    workload.resource,
-                    state.namespace,
-                    workload.name,
-                    patch,
-                    workload.resource_version,
-                )
-            )
+            patches.append(workload_patch(state, workload, patch))
     if expired and not patches:
         return Decision(tuple(_delete_job(state)))
     # The Kueue marker before the pods go: Kueue must see it on a pod of the group.

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.core import contract
-from webhook.sweeper.actions import Action, Decision, Patch
+from webhook.sweeper.actions import Action, Decision, workload_patch
 from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
 from webhook.sweeper.policy import Replica
 from webhook.sweeper.state import JobState
@@ -51,15 +51,7 @@ def suspend_job(
         if spec:
             patch["spec"] = spec
         if patch:
-            actions.append(
-                Patch(
-                    workload.resource,
-                    state.namespace,
-                    workload.name,
-                    patch,
-                    workload.resource_version,
-                )
-            )
+            actions.append(workload_patch(state, workload, patch))
     return Decision(tuple(actions), phase=SUSPENDED)
 
 
@@ -75,9 +67,5 @@ def resume_job(state: JobState) -> list[Action]:
             patch["spec"] = {"replicas": int(remembered)}
         elif workload.job_status is not None and workload.job_status.suspended:
             patch["spec"] = {"suspend": False}
-        actions.append(
-            Patch(
-                workload.resource, state.namespace, workload.name, patch, workload.resource_version
-            )
-        )
+        actions.append(workload_patch(state, workload, patch))
     return actions
