@@ -106,7 +106,7 @@ class _Live(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily(
             "trainhook_sweeper_jobs",
-            "Training jobs by the phase the sweeper last decided (leader only; 0 on standbys).",
+            "Training jobs by the phase last decided, of the shards this replica holds.",
             labels=["phase"],
         )
         for phase, count in self.metrics.by_phase().items():
