@@ -5,6 +5,7 @@ admission rules about authority rather than about the job's shape."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
@@ -43,17 +44,37 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     return changed
 
 
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Which job a request's object is labelled for, which it was before an UPDATE, and whether
+    the request brings it into a job (`joins`): read once per review, for every rule below."""
+
+    job: str | None
+    before: str | None
+    joins: bool
+
+
+def membership(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> Membership:
+    previous = old if operation == "UPDATE" else None
+    job = job_of(obj)
+    before = job_of(previous) if previous is not None else None
+    return Membership(job, before, _joins(job, before, previous is not None, operation))
+
+
 def joins(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> bool:
     """Whether the request brings `obj` into a job: a labelled object created, or an update that
     labels it or moves it to another job. Such an update is judged as a creation: the object was
     never admitted into this job, so nothing it carries was vetted (an object created without the
     framework label never reaches the webhook)."""
-    job = job_of(obj)
+    return membership(obj, old, operation).joins
+
+
+def _joins(job: str | None, before: str | None, had_old: bool, operation: str) -> bool:
     if job is None:
         return False
     if operation == "CREATE":
         return True
-    return operation == "UPDATE" and old is not None and job_of(old) != job
+    return operation == "UPDATE" and had_old and before != job
 
 
 def forged_outcome(
@@ -63,6 +84,7 @@ def forged_outcome(
     operation: str,
     username: str,
     sweeper_username: str,
+    member: Membership | None = None,
 ) -> str | None:
     """Why a request may not carry the outcome annotations it does; None when it may.
 
@@ -75,9 +97,10 @@ def forged_outcome(
     if kind not in (*WORKLOAD_KINDS, "Pod"):
         return None
     previous = old if operation == "UPDATE" else None
-    if job_of(obj) is None and (previous is None or job_of(previous) is None):
+    member = member or membership(obj, old, operation)
+    if member.job is None and member.before is None:
         return None
-    joining = joins(obj, previous, operation)
+    joining = member.joins
     changed = changed_outcome(obj, None if joining else previous)
     if not changed:
         return None
@@ -100,6 +123,7 @@ def forged_creator(
     kind: str,
     operation: str,
     username: str,
+    member: Membership | None = None,
 ) -> str | None:
     """Why a request may not carry the `trainhook.io/created-by` it does; None when it may.
 
@@ -111,12 +135,12 @@ def forged_creator(
     if kind not in WORKLOAD_KINDS:
         return None
     previous = old if operation == "UPDATE" else None
-    labelled = job_of(obj) is not None or (previous is not None and job_of(previous) is not None)
-    if not labelled:
+    member = member or membership(obj, old, operation)
+    if member.job is None and member.before is None:
         return None
     now = creator_of(obj)
     key = contract.CREATED_BY
-    if joins(obj, previous, operation):
+    if member.joins:
         if operation == "UPDATE" or now is None or now == username:
             return None  # a labelling update: the webhook records its requester over whatever
         return (
