@@ -37,7 +37,10 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     (None: a new object)."""
     now = annotations_of(obj)
     before = annotations_of(old) if old is not None else {}
-    changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    if before or not now.keys().isdisjoint(OUTCOME_KEYS):
+        changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    else:
+        changed = []  # most requests: nothing recorded before, none written now
     labels, labelled = labels_of(obj), labels_of(old) if old is not None else {}
     if labels.get(contract.PHASE) != labelled.get(contract.PHASE):
         changed.append(f"label {contract.PHASE}")
