@@ -3,8 +3,9 @@
 A serving thread hands its request's record over and answers at once: it takes no lock that is
 held across a write (the log handler's, the metrics files'), so threads that answer do not queue
 behind one that writes. The writer thread starts in the process that first records (a gunicorn
-worker, after the fork). Should it fall this far behind, a serving thread writes its own line,
-so what waits stays bounded and nothing is dropped.
+worker, after the fork). What queued while it wrote is written together: the lines in one
+write, each counter incremented once per batch. Should it fall this far behind, a serving
+thread writes its own line, so what waits stays bounded and nothing is dropped.
 """
 
 from __future__ import annotations
