@@ -382,3 +382,19 @@ def test_a_volcano_network_topology_says_which_placement_annotations_carry_it() 
         "by), trainhook.io/placement-tier (the tier) and trainhook.io/placement (hard: required, "
         "soft: preferred) on every workload"
     ]
+
+
+def test_a_volcano_jobs_smaller_gang_is_its_min_available_in_the_podgroup() -> None:
+    source = volcano({"pytorch": []}, [task("master", 1), task("worker", 3)], minAvailable=2)
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "2"
+    assert migration.notes == []
+    [podgroup] = render_all(migration.objects).podgroups
+    assert podgroup["spec"]["minMember"] == 2
+
+
+def test_a_paddle_operator_jobs_smaller_gang_is_its_min_available() -> None:
+    source = paddle_operator(schedulingPolicy={"queue": "q", "minAvailable": 1})
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
+    assert not [n for n in migration.notes if "minAvailable" in n]
