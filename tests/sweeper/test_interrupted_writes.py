@@ -46,12 +46,15 @@ def pods_by_name(emulator: Any) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in emulator.objects(PODS, "ml")}
 
 
-def interrupted(emulator: Any, kube: Any, writes: int | None, done: Any, what: str) -> None:
-    """Run a sweeper cut off after `writes` writes (None: never), then, from where it left
-    the job, a fresh one until `done()`, which may play the other controllers."""
+def interrupted(
+    emulator: Any, kube: Any, writes: int | None, refusal: int, done: Any, what: str
+) -> None:
+    """Run a sweeper whose writes after the first `writes` (None: never) are answered
+    `refusal`, then, from where it left the job, a fresh one until `done()`, which may play
+    the other controllers."""
     handler = emulator.emulator
     if writes is not None:
-        handler.cut_writes_after(writes)
+        handler.cut_writes_after(writes, refusal)
         with sweeping(kube) as cut:
             eventually(lambda: handler.writes_refused > 0, timeout=20, what="a write refused")
             cut.reconciled("ml", "pt", times=1)  # it retried, and was refused again
@@ -109,13 +112,25 @@ def restarted(emulator: Any, kube: Any, old: dict[str, str]) -> bool:
     )
 
 
-@pytest.mark.parametrize("writes", [*range(RESTART_WRITES), None])
-def test_a_restart_cut_off_after_any_write_ends_as_an_uninterrupted_one(emulator, kube, writes):
+# Refused as a failing API server would (500), or as a write that lost a race (409 Conflict);
+# and once not at all.
+REFUSALS = (500, 409)
+
+
+def cases(writes: int) -> list[tuple[int | None, int]]:
+    return [(k, refusal) for k in range(writes) for refusal in REFUSALS] + [(None, 500)]
+
+
+@pytest.mark.parametrize(("writes", "refusal"), cases(RESTART_WRITES))
+def test_a_restart_cut_off_after_any_write_ends_as_an_uninterrupted_one(
+    emulator, kube, writes, refusal
+):
     old = running_job(emulator, kube)
     interrupted(
         emulator,
         kube,
         writes,
+        refusal,
         lambda: restarted(emulator, kube, old),
         "the job running again on new pods",
     )
@@ -196,13 +211,16 @@ def resumed_from(emulator: Any, resumed: datetime) -> bool:
     return True
 
 
-@pytest.mark.parametrize("writes", [*range(RESUME_WRITES), None])
-def test_a_resume_cut_off_after_any_write_runs_its_deadline_from_the_resume(emulator, kube, writes):
+@pytest.mark.parametrize(("writes", "refusal"), cases(RESUME_WRITES))
+def test_a_resume_cut_off_after_any_write_runs_its_deadline_from_the_resume(
+    emulator, kube, writes, refusal
+):
     resumed = suspended_job(emulator, kube)
     interrupted(
         emulator,
         kube,
         writes,
+        refusal,
         lambda: resumed_from(emulator, resumed),
         "resumed, its clock from the resume",
     )
