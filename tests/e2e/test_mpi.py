@@ -8,6 +8,7 @@ the hostfile's slots.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -80,16 +81,19 @@ MPIS = {
 }
 
 
-def ssh_secret(job: str, port: int = 22) -> dict[str, str]:
+def ssh_secret(
+    job: str, port: int = 22, namespace: str = NAMESPACE, service: str | None = None
+) -> dict[str, str]:
     """The files of the Secret the sweeper creates for an MPI job."""
-    keys = sshkeys.new_key_pair(f"{job}@trainhook")
-    config = sshkeys.ssh_config(sshkeys.host_patterns(NAMESPACE, [job]), port)
-    return {
-        sshkeys.PRIVATE_KEY: keys.private,
-        sshkeys.PUBLIC_KEY: keys.public,
-        sshkeys.AUTHORIZED_KEYS: keys.public,
-        sshkeys.CONFIG: config,
-    }
+    body = sshkeys.secret_body(
+        namespace=namespace,
+        name=f"{job}-ssh",
+        labels={},
+        owners=[],
+        config=sshkeys.ssh_config(sshkeys.host_patterns(namespace, [service or job]), port),
+        keys=sshkeys.new_key_pair(f"{job}@trainhook"),
+    )
+    return {name: base64.b64decode(value).decode() for name, value in body["data"].items()}
 
 
 @pytest.mark.parametrize("name", sorted(MPIS))
