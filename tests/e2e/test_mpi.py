@@ -8,7 +8,6 @@ the hostfile's slots.
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import subprocess
@@ -20,10 +19,9 @@ import pytest
 
 from webhook.core import contract
 from webhook.core.render import render
-from webhook.sweeper import sshkeys
 
 from .harness import run_job
-from .workloads import NAMESPACE, reports, statefulset
+from .workloads import NAMESPACE, reports, ssh_secret, statefulset
 
 pytestmark = pytest.mark.e2e
 
@@ -79,21 +77,6 @@ MPIS = {
         },
     ),
 }
-
-
-def ssh_secret(
-    job: str, port: int = 22, namespace: str = NAMESPACE, service: str | None = None
-) -> dict[str, str]:
-    """The files of the Secret the sweeper creates for an MPI job."""
-    body = sshkeys.secret_body(
-        namespace=namespace,
-        name=f"{job}-ssh",
-        labels={},
-        owners=[],
-        config=sshkeys.ssh_config(sshkeys.host_patterns(namespace, [service or job]), port),
-        keys=sshkeys.new_key_pair(f"{job}@trainhook"),
-    )
-    return {name: base64.b64decode(value).decode() for name, value in body["data"].items()}
 
 
 @pytest.mark.parametrize("name", sorted(MPIS))
