@@ -1,10 +1,11 @@
 """Operators' own example jobs, migrated by `trainhook migrate`, form their job with the real
 framework client: the training-operator's PyTorchJob and Volcano's pytorch-plugin Job
-(torch.distributed, gloo), the training-operator's TFJob (MultiWorkerMirroredStrategy) and
-PaddleJob (paddle.distributed.launch), mpi-operator's pi MPIJob (Open MPI's mpirun over the
-workers' sshd, as its images run it) and ms-operator's MSJob (MindSpore's scheduler and workers).
-Only the container's command and name change (the examples' images are not here), and what the
-guide tells a user to add; everything else is what migrate wrote.
+(torch.distributed, gloo), the training-operator's TFJob (MultiWorkerMirroredStrategy), the
+training-operator's and paddle-operator's PaddleJobs (paddle.distributed.launch), mpi-operator's
+pi MPIJob (Open MPI's mpirun over the workers' sshd, as its images run it) and ms-operator's MSJob
+(MindSpore's scheduler and workers). Only the container's command and name change (the examples'
+images are not here), and what the guide tells a user to add; everything else is what migrate
+wrote.
 """
 
 from __future__ import annotations
@@ -98,16 +99,25 @@ def test_the_training_operators_tfjob_example_forms_one_strategy(tmp_path: Path)
     assert {r["sum"] for r in found} == {2 + 3}
 
 
-def test_the_training_operators_paddlejob_launches_one_collective_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "namespace", "job"),
+    [
+        ("training-operator/paddlejob-simple-cpu.yaml", "kubeflow", "paddle-simple-cpu"),
+        ("paddle-operator/paddlejob-simple.yaml", "default", "simple"),
+    ],
+)
+def test_an_operators_paddlejob_launches_one_collective_job(
+    name: str, namespace: str, job: str, tmp_path: Path
+) -> None:
     results = tmp_path / "results"
     results.mkdir()
     # The example's own launcher, with the all-reduce client in place of paddle's run_check.
     launch = [sys.executable, "-m", "paddle.distributed.launch"]
     client = [*launch, str(CLIENTS / "paddle_allreduce.py"), str(results)]
-    pods = render(migrated("training-operator/paddlejob-simple-cpu.yaml", client, "paddle"))
-    assert [p.name for p in pods] == ["paddle-simple-cpu-worker-0", "paddle-simple-cpu-worker-1"]
+    pods = render(migrated(name, client, "paddle"))
+    assert [p.name for p in pods] == [f"{job}-worker-0", f"{job}-worker-1"]
 
-    run_job(tmp_path, [p.pod for p in pods], "paddle", namespace="kubeflow", timeout=180)
+    run_job(tmp_path, [p.pod for p in pods], "paddle", namespace=namespace, timeout=120)
 
     found = reports(results)
     assert [r["rank"] for r in found] == [0, 1]
