@@ -185,9 +185,10 @@ def test_a_planted_configmap_labelled_as_the_sweepers_is_deleted_with_one_warnin
     assert (warning.type, warning.involved.name, warning.message) == (
         "Warning",
         "pt-master",
-        f"ConfigMap {name} was not made by Trainhook (its content is not what its name says), "
-        "yet the job's pods would mount it as their peer lists; the sweeper deletes it and makes "
-        "the job's own",
+        f"ConfigMap {name} was not made by Trainhook for the job (its content is not the job's "
+        "lists, though it is labelled as Trainhook's): the job's pods wait "
+        "(trainhook.io/waiting-for-owned-objects) and never mount it as their peer lists; the "
+        "sweeper deletes it and makes the job's own",
     )
     assert of_type(actions, Delete) == [
         Delete(CONFIGMAPS, NAMESPACE, name, planted["metadata"]["uid"])

@@ -1,9 +1,17 @@
 """The objects every job needs: headless Service, Volcano PodGroup, MPI SSH Secret."""
 
-from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
+from tests.support.stored import (
+    bare_pod,
+    indexed_job,
+    owned,
+    pod,
+    stamped,
+    statefulset,
+    sweepers_ssh_secret,
+)
 from webhook.core import contract
-from webhook.kube.resources import PODGROUPS, SECRETS, SERVICES
-from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.kube.resources import JOBS, PODGROUPS, SECRETS, SERVICES, STATEFULSETS
+from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch, Recorded
 
 from .helpers import decision, of_type
 
@@ -255,12 +263,17 @@ def test_an_mpi_job_gets_an_ssh_secret_whose_config_trusts_the_jobs_hosts_only()
             "    UserKnownHostsFile /dev/null\n"
             "    LogLevel ERROR\n"
         ),
+        # the Secret's digest, recorded first on the workloads as they were decided on
+        record_on=(
+            Recorded(JOBS, "hvd-launcher", launcher["metadata"]["resourceVersion"]),
+            Recorded(STATEFULSETS, "hvd-worker", workers["metadata"]["resourceVersion"]),
+        ),
     )
 
 
-def test_an_existing_ssh_secret_is_never_replaced():
+def test_the_sweepers_own_ssh_secret_is_never_replaced():
     launcher, workers = mpi_job()
-    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[owner(launcher), owner(workers)])
+    secret = sweepers_ssh_secret("hvd", launcher, workers)
     actions = decision("hvd", [launcher, workers], secrets=[secret]).actions
     assert of_type(actions, CreateSshSecret) == []
     assert of_type(actions, Delete) == []
@@ -274,8 +287,10 @@ def test_an_ssh_secret_planted_with_the_sweepers_label_before_the_job_is_deleted
 
     [warning] = [a for a in of_type(actions, Emit) if a.reason == "ForeignSecret"]
     assert warning.message == (
-        "Secret hvd-ssh is labelled as Trainhook's but is not owned by the job's workloads, so "
-        "someone else made it; the sweeper deletes it and makes the job's own SSH keys"
+        "Secret hvd-ssh was not made by Trainhook for the job (its keys are not those the "
+        "sweeper made for the job, though it is labelled as Trainhook's): the job's pods wait "
+        "(trainhook.io/waiting-for-owned-objects) and never mount it as their SSH keys; the "
+        "sweeper deletes it and makes the job's own"
     )
     assert of_type(actions, Delete) == [
         Delete(SECRETS, "ml", "hvd-ssh", planted["metadata"]["uid"])
