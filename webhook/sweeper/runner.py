@@ -37,7 +37,7 @@ from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
 from webhook.sweeper.lease import ShardElector, shard_of
-from webhook.sweeper.pods import gates_of, mounted_peers
+from webhook.sweeper.pods import mounted_peers
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
@@ -157,20 +157,16 @@ PEERS_READ = 2
 def unlabelled_peers(
     kube: Kube, key: JobKey, pods: list[dict[str, Any]], labelled: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The peers ConfigMaps that the job's gated pods wait for and that the watch of labelled
-    ones does not hold, read by name: one made by someone else under the job's name is then seen,
-    judged by its content, and never created over again."""
+    """The peers ConfigMaps that the job's pods mount and that the watch of labelled ones does
+    not hold, read by name: one made by someone else under the job's name is then seen, judged
+    by its content, and never created over again."""
     namespace, job = key
     held = {metadata_of(obj).get("name") for obj in labelled}
-    waiting = Counter(
-        name
-        for pod in pods
-        if contract.WAITING_FOR_OWNED_OBJECTS in gates_of(pod)
-        and (name := mounted_peers(pod, job)) is not None
-        and name not in held
+    mounted = Counter(
+        name for pod in pods if (name := mounted_peers(pod, job)) is not None and name not in held
     )
     found = []
-    for name, _ in waiting.most_common(PEERS_READ):
+    for name, _ in mounted.most_common(PEERS_READ):
         try:
             found.append(kube.get(CONFIGMAPS, namespace, name))
         except ApiError as error:

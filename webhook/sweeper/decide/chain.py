@@ -202,7 +202,7 @@ def _running(
             counts.pending,
             deadline_at(state, start),
             in_place_deadline,
-            owned_recheck(state, now),
+            owned_recheck(state, now, actions),
         )
         if moment is not None and moment > now
     ]

@@ -419,6 +419,7 @@ def peers_actions(state: JobState) -> Iterable[Action]:
 
 
 OWNED_RECHECK = timedelta(minutes=1)
+OWNED_MADE = timedelta(seconds=1)
 
 
 def _present_peers(state: JobState) -> dict[str, Owned]:
@@ -474,13 +475,25 @@ def waiting_for(state: JobState) -> list[str]:
     return found
 
 
-def owned_recheck(state: JobState, now: datetime) -> datetime | None:
-    """While pods wait for the job's ConfigMap or Secret, the job is looked at again within a
-    minute: an unlabelled ConfigMap or someone else's Secret is not watched, so its deletion
-    comes as no event."""
-    if any(pod.waiting_for_owned_objects and not pod.terminating for pod in state.pods):
-        return now + OWNED_RECHECK
-    return None
+def owned_recheck(state: JobState, now: datetime, actions: list[Action]) -> datetime | None:
+    """While pods wait for the job's ConfigMap or Secret, when to look at the job again: at once
+    when this decision makes one they wait for (its write is no news to the sweeper's watches,
+    and the Secret is not watched), else within a minute (an unlabelled ConfigMap or someone
+    else's Secret is not watched, so its deletion comes as no event)."""
+    held = [pod for pod in state.pods if pod.waiting_for_owned_objects and not pod.terminating]
+    if not held:
+        return None
+    awaited = {pod.peers for pod in held}
+    made = any(
+        isinstance(action, CreateSshSecret)
+        or (
+            isinstance(action, Create)
+            and action.resource == CONFIGMAPS
+            and action.body["metadata"]["name"] in awaited
+        )
+        for action in actions
+    )
+    return now + (OWNED_MADE if made else OWNED_RECHECK)
 
 
 def _foreign_peers(
