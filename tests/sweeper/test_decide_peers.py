@@ -284,3 +284,22 @@ def test_a_pod_held_for_its_roles_too_is_let_go_one_gate_at_a_time() -> None:
     # One patch: the roles gate lifted, the owned-objects one kept for the next pass.
     gates = [p.patch["spec"]["schedulingGates"] for p in of_type(made.actions, Patch)]
     assert gates == [[{"name": contract.KUEUE_ADMISSION_GATE}, OWNED_GATE]]
+
+
+def test_a_job_too_large_for_one_configmap_is_invalid_whatever_someone_planted() -> None:
+    job = "j" * 60
+    master, workers = stamped(
+        statefulset("c" * 55, framework="tensorflow", role="chief", job=job),
+        statefulset("w" * 55, framework="tensorflow", role="worker", job=job, replicas=5_999),
+    )
+    planted = owned("ConfigMap", f"{job}-peers-0123456789", job=job)  # labelled, not its lists
+    planted.update(immutable=True, data={"TRAINHOOK_WORKER_HOSTS": "evil"})
+
+    made = decision(
+        job, [master, workers], services=[service()], configmaps=[planted], records=True
+    )
+
+    assert made.phase == "Invalid"
+    [invalid] = of_type(made.actions, Emit)
+    assert invalid.reason == "InvalidJob"
+    assert invalid.message.startswith(f"job {job} has 6000 pods whose peer lists take ")

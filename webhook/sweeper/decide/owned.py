@@ -8,6 +8,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.compat import job_lists
+from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
@@ -469,7 +470,11 @@ def waiting_for(state: JobState) -> list[str]:
         found.append(f"Secret {secret.name}")
     if state.peers or state.forged_peers or state.foreign_peers:
         present = _present_peers(state)
-        for name, files in peer_files_of(state).items():
+        try:
+            wanted = peer_files_of(state)
+        except TrainhookError:
+            return found  # a job too large for one ConfigMap is said to be invalid
+        for name, files in wanted.items():
             if name in present and present[name].digest != files.digest:
                 found.append(f"ConfigMap {name}")
     return found
