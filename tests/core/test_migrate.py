@@ -92,18 +92,38 @@ def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> Non
     ]
 
 
-def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_a_note() -> None:
+def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_its_min_available() -> None:
     policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 120, "minAvailable": 2}}
     migration = migrate_one(pytorchjob({"runPolicy": policy}))
     assert job_wide(migration) == {
         contract.SCHEDULER: "coscheduling",
         contract.SCHEDULE_TIMEOUT_SECONDS: "120",
+        contract.MIN_AVAILABLE: "2",
         contract.ROLES: "master,worker",
     }
-    assert (
-        "spec.runPolicy.schedulingPolicy.minAvailable: 2 has no equivalent, because the gang is "
-        "every pod of the job (3)"
-    ) in migration.notes
+    assert not [n for n in migration.notes if "minAvailable" in n]
+    [podgroup] = render_all(migration.objects).podgroups
+    assert podgroup["spec"]["minMember"] == 2
+
+
+def test_a_gang_minimum_no_gang_can_take_is_a_note() -> None:
+    for policy, note in (
+        (
+            {"minAvailable": 2},
+            "2 has no equivalent: the job names no gang scheduler",
+        ),
+        (
+            {"queue": "q", "minAvailable": 4},
+            "4 has no equivalent: a gang's minimum is from 1 to the job's 3 pod(s)",
+        ),
+        (
+            {"queue": "q", "minAvailable": 0},
+            "0 has no equivalent: a gang's minimum is from 1 to the job's 3 pod(s)",
+        ),
+    ):
+        migration = migrate_one(pytorchjob({"runPolicy": {"schedulingPolicy": policy}}))
+        assert contract.MIN_AVAILABLE not in job_wide(migration)
+        assert f"spec.runPolicy.schedulingPolicy.minAvailable: {note}" in migration.notes
 
 
 def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
@@ -114,12 +134,11 @@ def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
     migration = migrate_one(pytorchjob(spec, Worker={"replicas": 3, "template": template()}))
     assert job_wide(migration)[contract.ELASTIC] == "2:4"
     assert not [n for n in migration.notes if "minAvailable" in n]
+    # A gang smaller than the elastic minimum says so itself.
     smaller = dict(spec, runPolicy={"schedulingPolicy": {"queue": "q", "minAvailable": 1}})
-    notes = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()})).notes
-    assert (
-        "spec.runPolicy.schedulingPolicy.minAvailable: 1 has no equivalent, because the gang is "
-        "the elastic minimum of nodes (2)"
-    ) in notes
+    migration = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()}))
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
+    assert not [n for n in migration.notes if "minAvailable" in n]
 
 
 def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with_a_note() -> None:
@@ -313,6 +332,108 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
     assert migration.notes == []
 
 
+RESTART_JOB = [{"event": "PodFailed", "action": "RestartJob"}]
+
+
+@pytest.mark.parametrize(
+    ("given", "policies", "limit", "notes"),
+    [
+        # Volcano's admission webhook gives an absent maxRetry 3: three whole-job restarts.
+        ({}, RESTART_JOB, "3", []),
+        (
+            {"maxRetry": 0},
+            RESTART_JOB,
+            "3",
+            ["spec.maxRetry: 0 → 3: Volcano's admission takes 0 as unset and makes it 3"],
+        ),
+        ({"maxRetry": 5}, RESTART_JOB, "5", []),
+        # Without a policy that restarts the job, Volcano's default budgets nothing: containers
+        # restart as long as the kubelet restarts them, and so they do under Trainhook.
+        ({}, [], None, []),
+        ({"maxRetry": 2}, [], "2", []),
+    ],
+)
+def test_volcanos_max_retry_is_the_backoff_limit_and_its_default_of_3_budgets_job_restarts(
+    given: dict[str, Any], policies: list[dict[str, str]], limit: str | None, notes: list[str]
+) -> None:
+    migration = migrate_one(
+        volcano({"pytorch": []}, [task("master", 1), task("worker", 2)], policies=policies, **given)
+    )
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == limit
+    assert migration.notes == notes
+
+
+@pytest.mark.parametrize(
+    ("framework", "task_policies", "job_policies", "rules", "notes"),
+    [
+        # An eviction restarts the job, as Volcano's examples ask; it counts against maxRetry.
+        (
+            "pytorch",
+            [],
+            [{"event": "PodEvicted", "action": "RestartJob"}],
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # A task's policies are tried before the job's, so its rules come first.
+        (
+            "tensorflow",
+            [
+                {"exitCode": 3, "action": "RestartTask"},
+                {"event": "PodEvicted", "action": "AbortJob"},
+            ],
+            [{"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"}],
+            "exit=3 role=worker -> restart-role\n"
+            "disrupted=any role=worker -> fail\n"
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # PyTorch without elastic cannot take one restarted pod back.
+        (
+            "pytorch",
+            [{"event": "PodEvicted", "action": "RestartPod"}],
+            [],
+            None,
+            [
+                "spec.tasks[1].policies[0]: PodEvicted → RestartPod has no equivalent: pytorch "
+                "does not take a restarted pod back; restart the job instead"
+            ],
+        ),
+        (
+            "pytorch",
+            [],
+            [{"event": "Unknown", "action": "RestartJob"}],
+            None,
+            [
+                "spec.policies[0]: Unknown → RestartJob has no equivalent: "
+                "trainhook.io/restart-policy and trainhook.io/failure-policy decide what a "
+                "failure does"
+            ],
+        ),
+    ],
+)
+def test_volcanos_eviction_and_exit_code_policies_become_failure_rules_in_volcanos_order(
+    framework: str,
+    task_policies: list[dict[str, Any]],
+    job_policies: list[dict[str, Any]],
+    rules: str | None,
+    notes: list[str],
+) -> None:
+    roles = ("master", "worker") if framework == "pytorch" else ("ps", "worker")
+    source = volcano(
+        {framework: []},
+        [task(roles[0], 1), task(roles[1], 2, policies=task_policies)],
+        policies=job_policies,
+    )
+    migration = migrate_one(source)
+    assert job_wide(migration).get(contract.FAILURE_POLICY) == rules
+    assert migration.notes == notes
+    # Volcano budgets the restarts its policies make: maxRetry's default of 3.
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == (
+        "3" if rules and "restart-job" in rules else None
+    )
+    render_all(migration.objects)  # what migrate writes, the webhook admits
+
+
 def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")
@@ -363,3 +484,19 @@ def test_a_volcano_network_topology_says_which_placement_annotations_carry_it() 
         "by), trainhook.io/placement-tier (the tier) and trainhook.io/placement (hard: required, "
         "soft: preferred) on every workload"
     ]
+
+
+def test_a_volcano_jobs_smaller_gang_is_its_min_available_in_the_podgroup() -> None:
+    source = volcano({"pytorch": []}, [task("master", 1), task("worker", 3)], minAvailable=2)
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "2"
+    assert migration.notes == []
+    [podgroup] = render_all(migration.objects).podgroups
+    assert podgroup["spec"]["minMember"] == 2
+
+
+def test_a_paddle_operator_jobs_smaller_gang_is_its_min_available() -> None:
+    source = paddle_operator(schedulingPolicy={"queue": "q", "minAvailable": 1})
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
+    assert not [n for n in migration.notes if "minAvailable" in n]

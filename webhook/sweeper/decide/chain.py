@@ -36,6 +36,8 @@ from webhook.sweeper.decide.lifecycle.restart import (
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
 from webhook.sweeper.decide.owned import (
     cluster_service_actions,
+    owned_gate_actions,
+    owned_recheck,
     peers_actions,
     podgroup_actions,
     service_actions,
@@ -130,7 +132,13 @@ def _running(
         in_place_step = in_place_actions(state, plan.in_place, now)
         if in_place_step.fallback:
             since = restart_time(now)
-            plan = replace(plan, since=since, in_place=None, fallback=in_place_step.fallback)
+            plan = replace(
+                plan,
+                since=since,
+                in_place=None,
+                fallback=in_place_step.fallback,
+                attempt_began=since,
+            )
             in_place_step = None
         else:
             plan = replace(plan, in_place=in_place_step.in_place)
@@ -158,6 +166,7 @@ def _running(
         plan.since if plan else None,
         plan.cause if plan else "",
         resumed=resumed,
+        attempt_began=plan.attempt_began if plan else None,
         extra=plan.extra() if plan else None,
     )
     events: list[Action] = []
@@ -178,6 +187,7 @@ def _running(
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
             actions += peers_actions(state)
+            actions += owned_gate_actions(state)
             if now >= settled and not restarting and not resume:
                 actions += agreement_warnings(state)
                 actions += topology_actions(state)
@@ -194,7 +204,13 @@ def _running(
             in_place_deadline = in_place_step.in_place.started + IN_PLACE_TIMEOUT
     rechecks = [
         moment
-        for moment in (settled, counts.pending, deadline_at(state, start), in_place_deadline)
+        for moment in (
+            settled,
+            counts.pending,
+            deadline_at(state, start),
+            in_place_deadline,
+            owned_recheck(state, now, actions),
+        )
         if moment is not None and moment > now
     ]
     return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)
