@@ -85,12 +85,13 @@ def clause_grants(who: str, clause: str) -> set[Grant]:
     )
     verbs = {w for w in words[:first] if w in VERBS}
     named = "by name" in clause or "resourceNames" in clause or "its own" in clause
-    groups = [g for g, word in GROUPS.items() if word in words] or [None]
+    podgroup_groups = [g for g, word in GROUPS.items() if word in words]
     said: set[Grant] = set()
     for resource in resources:
+        groups = podgroup_groups if resource == "podgroups" else [_group_of(resource)]
         for verb in verbs:
-            for group in groups if resource == "podgroups" else [None]:
-                said.add((who, group or _group_of(resource), resource, verb, named))
+            for group in groups:
+                said.add((who, group, resource, verb, named))
     return said
 
 
