@@ -22,6 +22,7 @@ from webhook.core.pods import (
     PodIdentity,
     add_volume,
     check_init_containers,
+    env_by_name,
     equipped,
     identify,
     mount,
@@ -407,7 +408,7 @@ def _set_env(
     wanted = env
     kept: list[str] = []
     for field, position, container in equipped(pod, training):
-        existing = {item.get("name"): item for item in container.get("env") or []}
+        existing = env_by_name(container.get("env") or [], wanted.keys() | field_env.keys())
         missing: list[dict[str, Any]] = [
             {"name": k, "value": v} for k, v in wanted.items() if k not in existing
         ]

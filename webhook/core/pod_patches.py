@@ -64,18 +64,41 @@ class _Kept:
 
 Key = tuple[bytes, str, str, str]
 
-# A pod with more containers than this is mutated in full, never digested: the digest costs in
-# proportion to the pod, and a crowded pod is no training job's usual shape, but a hostile one.
+# A pod with more containers, volumes, env entries, labels or annotations than these is mutated
+# in full, never digested: the digest costs in proportion to the pod (every volume is read for
+# its name), and a crowded pod is no training job's usual shape, but a hostile one.
 MAX_SHARED_CONTAINERS = 16
+MAX_SHARED_VOLUMES = 256
+MAX_SHARED_ENV = 1024
+MAX_SHARED_KEYS = 512
 
 
-def _containers(pod: Mapping[str, Any]) -> int:
+def _crowded(pod: Mapping[str, Any]) -> bool:
+    metadata = pod.get("metadata")
+    if (
+        isinstance(metadata, Mapping)
+        and sum(
+            len(pairs) if isinstance(pairs, dict) else 0
+            for pairs in (metadata.get("labels"), metadata.get("annotations"))
+        )
+        > MAX_SHARED_KEYS
+    ):
+        return True
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
-        return 0
-    return sum(
-        len(items) if isinstance(items, list) else 0
+        return False
+    containers = [
+        c
         for items in (spec.get("containers"), spec.get("initContainers"))
+        if isinstance(items, list)
+        for c in items[: MAX_SHARED_CONTAINERS + 1]
+    ]
+    volumes = spec.get("volumes")
+    return (
+        len(containers) > MAX_SHARED_CONTAINERS
+        or (isinstance(volumes, list) and len(volumes) > MAX_SHARED_VOLUMES)
+        or sum(len(c.get("env") or ()) if isinstance(c, dict) else 0 for c in containers)
+        > MAX_SHARED_ENV
     )
 
 
@@ -107,7 +130,7 @@ def pod_patch(
         owner is None
         and identity is not None
         and identity.owner_kind != "Pod"
-        and _containers(pod) <= MAX_SHARED_CONTAINERS
+        and not _crowded(pod)
     ):
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
         kept = _slot(key)[0]

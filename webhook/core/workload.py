@@ -164,11 +164,10 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
             f"the job's roles must include {role}, the role of {kind} {name}",
         )
     template = template_of(obj)
+    training = training_container(template, framework.container, settings.container)
     if framework.check_template is not None:
-        framework.check_template(template, settings.ssh_auth_mount_path)
-    nproc = processes_per_pod(
-        template, training_container(template, framework.container, settings.container), settings
-    )
+        framework.check_template(template, settings.ssh_auth_mount_path, training)
+    nproc = processes_per_pod(template, training, settings)
     spec = obj.get("spec") or {}
     priority = (template_of(obj).get("spec") or {}).get("priorityClassName")
     if kind == "StatefulSet":
