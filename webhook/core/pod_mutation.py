@@ -21,7 +21,7 @@ from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
     PodIdentity,
     add_volume,
-    check_init_containers,
+    check_counts,
     env_by_name,
     equipped,
     identify,
@@ -147,7 +147,7 @@ def read_pod(
         raise replica_controller(*_replica_owner(controller, labels))
     framework = read_framework(labels)
     check_keys(labels, annotations)
-    check_init_containers(pod)
+    check_counts(pod)
     identity = identify(pod)
     job = read_job(labels, identity.owner_name or metadata.get("name") or "")
     role = read_role(labels, framework)

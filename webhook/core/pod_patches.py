@@ -64,41 +64,21 @@ class _Kept:
 
 Key = tuple[bytes, str, str, str]
 
-# A pod with more containers, volumes, env entries, labels or annotations than these is mutated
-# in full, never digested: the digest costs in proportion to the pod (every volume is read for
-# its name), and a crowded pod is no training job's usual shape, but a hostile one.
+# A pod with more containers than this, or sent in a review larger than MAX_SHARED_BYTES, is
+# mutated in full, never digested: the digest costs in proportion to the pod (encoding a pod of
+# megabytes takes several times its size), and a crowded pod is no training job's usual shape,
+# but a hostile one.
 MAX_SHARED_CONTAINERS = 16
-MAX_SHARED_VOLUMES = 256
-MAX_SHARED_ENV = 1024
-MAX_SHARED_KEYS = 512
+MAX_SHARED_BYTES = 512 * 1024
 
 
-def _crowded(pod: Mapping[str, Any]) -> bool:
-    metadata = pod.get("metadata")
-    if (
-        isinstance(metadata, Mapping)
-        and sum(
-            len(pairs) if isinstance(pairs, dict) else 0
-            for pairs in (metadata.get("labels"), metadata.get("annotations"))
-        )
-        > MAX_SHARED_KEYS
-    ):
-        return True
+def _containers(pod: Mapping[str, Any]) -> int:
     spec = pod.get("spec")
     if not isinstance(spec, Mapping):
-        return False
-    containers = [
-        c
+        return 0
+    return sum(
+        len(items) if isinstance(items, list) else 0
         for items in (spec.get("containers"), spec.get("initContainers"))
-        if isinstance(items, list)
-        for c in items[: MAX_SHARED_CONTAINERS + 1]
-    ]
-    volumes = spec.get("volumes")
-    return (
-        len(containers) > MAX_SHARED_CONTAINERS
-        or (isinstance(volumes, list) and len(volumes) > MAX_SHARED_VOLUMES)
-        or sum(len(c.get("env") or ()) if isinstance(c, dict) else 0 for c in containers)
-        > MAX_SHARED_ENV
     )
 
 
@@ -118,9 +98,11 @@ def pod_patch(
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
     progress: ProgressEndpoint | None = None,
+    review_bytes: int = 0,
 ) -> tuple[list[PatchOp], list[str]]:
     """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
-    pod of the same workload revision made."""
+    pod of the same workload revision made (`review_bytes`: the size of the review it came in,
+    0 when unknown)."""
     key = None
     try:
         identity = identify(pod)
@@ -130,7 +112,8 @@ def pod_patch(
         owner is None
         and identity is not None
         and identity.owner_kind != "Pod"
-        and not _crowded(pod)
+        and _containers(pod) <= MAX_SHARED_CONTAINERS
+        and review_bytes <= MAX_SHARED_BYTES
     ):
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
         kept = _slot(key)[0]

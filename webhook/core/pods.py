@@ -78,6 +78,7 @@ def containers(pod: Mapping[str, Any]) -> list[tuple[str, int, Mapping[str, Any]
 # A training pod gets Trainhook's env in each of its init containers (they often wait for or
 # prepare the job's peers): this many at most, so a pod's cost never grows with what it claims.
 MAX_INIT_CONTAINERS = 16
+MAX_VOLUMES = 1024
 
 
 def equipped(
@@ -92,13 +93,21 @@ def equipped(
     return found
 
 
-def check_init_containers(pod: Mapping[str, Any]) -> None:
-    """Raises Refused for a pod with more init containers than Trainhook equips."""
-    count = len((pod.get("spec") or {}).get("initContainers") or [])
+def check_counts(pod: Mapping[str, Any]) -> None:
+    """Raises Refused for a pod (or pod template) with more init containers than Trainhook
+    equips, or more volumes than it looks through for each one it adds."""
+    spec = pod.get("spec") or {}
+    count = len(spec.get("initContainers") or [])
     if count > MAX_INIT_CONTAINERS:
         raise Refused(
             f"spec.initContainers: a training pod has at most {MAX_INIT_CONTAINERS} init "
             f"containers (each gets the job's env); this one has {count}"
+        )
+    count = len(spec.get("volumes") or [])
+    if count > MAX_VOLUMES:
+        raise Refused(
+            f"spec.volumes: a training pod has at most {MAX_VOLUMES} volumes (each volume "
+            f"Trainhook adds is looked for among them); this one has {count}"
         )
 
 
@@ -162,6 +171,11 @@ def mount(
 ) -> None:
     """Mount `volume` at `path` in one container, unless it mounts that path or volume already."""
     mounts = container.get("volumeMounts") or []
+    if len(mounts) > MAX_VOLUMES:
+        raise Refused(
+            f"spec.{field}[{position}].volumeMounts: a container Trainhook equips has at most "
+            f"{MAX_VOLUMES} volume mounts; container {container.get('name')} has {len(mounts)}"
+        )
     if _holds(mounts, "mountPath", path) or _holds(mounts, "name", volume):
         return
     mount: dict[str, Any] = {"name": volume, "mountPath": path}
