@@ -313,6 +313,108 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
     assert migration.notes == []
 
 
+RESTART_JOB = [{"event": "PodFailed", "action": "RestartJob"}]
+
+
+@pytest.mark.parametrize(
+    ("given", "policies", "limit", "notes"),
+    [
+        # Volcano's admission webhook gives an absent maxRetry 3: three whole-job restarts.
+        ({}, RESTART_JOB, "3", []),
+        (
+            {"maxRetry": 0},
+            RESTART_JOB,
+            "3",
+            ["spec.maxRetry: 0 → 3: Volcano's admission takes 0 as unset and makes it 3"],
+        ),
+        ({"maxRetry": 5}, RESTART_JOB, "5", []),
+        # Without a policy that restarts the job, Volcano's default budgets nothing: containers
+        # restart as long as the kubelet restarts them, and so they do under Trainhook.
+        ({}, [], None, []),
+        ({"maxRetry": 2}, [], "2", []),
+    ],
+)
+def test_volcanos_max_retry_is_the_backoff_limit_and_its_default_of_3_budgets_job_restarts(
+    given: dict[str, Any], policies: list[dict[str, str]], limit: str | None, notes: list[str]
+) -> None:
+    migration = migrate_one(
+        volcano({"pytorch": []}, [task("master", 1), task("worker", 2)], policies=policies, **given)
+    )
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == limit
+    assert migration.notes == notes
+
+
+@pytest.mark.parametrize(
+    ("framework", "task_policies", "job_policies", "rules", "notes"),
+    [
+        # An eviction restarts the job, as Volcano's examples ask; it counts against maxRetry.
+        (
+            "pytorch",
+            [],
+            [{"event": "PodEvicted", "action": "RestartJob"}],
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # A task's policies are tried before the job's, so its rules come first.
+        (
+            "tensorflow",
+            [
+                {"exitCode": 3, "action": "RestartTask"},
+                {"event": "PodEvicted", "action": "AbortJob"},
+            ],
+            [{"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"}],
+            "exit=3 role=worker -> restart-role\n"
+            "disrupted=any role=worker -> fail\n"
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # PyTorch without elastic cannot take one restarted pod back.
+        (
+            "pytorch",
+            [{"event": "PodEvicted", "action": "RestartPod"}],
+            [],
+            None,
+            [
+                "spec.tasks[1].policies[0]: PodEvicted → RestartPod has no equivalent: pytorch "
+                "does not take a restarted pod back; restart the job instead"
+            ],
+        ),
+        (
+            "pytorch",
+            [],
+            [{"event": "Unknown", "action": "RestartJob"}],
+            None,
+            [
+                "spec.policies[0]: Unknown → RestartJob has no equivalent: "
+                "trainhook.io/restart-policy and trainhook.io/failure-policy decide what a "
+                "failure does"
+            ],
+        ),
+    ],
+)
+def test_volcanos_eviction_and_exit_code_policies_become_failure_rules_in_volcanos_order(
+    framework: str,
+    task_policies: list[dict[str, Any]],
+    job_policies: list[dict[str, Any]],
+    rules: str | None,
+    notes: list[str],
+) -> None:
+    roles = ("master", "worker") if framework == "pytorch" else ("ps", "worker")
+    source = volcano(
+        {framework: []},
+        [task(roles[0], 1), task(roles[1], 2, policies=task_policies)],
+        policies=job_policies,
+    )
+    migration = migrate_one(source)
+    assert job_wide(migration).get(contract.FAILURE_POLICY) == rules
+    assert migration.notes == notes
+    # Volcano budgets the restarts its policies make: maxRetry's default of 3.
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == (
+        "3" if rules and "restart-job" in rules else None
+    )
+    render_all(migration.objects)  # what migrate writes, the webhook admits
+
+
 def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")

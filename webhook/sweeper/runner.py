@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.objects import labels_of
+from webhook.core.objects import labels_of, metadata_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.discovery import NOT_SERVED, served_podgroup_api
 from webhook.kube.informer import Informer, backoff
@@ -36,6 +37,7 @@ from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDef
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
 from webhook.sweeper.lease import ShardElector, shard_of
+from webhook.sweeper.pods import mounted_peers
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
@@ -103,7 +105,7 @@ def fetch_state(
         kubernetes_podgroups=_kubernetes_podgroups(found, kubernetes_podgroup_api),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
-        configmaps=found[CONFIGMAPS],
+        configmaps=found[CONFIGMAPS] + unlabelled_peers(kube, key, found[PODS], found[CONFIGMAPS]),
         cluster_domain=cluster_domain,
     )
 
@@ -148,6 +150,32 @@ def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[d
         if error.status == 404:
             return []
         raise
+
+
+# At most this many peers ConfigMaps are read by name for a job on one reconcile: a job's pods
+# mount one (two while it changes its topology), whatever pods carrying its label claim.
+PEERS_READ = 2
+
+
+def unlabelled_peers(
+    kube: Kube, key: JobKey, pods: list[dict[str, Any]], labelled: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The peers ConfigMaps that the job's pods mount and that the watch of labelled ones does
+    not hold, read by name: one made by someone else under the job's name is then seen, judged
+    by its content, and never created over again."""
+    namespace, job = key
+    held = {metadata_of(obj).get("name") for obj in labelled}
+    mounted = Counter(
+        name for pod in pods if (name := mounted_peers(pod, job)) is not None and name not in held
+    )
+    found = []
+    for name, _ in mounted.most_common(PEERS_READ):
+        try:
+            found.append(kube.get(CONFIGMAPS, namespace, name))
+        except ApiError as error:
+            if error.status != 404:
+                raise
+    return found
 
 
 class Sweeper:
@@ -300,7 +328,8 @@ class Sweeper:
             kubernetes_podgroups=_kubernetes_podgroups(objects, self.kubernetes_podgroup_api),
             kubernetes_podgroup_api=self.kubernetes_podgroup_api,
             secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
-            configmaps=objects[CONFIGMAPS],
+            configmaps=objects[CONFIGMAPS]
+            + unlabelled_peers(self.kube, key, objects[PODS], objects[CONFIGMAPS]),
             cluster_domain=self.config.cluster_domain,
         )
 
