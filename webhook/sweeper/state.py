@@ -101,20 +101,13 @@ class WorkloadView:
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
     phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
-    # Who created it, as the webhook recorded when it admitted it into the job (None: not
-    # admitted by the webhook, or a bare pod).
-    creator: str | None = None
+    # Admitted by the webhook (a recorded creator; a bare pod at its creation): only an outcome
+    # recorded on such a workload was judged, and is acted on.
+    attributed: bool = True
 
     @property
     def kind(self) -> str:
         return self.workload.kind
-
-    @property
-    def attributed(self) -> bool:
-        """Whether the webhook admitted it into the job: it records its creator, or is a bare
-        pod (admitted at its creation). An outcome recorded on a workload the webhook did not
-        admit was never judged, so the sweeper does not act on it."""
-        return self.kind == "Pod" or self.creator is not None
 
     @property
     def name(self) -> str:
@@ -390,9 +383,8 @@ def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
 def _claimed(
     workloads: list[Mapping[str, Any]], job: str
 ) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
-    """The job's workloads: those its first creator created (and those that record no creator);
-    the others, each with why it is ignored; and why each kept StatefulSet or Job without a
-    record is kept (bare pods record none: the webhook admits each one at its creation)."""
+    """The job's workloads (its first creator's, and those recording none); the others, each with
+    why it is ignored; and why each kept StatefulSet or Job recording no creator is kept."""
     claim = claim_of(workloads)
     kept, strangers, unattributed = [], [], []
     for obj in workloads:
@@ -486,7 +478,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         attempt=status_field(annotations_of(obj).get(contract.STATUS), "restartedAt"),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
-        creator=creator_of(obj),
+        attributed=workload.kind == "Pod" or creator_of(obj) is not None,
     )
 
 
