@@ -17,7 +17,7 @@ import pytest
 
 from tests.support import costly
 from tests.support.reviews import cost_past_decoding, encoded, is_review, is_status, review
-from webhook.core import contract
+from webhook.core import contract, pod_patches
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 
@@ -394,3 +394,21 @@ def test_an_mpi_sidecar_running_as_another_user_needs_no_ssh_mount_path() -> Non
         "(securityContext.runAsUser), who cannot read the job's SSH keys at /root/.ssh: set it "
         "to that user's ~/.ssh, e.g. /home/mpiuser/.ssh",
     )
+
+
+def test_a_pod_just_small_enough_to_share_its_patch_is_digested_within_5_mib() -> None:
+    """Below MAX_SHARED_BYTES a pod is digested for the patch its siblings share: encoding it
+    takes several times its size, which the bound keeps under the budget."""
+    seed = admitted_seeds()["pytorch.yaml pod"]
+    grow = costly.long_value(contract.FAILURE_POLICY)
+    document = costly._document(
+        costly.grown(seed, [grow], pod_patches.MAX_SHARED_BYTES - 2048), False
+    )
+    assert (
+        pod_patches.MAX_SHARED_BYTES - 4096 < len(encoded(document)) <= pod_patches.MAX_SHARED_BYTES
+    )
+
+    milliseconds, mebibytes = cost_past_decoding(encoded(document))
+
+    assert mebibytes < MEBIBYTES
+    assert milliseconds < MILLISECONDS

@@ -69,7 +69,7 @@ Key = tuple[bytes, str, str, str]
 # megabytes takes several times its size), and a crowded pod is no training job's usual shape,
 # but a hostile one.
 MAX_SHARED_CONTAINERS = 16
-MAX_SHARED_BYTES = 512 * 1024
+MAX_SHARED_BYTES = 256 * 1024
 
 
 def _containers(pod: Mapping[str, Any]) -> int:
