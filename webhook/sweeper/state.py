@@ -96,8 +96,8 @@ class WorkloadView:
     job_status: JobStatus | None = None
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
-    # The whole-job restart its recorded status names (restartedAt, "" before any): the
-    # attempt its recorded successes belong to.
+    # When the attempt its recorded status names began (its latest whole-job restart, "" before
+    # any): the attempt its recorded successes belong to.
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
     phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
@@ -475,11 +475,25 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
-        attempt=status_field(annotations_of(obj).get(contract.STATUS), "restartedAt"),
+        attempt=attempt_of(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
         attributed=workload.kind == "Pod" or creator_of(obj) is not None,
     )
+
+
+def attempt_of(status: str | None) -> str:
+    """When the attempt a recorded trainhook.io/status belongs to began: its latest whole-job
+    restart, "" for the job's first attempt. A status without `attemptStartedAt` was written
+    before restarts of one role or pod were told apart: each of its restarts began an attempt."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    if isinstance(value, dict) and "attemptStartedAt" in value:
+        began = value["attemptStartedAt"]
+        return began if isinstance(began, str) else ""
+    return status_field(status, "restartedAt")
 
 
 def status_field(status: str | None, key: str) -> str:
