@@ -21,7 +21,10 @@
    (bench/pod_events.py, also `python -m bench.pod_events`).
 10. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
     rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
-11. the goals, as ratios of figures measured in this one run.
+11. the goals, as ratios of figures measured in this one run;
+12. three `trainhook sweep` processes sharing 60 jobs through shard Leases, one killed: the
+    jobs per replica, the time until its shard is taken over, any job acted on twice
+    (bench/shards.py, also `python -m bench.shards`).
 
 `--goals-only` runs what the goals need (sections 1, 2 and 2b). With `--json`, every figure goes
 to a file (bench-results.json unless named), with the date, commit and load it was taken at.
@@ -51,6 +54,8 @@ from bench.restarts import restart_costs
 from bench.restarts import table as restarts_table
 from bench.reviews import headline_cases
 from bench.served import Memory, Served, served
+from bench.shards import shard_run
+from bench.shards import table as shards_table
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
@@ -345,10 +350,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(restarts_table(restarts))
     print("\n## 11. Goals, measured in this run\n")
     print(goals_table(reached))
+    print("\n## 12. Shards: three sweeper processes, one killed\n", flush=True)
+    shards = shard_run()
+    print(shards_table(shards))
     print(f"\nload average {_load()}; took {time.monotonic() - started:.0f} s")
 
     if args.json:
         more = {
+            "shards": dataclasses.asdict(shards) | {"met": shards.met},
             "growth": [dataclasses.asdict(g) for g in rows],
             "memory": [dataclasses.asdict(m) for m in memory],
             "sweeper": [dataclasses.asdict(c) for c in sweeper],

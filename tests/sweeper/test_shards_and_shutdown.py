@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import re
 import time
 from functools import partial
-from pathlib import Path
 
 from tests.support.cutoff import Cutoff
 from tests.support.emulator import EmulatorThread, kubeconfig
-from tests.support.stored import pod, stamped, statefulset
+from tests.support.shards import (
+    create_job,
+    created_services,
+    creator,
+    holders,
+    jobs_of_shard,
+    services,
+)
 from tests.support.waiting import eventually
-from webhook.kube.client import Kube
-from webhook.kube.resources import LEASES, PODS, SERVICES, STATEFULSETS
+from webhook.kube.resources import LEASES
 from webhook.sweeper.lease import shard_of
 
 from .live import LEASE_NAMESPACE, SweeperProcess, sweeping
-
-
-def create_job(kube: Kube, job: str) -> None:
-    master, worker = stamped(
-        statefulset(f"{job}-master", role="master", job=job),
-        statefulset(f"{job}-worker", role="worker", job=job, replicas=1),
-    )
-    master = kube.create(STATEFULSETS, "ml", master)
-    worker = kube.create(STATEFULSETS, "ml", worker)
-    kube.create(PODS, "ml", pod(master, 0))
-    kube.create(PODS, "ml", pod(worker, 0))
-
-
-def holders(emulator: EmulatorThread) -> dict[str, str]:
-    return {
-        lease["metadata"]["name"]: lease["spec"].get("holderIdentity") or ""
-        for lease in emulator.objects(LEASES, LEASE_NAMESPACE)
-    }
 
 
 def renew_time(emulator: EmulatorThread) -> str:
@@ -47,27 +33,6 @@ def renew_time(emulator: EmulatorThread) -> str:
 
 def renewed_since(emulator: EmulatorThread, renew_time_before: str) -> bool:
     return renew_time(emulator) != renew_time_before
-
-
-def services(emulator: EmulatorThread) -> set[str]:
-    return {obj["metadata"]["name"] for obj in emulator.objects(SERVICES, "ml")}
-
-
-def created_services(logs: list[Path]) -> list[str]:
-    found = []
-    for log in logs:
-        found += re.findall(r"create Service ml/([a-z0-9-]+)", log.read_text())
-    return sorted(found)
-
-
-def creator(logs: list[Path], job: str) -> str:
-    (found,) = [log.stem for log in logs if f"create Service ml/{job}" in log.read_text()]
-    return found
-
-
-def jobs_of_shard(shard: int, shards: int, count: int, prefix: str) -> list[str]:
-    names = (f"{prefix}{i}" for i in range(1000))
-    return [n for n in names if shard_of(("ml", n), shards) == shard][:count]
 
 
 def test_three_replicas_split_three_shards_and_a_killed_ones_shard_is_taken_over(
