@@ -24,6 +24,7 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
+from webhook.sweeper.podtable import PodTables
 from webhook.sweeper.state import JobKey, job_key
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
@@ -61,9 +62,11 @@ def watches(
     resync_seconds: float,
     backoff_base: float,
     watched: Mapping[Resource, str] = SELECTORS,
+    pod_tables: PodTables | None = None,
 ) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
     """One watch per resource and watched namespace (None: one watch of every namespace), so the
-    sweeper needs permissions only in the namespaces it watches."""
+    sweeper needs permissions only in the namespaces it watches; the pods' watches keep each
+    job's PodTable in `pod_tables`."""
     return {
         (resource, namespace): Informer(
             kube,
@@ -77,6 +80,7 @@ def watches(
             optional=resource in OPTIONAL,
             keep=slim_pod if resource == PODS else _whole,
             unchanged=same_pod if resource == PODS else None,
+            on_object=pod_tables.changed if resource == PODS and pod_tables else None,
         )
         for resource, selector in watched.items()
         for namespace in (namespaces or (None,))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,6 +36,7 @@ from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
 from webhook.sweeper.lease import ShardElector, shard_of
+from webhook.sweeper.podtable import PodTables
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
@@ -129,7 +130,9 @@ def discover_podgroup_api(kube: Kube) -> str | None:
     return api
 
 
-def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ssh_secret(
+    kube: Kube, key: JobKey, members: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
     workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
     frameworks = {labels_of(obj).get(contract.FRAMEWORK) for obj in members} - {None}
@@ -161,6 +164,7 @@ class Sweeper:
         self.queue = WorkQueue()
         self.kubernetes_podgroup_api = discover_podgroup_api(kube)
         self.selectors = selectors(self.kubernetes_podgroup_api)
+        self.pod_tables = PodTables()
         self.watches = watches(
             kube,
             namespaces=config.namespaces,
@@ -168,6 +172,7 @@ class Sweeper:
             resync_seconds=config.resync_seconds,
             backoff_base=config.backoff_base,
             watched=self.selectors,
+            pod_tables=self.pod_tables,
         )
         self.elector = ShardElector(
             kube,
@@ -279,23 +284,28 @@ class Sweeper:
         return self.watches.get((resource, namespace)) or self.watches.get((resource, None))
 
     def cached_state(self, key: JobKey) -> JobState:
+        """The job's state from the caches: its pods from the job's PodTable, which reads only
+        the pods that changed since the job was last looked at."""
         objects: dict[Resource, list[dict[str, Any]]] = {}
         for resource in self.selectors:
             informer = self.informer(resource, key[0])
-            objects[resource] = list(informer.objects_of(key)) if informer is not None else []
+            if resource != PODS:
+                objects[resource] = list(informer.objects_of(key)) if informer else []
         workloads = objects[STATEFULSETS] + objects[JOBS]
+        pods = self.pod_tables.of(key)
+        members = workloads or [p for c in pods.controllers() for p in pods.objects_of(c)]
         return read_job_state(
             key[0],
             key[1],
             workloads=workloads,
-            pods=objects[PODS],
+            pod_table=pods,
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
             kai_podgroups=objects[KAI_PODGROUPS],
             kubernetes_podgroups=_kubernetes_podgroups(objects, self.kubernetes_podgroup_api),
             kubernetes_podgroup_api=self.kubernetes_podgroup_api,
-            secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
+            secrets=ssh_secret(self.kube, key, members),
             configmaps=objects[CONFIGMAPS],
             cluster_domain=self.config.cluster_domain,
         )
@@ -341,6 +351,7 @@ class Sweeper:
                 self._costs[key] = took
             else:
                 self._costs.pop(key, None)
+                self.pod_tables.forget_if_empty(key)
 
     def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
         self.health.job_phase(key, phase)

@@ -357,7 +357,7 @@ def peers_actions(state: JobState) -> Iterable[Action]:
                 "delete it so the sweeper makes the job's own, or rename the job",
             )
             yield Create(CONFIGMAPS, state.namespace, body, on_conflict=taken)
-    mounted = {pod.peers for pod in state.pods if not pod.terminating}
+    mounted = state.pod_facts.mounted_peers  # of the pods not terminating
     for owned in state.peers:
         if owned.name not in wanted and owned.name not in mounted:
             yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)

@@ -100,7 +100,10 @@ def kueue_finished_marker(state: JobState) -> Iterable[Action]:
 def _release_gang(state: JobState) -> Iterable[Action]:
     """A finished job's PodGroup goes once none of its pods is pending or running, so the job
     no longer holds its place (and its resources) in the scheduler's queue until its TTL."""
-    if any(not pod.terminating and pod.phase in ("Pending", "Running") for pod in state.pods):
+    facts = state.pod_facts  # plain pods are pending or running
+    if facts.plain or any(
+        not pod.terminating and pod.phase in ("Pending", "Running") for pod in facts.notable
+    ):
         return
     for resource, owned in podgroups(state).items():
         if owned is not None and owned.managed:
@@ -125,7 +128,8 @@ def _delete_job(state: JobState) -> Iterable[Action]:
 
 def orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
     """The sweeper's own objects of a job that is gone (or expired); never anyone else's."""
-    if only_orphans and any(not pod.terminating for pod in state.pods):
+    facts = state.pod_facts  # plain pods are not terminating
+    if only_orphans and (facts.plain or any(not pod.terminating for pod in facts.notable)):
         return
     for resource, owned in (
         (SERVICES, state.service),
