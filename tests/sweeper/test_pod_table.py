@@ -38,6 +38,8 @@ CHANGES = (
     "image-pull",
     "evicted",
     "failed-admission",
+    "phase-succeeded",
+    "phase-failed",
     "terminating",
     "stale-stamp",
     "deleted",
@@ -103,6 +105,9 @@ def changed(workloads: list[dict[str, Any]], index: int, change: str, generation
     if change == "failed-admission":
         status.update(phase="Failed", reason="UnexpectedAdmissionError")
         status.pop("containerStatuses")
+    if change in ("phase-succeeded", "phase-failed"):
+        status["phase"] = change.removeprefix("phase-").title()
+        status["conditions"] = [{"type": "Ready", "status": "False"}]
     if change == "terminating":
         made["metadata"]["deletionTimestamp"] = format_time(NOW - timedelta(seconds=5))
     if change == "stale-stamp":
