@@ -15,8 +15,7 @@ from webhook.core import contract
 from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
-from webhook.sweeper.informers import same_pod, slim_pod
-from webhook.sweeper.podtable import PodTables
+from webhook.sweeper.informers import PodTables, same_pod, slim_pod
 from webhook.sweeper.pods import PodFacts
 from webhook.sweeper.state import FailedRuns, JobState, format_time, job_key, read_job_state
 
@@ -57,7 +56,9 @@ POLICIES: tuple[dict[str, str], ...] = (
 def job(annotations: dict[str, str], ledger: bool) -> list[dict[str, Any]]:
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt", annotations=annotations, rv="41"),
-        statefulset("pt-worker", role="worker", job="pt", replicas=WORKERS, annotations=annotations),
+        statefulset(
+            "pt-worker", role="worker", job="pt", replicas=WORKERS, annotations=annotations
+        ),
     )
     if ledger:  # failed runs recorded for a live worker and for pods that are gone
         live = pod(workers, 2)["metadata"]["uid"].replace("-", "")[:8]
@@ -195,9 +196,7 @@ def test_a_pod_that_changes_job_leaves_the_first_jobs_table():
     tables.changed((NAMESPACE, "a-worker-1"), (NAMESPACE, "b"), relabelled)
     first = read_job_state(NAMESPACE, "a", workloads=[one], pod_table=tables.of((NAMESPACE, "a")))
     assert [p.name for p in first.pods] == ["a-worker-0"]
-    second = read_job_state(
-        NAMESPACE, "b", workloads=[two], pod_table=tables.of((NAMESPACE, "b"))
-    )
+    second = read_job_state(NAMESPACE, "b", workloads=[two], pod_table=tables.of((NAMESPACE, "b")))
     assert [p.name for p in second.intruders] == ["a-worker-1"]
     tables.changed((NAMESPACE, "a-worker-0"), None, None)
     tables.forget_if_empty((NAMESPACE, "a"))

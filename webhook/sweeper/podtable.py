@@ -1,14 +1,14 @@
 """One job's pods as the sweeper decides on them, kept up to date pod event by pod event.
 
-A watch hands each pod change to the job's table (`changed`, any thread); the reconcile of the
-job reads the table (`read`, the reconciling thread only), which reads again only the pods that
-changed since (or all of a workload's, when what their reading takes from it changed) and
-updates the job's PodFacts as it goes. A pod event costs its own reading, not the job's.
+A watch hands each pod change to the job's table (`changed`, through informers.PodTables, which
+hands them over from the watches' threads); the reconcile of the job reads the table (`read`),
+which reads again only the pods that changed since (or all of a workload's, when what their
+reading takes from it changed) and updates the job's PodFacts as it goes. A pod event costs its
+own reading, not the job's.
 """
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,7 +32,6 @@ class PodTable:
     """The pods of one job: the objects the watch holds, their readings, and their facts."""
 
     def __init__(self, pods: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._lock = threading.Lock()
         self._pending: dict[str, Mapping[str, Any] | None] = {}
         self._objects: dict[str, Mapping[str, Any]] = {}
         self._controller: dict[str, Controller] = {}
@@ -56,8 +55,7 @@ class PodTable:
 
     def changed(self, name: str, pod: Mapping[str, Any] | None) -> None:
         """A pod's new version (None: it is gone). The same object again changes nothing."""
-        with self._lock:
-            self._pending[name] = pod
+        self._pending[name] = pod
 
     def __len__(self) -> int:
         self._apply()
@@ -100,8 +98,7 @@ class PodTable:
     # --- keeping it ----------------------------------------------------------------------------
 
     def _apply(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, {}
+        pending, self._pending = self._pending, {}
         for name, pod in pending.items():
             if pod is not None and self._objects.get(name) is pod:
                 continue
@@ -193,47 +190,3 @@ def _bump(counts: dict[Any, int], key: Any, step: int) -> None:
         counts[key] = number
     else:
         counts.pop(key, None)
-
-
-class PodTables:
-    """The pod tables of every job a watch of pods sees: its `on_object` hook."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tables: dict[tuple[str, str], PodTable] = {}
-        self._where: dict[tuple[str, str], tuple[str, str]] = {}  # pod -> its job
-
-    def changed(
-        self,
-        name: tuple[str, str],
-        key: tuple[str, str] | None,
-        pod: Mapping[str, Any] | None,
-    ) -> None:
-        """A pod (namespace, name) now held under job `key` (None: under none, or gone)."""
-        with self._lock:
-            before = self._where.pop(name, None)
-            if before is not None and before != key and before in self._tables:
-                self._tables[before].changed(name[1], None)
-            if key is None or pod is None:
-                if before == key and before in self._tables:
-                    self._tables[before].changed(name[1], None)
-                return
-            self._where[name] = key
-            self._of(key).changed(name[1], pod)
-
-    def of(self, key: tuple[str, str]) -> PodTable:
-        with self._lock:
-            return self._of(key)
-
-    def _of(self, key: tuple[str, str]) -> PodTable:
-        table = self._tables.get(key)
-        if table is None:
-            table = self._tables[key] = PodTable()
-        return table
-
-    def forget_if_empty(self, key: tuple[str, str]) -> None:
-        """Drop the table of a job that has no pod left (called by the reconciling thread)."""
-        with self._lock:
-            table = self._tables.get(key)
-            if table is not None and len(table) == 0:
-                del self._tables[key]

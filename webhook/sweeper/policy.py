@@ -265,12 +265,12 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
         notable = by_owner.get(owner, [])
         names = {p.name for p in notable}
         recorded_only = [
-            pod
+            found
             for uid in present
             for name in facts.uid8s.get(uid, ())
             if name not in names
-            and (pod := _pod_named(state, name)) is not None
-            and (pod.owner_kind, pod.owner_name) == owner
+            and (found := _pod_named(state, name)) is not None
+            and (found.owner_kind, found.owner_name) == owner
         ]
         per_pod: dict[str, int] = {}
         young_total = 0

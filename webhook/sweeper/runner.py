@@ -34,9 +34,14 @@ from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState
 from webhook.sweeper.health import SweeperHealth
-from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
+from webhook.sweeper.informers import (
+    OPTIONAL,
+    OWNED_SELECTOR,
+    PodTables,
+    selectors,
+    watches,
+)
 from webhook.sweeper.lease import ShardElector, shard_of
-from webhook.sweeper.podtable import PodTables
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
@@ -293,7 +298,9 @@ class Sweeper:
                 objects[resource] = list(informer.objects_of(key)) if informer else []
         workloads = objects[STATEFULSETS] + objects[JOBS]
         pods = self.pod_tables.of(key)
-        members = workloads or [p for c in pods.controllers() for p in pods.objects_of(c)]
+        members: Sequence[Mapping[str, Any]] = workloads
+        if not workloads:  # the framework of a job of bare pods, or of none left, is its pods'
+            members = [pod for c in pods.controllers() for pod in pods.objects_of(c)]
         return read_job_state(
             key[0],
             key[1],

@@ -306,9 +306,9 @@ def read_job_state(
             strays += table.objects_of(controller)
         for candidate in sorted(strays, key=lambda pod: metadata_of(pod).get("name") or ""):
             intruders.append(_intruder(candidate, job, members))
-            if controller_of(candidate)[0] in ("StatefulSet", "Job") and metadata_of(
-                candidate
-            ).get("deletionTimestamp"):
+            if controller_of(candidate)[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
+                "deletionTimestamp"
+            ):
                 deleting = True  # garbage collected with a workload of the job that is gone
     else:
         bare = [pod for c in controllers if c[0] == "Pod" for pod in table.objects_of(c)]
