@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,8 @@ CHANGES = (
     "stale-stamp",
     "deleted",
     "recreated",
+    "in-place-asked",
+    "in-place-released",
 )
 POLICIES: tuple[dict[str, str], ...] = (
     {},
@@ -50,6 +53,23 @@ POLICIES: tuple[dict[str, str], ...] = (
     {contract.RESTART_POLICY: "ExitCode"},
     {contract.SUCCESS_POLICY: "all"},
     {contract.BACKOFF_LIMIT: "4", contract.RESTART_POLICY: "Never"},
+    {  # restarted in place, released: a pod the release missed is released again
+        contract.RESTART_POLICY: "RestartJobInPlace",
+        contract.STATUS: json.dumps(
+            {
+                "state": "Running",
+                "reason": "Running",
+                "message": "",
+                "restarts": 1,
+                "startTime": "2025-01-01T00:00:00Z",
+                "restartedAt": "2025-01-01T00:30:00Z",
+                "cause": "exit",
+                "attempt": 1,
+                "inPlace": WORKERS + 1,
+                "releasedAt": "2025-01-01T00:31:00Z",
+            }
+        ),
+    },
 )
 
 
@@ -111,6 +131,10 @@ def changed(workloads: list[dict[str, Any]], index: int, change: str, generation
         status["conditions"] = [{"type": "Ready", "status": "False"}]
     if change == "terminating":
         made["metadata"]["deletionTimestamp"] = format_time(NOW - timedelta(seconds=5))
+    if change.startswith("in-place-"):
+        made["metadata"]["annotations"][contract.ATTEMPT] = "1"
+    if change == "in-place-released":
+        made["metadata"]["annotations"][contract.RELEASED_ATTEMPT] = "1"
     if change == "stale-stamp":
         made["metadata"]["annotations"][contract.TOPOLOGY] = '{"master":1,"worker":2}'
     made["metadata"]["resourceVersion"] = str(10_000 + generation)

@@ -159,7 +159,8 @@ class PodView:
 
 def is_plain(pod: PodView) -> bool:
     """Whether a pod says nothing to a decision but that it is there, pending or running: it
-    counts, has not failed, succeeded, crashed or been stopped, waits for no gate and no node.
+    counts, has not failed, succeeded, crashed or been stopped, waits for no gate, no node and
+    no release of an in-place restart.
     Most pods of a large job are plain; the decision reads the others one by one and plain
     ones only through their numbers (PodFacts)."""
     training = pod.training
@@ -181,6 +182,8 @@ def is_plain(pod: PodView) -> bool:
         and not pod.status_reason
         and not pod.stop_conditions
         and not pod.gates
+        # an in-place restart's attempt not released yet on this pod
+        and pod.annotations.get(contract.ATTEMPT) == pod.annotations.get(contract.RELEASED_ATTEMPT)
     )
 
 
