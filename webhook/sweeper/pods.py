@@ -160,7 +160,7 @@ class PodView:
 def is_plain(pod: PodView) -> bool:
     """Whether a pod says nothing to a decision but that it is there, pending or running: it
     counts, has not failed, succeeded, crashed or been stopped, waits for no gate, no node and
-    no release of an in-place restart.
+    no release of an in-place restart, and carries no Kueue marker.
     Most pods of a large job are plain; the decision reads the others one by one and plain
     ones only through their numbers (PodFacts)."""
     training = pod.training
@@ -184,6 +184,7 @@ def is_plain(pod: PodView) -> bool:
         and not pod.gates
         # an in-place restart's attempt not released yet on this pod
         and pod.annotations.get(contract.ATTEMPT) == pod.annotations.get(contract.RELEASED_ATTEMPT)
+        and contract.KUEUE_RETRIABLE_IN_GROUP not in pod.annotations  # Kueue's finished marker
     )
 
 

@@ -83,10 +83,15 @@ def kueue_finished_marker(state: JobState) -> Iterable[Action]:
     """Mark one pod of a finished Kueue job (one is enough; another once that one is gone)."""
     if not any(w.settings.scheduler == "kueue" for w in state.workloads):
         return
-    pods = [p for p in state.pods if p.owner_kind in ("StatefulSet", "Job", "Pod")]
-    if not pods or any(
-        p.annotations.get(contract.KUEUE_RETRIABLE_IN_GROUP) == NOT_RETRIABLE for p in pods
+    kinds = ("StatefulSet", "Job", "Pod")
+    if any(  # a pod carrying the marker is notable
+        p.annotations.get(contract.KUEUE_RETRIABLE_IN_GROUP) == NOT_RETRIABLE
+        for p in state.pod_facts.notable
+        if p.owner_kind in kinds
     ):
+        return
+    pods = [p for p in state.pods if p.owner_kind in kinds]
+    if not pods:
         return
     first = min(pods, key=lambda p: (p.terminating, p.name))
     yield Patch(
