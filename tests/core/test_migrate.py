@@ -313,6 +313,37 @@ def test_a_volcano_mpi_plugin_names_the_roles_and_the_launcher_runs_as_an_indexe
     assert migration.notes == []
 
 
+RESTART_JOB = [{"event": "PodFailed", "action": "RestartJob"}]
+
+
+@pytest.mark.parametrize(
+    ("given", "policies", "limit", "notes"),
+    [
+        # Volcano's admission webhook gives an absent maxRetry 3: three whole-job restarts.
+        ({}, RESTART_JOB, "3", []),
+        (
+            {"maxRetry": 0},
+            RESTART_JOB,
+            "3",
+            ["spec.maxRetry: 0 → 3: Volcano's admission takes 0 as unset and makes it 3"],
+        ),
+        ({"maxRetry": 5}, RESTART_JOB, "5", []),
+        # Without a policy that restarts the job, Volcano's default budgets nothing: containers
+        # restart as long as the kubelet restarts them, and so they do under Trainhook.
+        ({}, [], None, []),
+        ({"maxRetry": 2}, [], "2", []),
+    ],
+)
+def test_volcanos_max_retry_is_the_backoff_limit_and_its_default_of_3_budgets_job_restarts(
+    given: dict[str, Any], policies: list[dict[str, str]], limit: str | None, notes: list[str]
+) -> None:
+    migration = migrate_one(
+        volcano({"pytorch": []}, [task("master", 1), task("worker", 2)], policies=policies, **given)
+    )
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == limit
+    assert migration.notes == notes
+
+
 def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")

@@ -20,8 +20,8 @@ from webhook.core import contract
 from webhook.core.render import render
 
 from .harness import run_job
-from .test_mpi import IMAGE_ENV, PROGRAM, ssh_secret
-from .workloads import NAMESPACE, reports, statefulset
+from .test_mpi import IMAGE_ENV, PROGRAM
+from .workloads import NAMESPACE, reports, ssh_secret, statefulset
 
 pytestmark = pytest.mark.e2e
 

@@ -1,10 +1,11 @@
 """jax.distributed.initialize from the rendered env, and an allgather across the processes.
 
 The client first calls jax.distributed.initialize() with no arguments, which reads
-JAX_COORDINATOR_ADDRESS; JAX 0.10 takes the process count and id only from a cluster it detects
-(Slurm, Open MPI, Cloud TPU, an Indexed Job read through the API), so the client then passes
-JAX_NUM_PROCESSES and JAX_PROCESS_ID, as docs/frameworks.md tells scripts to. Should a JAX release
-read those two itself, the test says so and the docs can drop the arguments.
+JAX_COORDINATOR_ADDRESS; JAX (0.10.2, the newest release) takes the process count and id only from
+a cluster it detects (Slurm, Open MPI, Cloud TPU, an Indexed Job read through the API), never from
+JAX_NUM_PROCESSES and JAX_PROCESS_ID, so the client then passes those two, as docs/frameworks.md
+tells scripts to. Should a JAX release read them itself, the test says so and the docs can drop
+the arguments.
 """
 
 from __future__ import annotations

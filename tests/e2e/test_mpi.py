@@ -19,10 +19,9 @@ import pytest
 
 from webhook.core import contract
 from webhook.core.render import render
-from webhook.sweeper import sshkeys
 
 from .harness import run_job
-from .workloads import NAMESPACE, reports, statefulset
+from .workloads import NAMESPACE, reports, ssh_secret, statefulset
 
 pytestmark = pytest.mark.e2e
 
@@ -78,18 +77,6 @@ MPIS = {
         },
     ),
 }
-
-
-def ssh_secret(job: str, port: int = 22) -> dict[str, str]:
-    """The files of the Secret the sweeper creates for an MPI job."""
-    keys = sshkeys.new_key_pair(f"{job}@trainhook")
-    config = sshkeys.ssh_config(sshkeys.host_patterns(NAMESPACE, [job]), port)
-    return {
-        sshkeys.PRIVATE_KEY: keys.private,
-        sshkeys.PUBLIC_KEY: keys.public,
-        sshkeys.AUTHORIZED_KEYS: keys.public,
-        sshkeys.CONFIG: config,
-    }
 
 
 @pytest.mark.parametrize("name", sorted(MPIS))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 from webhook.core import contract
+from webhook.sweeper import sshkeys
 
 NAMESPACE = "train"
 
@@ -52,3 +54,18 @@ def statefulset(
 def reports(results: Path) -> list[dict[str, Any]]:
     """Every report the job's processes wrote, in file name order."""
     return [json.loads(path.read_text()) for path in sorted(results.glob("*.json"))]
+
+
+def ssh_secret(
+    job: str, port: int = 22, namespace: str = NAMESPACE, service: str | None = None
+) -> dict[str, str]:
+    """The files of the Secret the sweeper creates for an MPI job."""
+    body = sshkeys.secret_body(
+        namespace=namespace,
+        name=f"{job}-ssh",
+        labels={},
+        owners=[],
+        config=sshkeys.ssh_config(sshkeys.host_patterns(namespace, [service or job]), port),
+        keys=sshkeys.new_key_pair(f"{job}@trainhook"),
+    )
+    return {name: base64.b64decode(value).decode() for name, value in body["data"].items()}

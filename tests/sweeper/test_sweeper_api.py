@@ -129,6 +129,11 @@ def test_an_mpi_job_goes_from_created_to_served_to_succeeded_to_cleaned_up(emula
             .decode()
         )
         assert files["authorized_keys"].startswith(public + " ")
+        # the names mpi-operator's images read (their sshd's HostKey is ~/.ssh/id_rsa)
+        assert (files["id_rsa"], files["id_rsa.pub"]) == (
+            files["id_ed25519"],
+            files["id_ed25519.pub"],
+        )
         assert "Host *.hvd.ml.svc *.hvd.ml.svc.*" in files["config"]
 
         succeed(kube, pods[0])

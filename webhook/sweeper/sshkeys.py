@@ -15,6 +15,11 @@ from webhook.certs.ssh import new_key_pair as new_key_pair
 
 PRIVATE_KEY = "id_ed25519"
 PUBLIC_KEY = "id_ed25519.pub"
+# The same key pair under the names mpi-operator mounts its keys by: the images built on its base
+# images read ~/.ssh/id_rsa as their sshd's HostKey, and their scripts may name it. (mpi-operator's
+# own id_rsa is an ECDSA key: sshd and ssh go by a key file's content, not its name.)
+MPI_OPERATOR_PRIVATE_KEY = "id_rsa"
+MPI_OPERATOR_PUBLIC_KEY = "id_rsa.pub"
 AUTHORIZED_KEYS = "authorized_keys"
 CONFIG = "config"
 
@@ -53,6 +58,8 @@ def secret_body(
     files = {
         PRIVATE_KEY: keys.private,
         PUBLIC_KEY: keys.public,
+        MPI_OPERATOR_PRIVATE_KEY: keys.private,
+        MPI_OPERATOR_PUBLIC_KEY: keys.public,
         AUTHORIZED_KEYS: keys.public,
         CONFIG: config,
     }

@@ -442,6 +442,16 @@ def _mpi(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
             f"{policy!r} has no equivalent, because the launcher starts with the job; mpirun "
             "retries its SSH connections (ConnectionAttempts=10)",
         )
+    if key[0] == "kubeflow.org/v2beta1" and not any(
+        contract.PORT in r.annotations for r in workers
+    ):
+        # The images are out of sight; mpi-operator's base images set sshd's port to 2222.
+        notes.add(
+            "spec.mpiReplicaSpecs.Worker",
+            f"SSH goes to port {FRAMEWORKS['mpi'].port} ({contract.PORT}); images built on "
+            "mpi-operator's base images (mpioperator/openmpi, intel, mpich) run sshd on 2222: "
+            f'for them set {contract.PORT}: "2222" on the job\'s workloads',
+        )
     if key[0] == "kubeflow.org/v1":
         notes.add(
             "spec.mpiReplicaSpecs.Worker",

@@ -49,6 +49,8 @@ RESTART_ACTIONS = {
     ("PodFailed", "AbortJob"): "Never",
     ("PodFailed", "TerminateJob"): "Never",
 }
+# The maxRetry Volcano's admission webhook gives a Job without one (or with 0).
+DEFAULT_MAX_RETRY = 3
 # Roles that run to completion while the others serve: Indexed Jobs.
 RUN_TO_COMPLETION = {"mpi": ("launcher",)}
 # The roles whose completion ends the job by default (TaskCompleted -> CompleteJob there).
@@ -128,9 +130,7 @@ def migrate_volcano(
             "VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named after "
             f"Trainhook's roles: {', '.join(renamed)}",
         )
-    maximum = spec.integer("maxRetry")
-    if maximum is not None:
-        job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
+    _max_retry(spec, job, notes)
     ttl = spec.integer("ttlSecondsAfterFinished")
     if ttl is not None:
         job.annotations[contract.TTL_SECONDS_AFTER_FINISHED] = str(ttl)
@@ -258,6 +258,24 @@ def _policies(policies: list[tuple[str, Fields, str | None]], job: Job, notes: N
                 else f"{contract.RESTART_POLICY} decides what a failure does"
             ),
         )
+
+
+def _max_retry(spec: Fields, job: Job, notes: Notes) -> None:
+    """maxRetry is trainhook.io/backoff-limit. Volcano's admission webhook makes an absent or 0
+    maxRetry 3 (DEFAULT_MAX_RETRY), which budgets the restarts its policies make: a job that
+    restarts as a whole gets that 3; without such a policy Volcano's default limits nothing."""
+    maximum = spec.integer("maxRetry")
+    if maximum == 0:
+        notes.add(
+            spec.at("maxRetry"),
+            f"0 → {DEFAULT_MAX_RETRY}: Volcano's admission takes 0 as unset and makes it "
+            f"{DEFAULT_MAX_RETRY}",
+        )
+        maximum = None
+    if maximum is None and job.annotations.get(contract.RESTART_POLICY) == "RestartJob":
+        maximum = DEFAULT_MAX_RETRY
+    if maximum is not None:
+        job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
 
 
 def _is_rank0(job: Job, role: str | None) -> bool:
