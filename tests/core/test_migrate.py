@@ -344,6 +344,77 @@ def test_volcanos_max_retry_is_the_backoff_limit_and_its_default_of_3_budgets_jo
     assert migration.notes == notes
 
 
+@pytest.mark.parametrize(
+    ("framework", "task_policies", "job_policies", "rules", "notes"),
+    [
+        # An eviction restarts the job, as Volcano's examples ask; it counts against maxRetry.
+        (
+            "pytorch",
+            [],
+            [{"event": "PodEvicted", "action": "RestartJob"}],
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # A task's policies are tried before the job's, so its rules come first.
+        (
+            "tensorflow",
+            [
+                {"exitCode": 3, "action": "RestartTask"},
+                {"event": "PodEvicted", "action": "AbortJob"},
+            ],
+            [{"events": ["PodEvicted", "PodFailed"], "action": "RestartJob"}],
+            "exit=3 role=worker -> restart-role\n"
+            "disrupted=any role=worker -> fail\n"
+            "disrupted=any -> restart-job",
+            [],
+        ),
+        # PyTorch without elastic cannot take one restarted pod back.
+        (
+            "pytorch",
+            [{"event": "PodEvicted", "action": "RestartPod"}],
+            [],
+            None,
+            [
+                "spec.tasks[1].policies[0]: PodEvicted → RestartPod has no equivalent: pytorch "
+                "does not take a restarted pod back; restart the job instead"
+            ],
+        ),
+        (
+            "pytorch",
+            [],
+            [{"event": "Unknown", "action": "RestartJob"}],
+            None,
+            [
+                "spec.policies[0]: Unknown → RestartJob has no equivalent: "
+                "trainhook.io/restart-policy and trainhook.io/failure-policy decide what a "
+                "failure does"
+            ],
+        ),
+    ],
+)
+def test_volcanos_eviction_and_exit_code_policies_become_failure_rules_in_volcanos_order(
+    framework: str,
+    task_policies: list[dict[str, Any]],
+    job_policies: list[dict[str, Any]],
+    rules: str | None,
+    notes: list[str],
+) -> None:
+    roles = ("master", "worker") if framework == "pytorch" else ("ps", "worker")
+    source = volcano(
+        {framework: []},
+        [task(roles[0], 1), task(roles[1], 2, policies=task_policies)],
+        policies=job_policies,
+    )
+    migration = migrate_one(source)
+    assert job_wide(migration).get(contract.FAILURE_POLICY) == rules
+    assert migration.notes == notes
+    # Volcano budgets the restarts its policies make: maxRetry's default of 3.
+    assert job_wide(migration).get(contract.BACKOFF_LIMIT) == (
+        "3" if rules and "restart-job" in rules else None
+    )
+    render_all(migration.objects)  # what migrate writes, the webhook admits
+
+
 def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")

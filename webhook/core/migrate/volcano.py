@@ -7,6 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.failure_rules import (
+    FAIL,
+    PARTIAL,
+    RESTART_JOB,
+    RESTART_POD,
+    RESTART_ROLE,
+    partial_restart_allowed,
+)
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.migrate.base import (
     JOB,
@@ -48,6 +56,16 @@ RESTART_ACTIONS = {
     ("PodFailed", "RestartJob"): "RestartJob",
     ("PodFailed", "AbortJob"): "Never",
     ("PodFailed", "TerminateJob"): "Never",
+}
+# Events and actions that are failure rules (trainhook.io/failure-policy): an eviction is a pod
+# stopped from outside, as a drain, preemption, a lost node or the kubelet stop it.
+_RULE_MATCHES = {"PodEvicted": "disrupted=any"}
+RULE_ACTIONS = {
+    "RestartJob": RESTART_JOB,
+    "AbortJob": FAIL,
+    "TerminateJob": FAIL,
+    "RestartTask": RESTART_ROLE,
+    "RestartPod": RESTART_POD,
 }
 # The maxRetry Volcano's admission webhook gives a Job without one (or with 0).
 DEFAULT_MAX_RETRY = 3
@@ -234,30 +252,50 @@ def _role(
 
 
 def _policies(policies: list[tuple[str, Fields, str | None]], job: Job, notes: Notes) -> None:
+    """Task policies, then the job's, as Volcano tries them: a failed run decides the restart
+    policy, an eviction or an exit code becomes a failure rule (first match wins, so a task's
+    rules come first), a task's completion the success policy; the rest are notes."""
+    rules: list[str] = []
     for path, policy, role in policies:
-        event = policy.text("event") or ",".join(map(str, policy.get("events") or []))
+        events = [policy.text("event")] if policy.has("event") else policy.get("events") or []
         action = policy.text("action") or ""
-        for extra in ("exitCode", "timeout"):
-            if policy.has(extra):
-                notes.add(policy.at(extra), f"{policy.get(extra)!r} has no equivalent")
-        restart = RESTART_ACTIONS.get((event, action))
-        if restart is not None and role is None:
-            job.annotations[contract.RESTART_POLICY] = restart
-            continue
-        if (event, action) == ("TaskCompleted", "CompleteJob") and role in DONE_BY_DEFAULT:
-            continue  # the framework's own success rule: that role's completion ends the job
-        if (event, action) == ("TaskCompleted", "CompleteJob") and _is_rank0(job, role):
-            job.annotations[contract.SUCCESS_POLICY] = "rank0"
-            continue
-        notes.add(
-            path,
-            f"{event} → {action} has no equivalent yet: "
-            + (
-                "the success policy decides when the job is done (trainhook.io/success-policy)"
-                if action == "CompleteJob"
-                else f"{contract.RESTART_POLICY} decides what a failure does"
-            ),
-        )
+        if policy.has("timeout"):
+            notes.add(policy.at("timeout"), f"{policy.get('timeout')!r} has no equivalent")
+        if policy.has("exitCode"):
+            events = [f"exitCode {policy.get('exitCode')}"]
+        for event in map(str, events):
+            why = _policy(event, action, role, job, rules)
+            if why is not None:
+                notes.add(path, f"{event} → {action} has no equivalent: {why}")
+    if rules:
+        job.annotations[contract.FAILURE_POLICY] = "\n".join(rules)
+
+
+def _policy(event: str, action: str, role: str | None, job: Job, rules: list[str]) -> str | None:
+    """Map one event's policy onto the job; None when mapped, else why it cannot be."""
+    restart = RESTART_ACTIONS.get((event, action))
+    if restart is not None and role is None:
+        job.annotations[contract.RESTART_POLICY] = restart
+        return None
+    if (event, action) == ("TaskCompleted", "CompleteJob") and role in DONE_BY_DEFAULT:
+        return None  # the framework's own success rule: that role's completion ends the job
+    if (event, action) == ("TaskCompleted", "CompleteJob") and _is_rank0(job, role):
+        job.annotations[contract.SUCCESS_POLICY] = "rank0"
+        return None
+    if action == "CompleteJob":
+        return "the success policy decides when the job is done (trainhook.io/success-policy)"
+    match = _RULE_MATCHES.get(event) or (
+        f"exit={event.split()[1]}" if re.fullmatch(r"exitCode [1-9]\d*", event) else None
+    )
+    if match is None:
+        return f"{contract.RESTART_POLICY} and {contract.FAILURE_POLICY} decide what a failure does"
+    rule_action = RULE_ACTIONS.get(action)
+    if rule_action is None:
+        return f"{contract.FAILURE_POLICY} has no such action"
+    if rule_action in PARTIAL and not partial_restart_allowed(job.framework, elastic=False):
+        return f"{job.framework} does not take a restarted pod back; restart the job instead"
+    rules.append(f"{match}{f' role={role}' if role else ''} -> {rule_action}")
+    return None
 
 
 def _max_retry(spec: Fields, job: Job, notes: Notes) -> None:
@@ -272,7 +310,11 @@ def _max_retry(spec: Fields, job: Job, notes: Notes) -> None:
             f"{DEFAULT_MAX_RETRY}",
         )
         maximum = None
-    if maximum is None and job.annotations.get(contract.RESTART_POLICY) == "RestartJob":
+    restarts_job = job.annotations.get(contract.RESTART_POLICY) == "RestartJob" or any(
+        line.endswith(f"-> {RESTART_JOB}")
+        for line in job.annotations.get(contract.FAILURE_POLICY, "").splitlines()
+    )
+    if maximum is None and restarts_job:
         maximum = DEFAULT_MAX_RETRY
     if maximum is not None:
         job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
