@@ -348,7 +348,11 @@ def test_the_kueue_example_puts_launcher_and_workers_in_one_group_of_three() -> 
             },
         )
         assert metadata["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3"
-        assert pod.pod["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+        # Kueue's gate, then the one the sweeper lifts once the job's SSH keys are proven its own.
+        assert pod.pod["spec"]["schedulingGates"] == [
+            {"name": "kueue.x-k8s.io/admission"},
+            {"name": "trainhook.io/waiting-for-owned-objects"},
+        ]
     assert [pod.name for pod in result.pods] == [
         "horovod-queued-launcher-0",
         "horovod-queued-worker-0",

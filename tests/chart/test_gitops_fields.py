@@ -23,7 +23,7 @@ from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
 from webhook.core.admit import Request, admit
-from webhook.sweeper.actions import Delete, Patch
+from webhook.sweeper.actions import CreateSshSecret, Delete, Patch
 
 DOC = (REPO / "docs" / "gitops.md").read_text()
 WORKLOAD_KINDS = ("StatefulSet", "Job")
@@ -383,8 +383,19 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
     hv_workers = statefulset("hv-worker", framework="mpi", role="worker", job="hv")
     released = sweeper_changes([held, hv_workers], [])
     assert ("Job", "spec.suspend") in released  # resumed (and the annotation removed)
+    # Written by the executor on the workloads each CreateSshSecret names, before the Secret.
+    made = decision("hv", [held, hv_workers], [], now=NOW).actions
+    recorded = {
+        (target.resource.kind, f'metadata.annotations["{contract.SSH_KEYS_DIGEST}"]')
+        for secret in of_type(made, CreateSshSecret)
+        for target in secret.record_on
+    }
+    assert recorded == {
+        ("Job", 'metadata.annotations["trainhook.io/ssh-keys-digest"]'),
+        ("StatefulSet", 'metadata.annotations["trainhook.io/ssh-keys-digest"]'),
+    }
     changes = finished | restamped | suspended | never_started | kept | timed | running | paused
-    assert changes | released == documented("sweeper")
+    assert changes | released | recorded == documented("sweeper")
 
 
 def test_the_guide_says_a_ttl_deletes_the_workloads_that_argo_cd_then_recreates() -> None:

@@ -55,7 +55,7 @@ SWEEPER = (
     | expand("", "pods", "get list watch patch delete")
     | expand("", "services", "get list watch create patch delete")
     | expand("", "secrets", "get create patch delete")
-    | expand("", "configmaps", "list watch create delete")
+    | expand("", "configmaps", "get list watch create delete")
     | expand("scheduling.volcano.sh", "podgroups", "get list watch create patch delete")
     | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
     | expand("scheduling.run.ai", "podgroups", "get list watch create patch delete")

@@ -227,3 +227,57 @@ def test_the_policy_follows_the_sweepers_service_account_and_needs_kubernetes_1_
     assert render(kube_version="1.29.0").of_kind("ValidatingAdmissionPolicy") == []
     off = {"sweeper": {"admissionPolicy": {"enabled": False}}}
     assert render(off, kube_version="1.31.0").of_kind("ValidatingAdmissionPolicy") == []
+
+
+OWNED_GATE = {"name": "trainhook.io/waiting-for-owned-objects"}
+ROLES_GATE = {"name": "trainhook.io/waiting-for-roles"}
+KUEUE_GATE = {"name": "kueue.x-k8s.io/admission"}
+
+
+def gated(*gates: dict[str, str], **spec: Any) -> dict[str, Any]:
+    """A pod of the job with these scheduling gates (none: the field left out)."""
+    pod = thing("pt-worker-0", {**POD_SPEC, **spec}, **JOB)
+    if gates:
+        pod["spec"]["schedulingGates"] = list(gates)
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (gated(KUEUE_GATE, ROLES_GATE, OWNED_GATE), gated(KUEUE_GATE, ROLES_GATE)),
+        (gated(KUEUE_GATE, ROLES_GATE, OWNED_GATE), gated(KUEUE_GATE)),
+        (gated(OWNED_GATE), gated()),
+        (gated(ROLES_GATE, OWNED_GATE, tolerations=[{"key": "gpu"}]),
+         gated(OWNED_GATE, tolerations=[{"key": "gpu"}])),
+    ],
+)  # fmt: skip
+def test_the_sweeper_may_lift_trainhooks_own_scheduling_gates(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    assert admit(SWEEPER, "UPDATE", "pods", after, before) is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (gated(KUEUE_GATE, OWNED_GATE), gated(OWNED_GATE)),  # another's gate
+        (gated(OWNED_GATE), gated(OWNED_GATE, KUEUE_GATE)),  # a gate added
+        (gated(OWNED_GATE), gated(ROLES_GATE)),  # one of its own added
+        (gated(OWNED_GATE), gated(**NEW_IMAGE["template"]["spec"])),  # with a new image
+        (gated(OWNED_GATE), gated(tolerations=[{"operator": "Exists"}])),  # run anywhere
+        (gated(OWNED_GATE), gated(nodeSelector={"kubernetes.io/hostname": "n1"})),
+        (gated(OWNED_GATE), gated(affinity={"nodeAffinity": {}})),
+        (gated(OWNED_GATE), gated(activeDeadlineSeconds=1)),
+        (gated(OWNED_GATE), gated(initContainers=[{"name": "x", "image": "evil:1"}])),
+    ],
+)  # fmt: skip
+def test_the_sweeper_may_lift_no_other_gate_nor_change_anything_with_its_own(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    message = admit(SWEEPER, "UPDATE", "pods", after, before)
+    assert message == (
+        "the Trainhook sweeper creates no pods, StatefulSets or Jobs and never changes their "
+        "containers, and makes only Opaque Secrets and ClusterIP Services selecting their job's "
+        "pods; this UPDATE of pods ml/pt-worker-0 would"
+    )

@@ -76,6 +76,24 @@ def test_a_tenant_cannot_change_the_outcome_the_sweeper_recorded() -> None:
     assert message.startswith(f"{contract.PHASE}, {contract.FINISHED_AT}: written only by")
 
 
+def test_nobody_but_the_sweeper_records_the_digest_that_proves_an_mpi_jobs_ssh_keys() -> None:
+    # Whoever wrote it could have the job's pods mount keys of their own under <job>-ssh.
+    old = created_by(statefulset("hvd-worker", "mpi", role="worker", job="hvd"), ALICE)
+    new = annotated(old, **{contract.SSH_KEYS_DIGEST: "0" * 64})
+    for user in (MALLORY, ALICE):
+        assert refusal(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=user)) == (
+            f"{contract.SSH_KEYS_DIGEST}: written only by the Trainhook sweeper, which acts on "
+            f"them (it runs as {SWEEPER}); remove it from the StatefulSet"
+        )
+    launcher = annotated(
+        indexed_job("hvd-launcher", "mpi", completions=1, role="launcher", job="hvd"),
+        **{contract.SSH_KEYS_DIGEST: "0" * 64},
+    )
+    message = refusal(Request("Job", "CREATE", launcher, "ml", username=MALLORY))
+    assert message.startswith(f"{contract.SSH_KEYS_DIGEST}: written only by the Trainhook sweeper")
+    assert admitted(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=SWEEPER))
+
+
 def test_the_sweeper_may_change_the_outcome_it_records() -> None:
     old = created_by(statefulset("ddp", "pytorch"), ALICE)
     new = annotated(old, **{contract.PHASE: "Succeeded"})

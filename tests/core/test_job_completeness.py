@@ -14,6 +14,8 @@ from webhook.core.errors import TrainhookError
 from webhook.core.render import expand
 
 GATE = [{"name": contract.WAITING_FOR_ROLES}]
+# An MPI pod mounts the job's SSH Secret: held until the sweeper proves it its own, whatever roles.
+OWNED = [{"name": contract.WAITING_FOR_OWNED_OBJECTS}]
 
 
 def created(
@@ -55,7 +57,7 @@ def test_the_launcher_created_after_its_workers_runs_at_once_with_the_whole_job(
     job, warnings = created(launcher(), [stored])
     assert "suspend" not in job["spec"] and warnings == []
     assert contract.WAITING_FOR_ROLES not in (job["metadata"].get("annotations") or {})
-    assert "schedulingGates" not in first_pod(job)["spec"]
+    assert first_pod(job)["spec"]["schedulingGates"] == OWNED
 
 
 def test_a_job_the_user_suspended_stays_the_users_to_resume():
@@ -68,10 +70,10 @@ def test_a_job_the_user_suspended_stays_the_users_to_resume():
 
 def test_mpi_workers_created_before_their_launcher_are_gated_then_not_once_it_exists():
     stored, _ = created(workers())
-    assert first_pod(stored)["spec"]["schedulingGates"] == GATE
+    assert first_pod(stored)["spec"]["schedulingGates"] == GATE + OWNED
     job, _ = created(launcher(), [stored])
     restamped, _ = created(workers(), [job])  # as the sweeper's new stamp leaves the template
-    assert "schedulingGates" not in first_pod(restamped)["spec"]
+    assert first_pod(restamped)["spec"]["schedulingGates"] == OWNED
 
 
 def test_a_pytorch_master_waits_for_workers_only_when_the_job_names_its_roles():
@@ -97,7 +99,8 @@ def test_a_kueue_gate_already_there_is_kept_beside_the_roles_gate():
     ]
     pod["spec"]["schedulingGates"] = [{"name": contract.KUEUE_ADMISSION_GATE}]
     gated, _ = created(pod)
-    assert gated["spec"]["schedulingGates"] == [{"name": contract.KUEUE_ADMISSION_GATE}, *GATE]
+    kueue = [{"name": contract.KUEUE_ADMISSION_GATE}]
+    assert gated["spec"]["schedulingGates"] == kueue + GATE + OWNED
 
 
 @pytest.mark.parametrize(

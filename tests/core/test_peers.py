@@ -76,6 +76,7 @@ def test_a_64_pod_job_keeps_its_host_lists_in_env_and_mounts_nothing() -> None:
     assert result.env["TRAINHOOK_WORKER_HOSTS"] == hosts("big-worker", 63)
     assert result.peers is None
     assert "volumes" not in result.pod["spec"]
+    assert "schedulingGates" not in result.pod["spec"]
 
 
 def test_a_65_pod_job_reads_its_host_lists_from_the_peers_configmap() -> None:
@@ -117,6 +118,10 @@ def test_a_65_pod_job_reads_its_host_lists_from_the_peers_configmap() -> None:
     ]
     assert result.pod["spec"]["containers"][0]["volumeMounts"] == [
         {"name": "trainhook-peers", "mountPath": "/etc/trainhook", "readOnly": True}
+    ]
+    # Nor scheduled before the sweeper has proven the ConfigMap under that name its own.
+    assert result.pod["spec"]["schedulingGates"] == [
+        {"name": "trainhook.io/waiting-for-owned-objects"}
     ]
 
 

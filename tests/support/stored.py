@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support import builders
 from webhook.core import contract
+from webhook.core.peers import content_digest
 from webhook.core.topology import stamp
 from webhook.core.workload import build_topology, read_workload
 from webhook.kube.resources import MANAGED_BY, MANAGER
@@ -253,6 +254,19 @@ def _pod(
             "containerStatuses": statuses,
         },
     }
+
+
+def sweepers_ssh_secret(job: str, *workloads: dict[str, Any]) -> dict[str, Any]:
+    """The job's SSH Secret as the sweeper makes it: the digest of its data recorded on the job's
+    `workloads` (changed in place) before it is created, and owned by them."""
+    owners = [{"uid": w["metadata"]["uid"]} for w in workloads]
+    secret = owned("Secret", f"{job}-ssh", job=job, owners=owners)
+    secret["type"] = "Opaque"
+    secret["data"] = {"id_ed25519": "a2V5", "authorized_keys": "cHVi", "config": "SG9zdCAq"}
+    for workload in workloads:
+        annotations = workload["metadata"].setdefault("annotations", {})
+        annotations[contract.SSH_KEYS_DIGEST] = content_digest(secret["data"])
+    return secret
 
 
 def owned(

@@ -185,9 +185,10 @@ def test_a_planted_configmap_labelled_as_the_sweepers_is_deleted_with_one_warnin
     assert (warning.type, warning.involved.name, warning.message) == (
         "Warning",
         "pt-master",
-        f"ConfigMap {name} was not made by Trainhook (its content is not what its name says), "
-        "yet the job's pods would mount it as their peer lists; the sweeper deletes it and makes "
-        "the job's own",
+        f"ConfigMap {name} was not made by Trainhook for the job (its content is not the job's "
+        "lists, though it is labelled as Trainhook's): the job's pods wait "
+        "(trainhook.io/waiting-for-owned-objects) and never mount it as their peer lists; the "
+        "sweeper deletes it and makes the job's own",
     )
     assert of_type(actions, Delete) == [
         Delete(CONFIGMAPS, NAMESPACE, name, planted["metadata"]["uid"])
@@ -219,3 +220,86 @@ def test_a_large_volcano_compat_jobs_configmap_holds_its_host_files_as_its_pods_
     assert create.body["metadata"]["name"] == name
     assert create.body["data"]["worker.host"] == hosts("pt-worker", 100).replace(",", "\n")
     assert create.body["data"]["master.host"] == "pt-master-0.pt.ml.svc"
+
+
+OWNED_GATE = {"name": contract.WAITING_FOR_OWNED_OBJECTS}
+
+
+def waiting(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    """A pod of the job as the webhook admits it: mounting `name`, held by the owned-objects
+    gate (after Kueue's)."""
+    obj = with_peers(obj, name)
+    obj["spec"]["schedulingGates"] = [{"name": contract.KUEUE_ADMISSION_GATE}, OWNED_GATE]
+    obj["status"] = {"phase": "Pending", "conditions": []}
+    return obj
+
+
+def test_pods_start_only_once_their_configmap_holds_exactly_the_jobs_lists() -> None:
+    master, workers = large_job()
+    files = mounted_files(workers, 0)
+    pods = [waiting(pod(workers, 0), files.name), waiting(pod(workers, 1), files.name)]
+    lifted = {"spec": {"schedulingGates": [{"name": contract.KUEUE_ADMISSION_GATE}]}}
+
+    made = decision("pt", [master, workers], pods, services=[service()])
+    assert of_type(made.actions, Patch) == []  # no ConfigMap yet: created, the pods wait
+    assert [c.body["metadata"]["name"] for c in of_type(made.actions, Create)] == [files.name]
+    ours = peers_configmap(files)
+    made = decision("pt", [master, workers], pods, services=[service()], configmaps=[ours])
+    assert [(p.name, p.patch) for p in of_type(made.actions, Patch)] == [
+        ("pt-worker-0", lifted),
+        ("pt-worker-1", lifted),
+    ]
+
+
+def test_a_planted_configmap_whose_name_digest_matches_but_lists_differ_is_never_mounted() -> None:
+    # The ten characters of the name are a digest anyone may match by brute force: the content
+    # itself is compared with the job's lists.
+    master, workers = large_job()
+    files = mounted_files(workers, 0)
+    forged = peers_configmap(PeerFiles(files.name, {"TRAINHOOK_WORKER_HOSTS": "evil.ml.svc"}))
+    forged["metadata"]["name"] = files.name
+    pods = [waiting(pod(workers, 0), files.name)]
+
+    for managed in (True, False):
+        if not managed:
+            forged["metadata"]["labels"] = {}
+        actions = decision(
+            "pt", [master, workers], pods, services=[service()], configmaps=[forged]
+        ).actions
+        assert of_type(actions, Patch) == []
+        [warning] = [a for a in of_type(actions, Emit) if a.reason == "ForeignConfigMap"]
+        assert warning.message.startswith(f"ConfigMap {files.name} was not made by Trainhook")
+        deleted = [d.name for d in of_type(actions, Delete)]
+        assert deleted == ([files.name] if managed else [])  # the policy forbids the other
+        assert of_type(actions, Create) == []
+
+
+def test_a_pod_held_for_its_roles_too_is_let_go_one_gate_at_a_time() -> None:
+    master, workers = large_job()
+    files = mounted_files(workers, 0)
+    both = waiting(pod(workers, 0), files.name)
+    both["spec"]["schedulingGates"].append({"name": contract.WAITING_FOR_ROLES})
+    ours = peers_configmap(files)
+    made = decision("pt", [master, workers], [both], services=[service()], configmaps=[ours])
+    # One patch: the roles gate lifted, the owned-objects one kept for the next pass.
+    gates = [p.patch["spec"]["schedulingGates"] for p in of_type(made.actions, Patch)]
+    assert gates == [[{"name": contract.KUEUE_ADMISSION_GATE}, OWNED_GATE]]
+
+
+def test_a_job_too_large_for_one_configmap_is_invalid_whatever_someone_planted() -> None:
+    job = "j" * 60
+    master, workers = stamped(
+        statefulset("c" * 55, framework="tensorflow", role="chief", job=job),
+        statefulset("w" * 55, framework="tensorflow", role="worker", job=job, replicas=5_999),
+    )
+    planted = owned("ConfigMap", f"{job}-peers-0123456789", job=job)  # labelled, not its lists
+    planted.update(immutable=True, data={"TRAINHOOK_WORKER_HOSTS": "evil"})
+
+    made = decision(
+        job, [master, workers], services=[service()], configmaps=[planted], records=True
+    )
+
+    assert made.phase == "Invalid"
+    [invalid] = of_type(made.actions, Emit)
+    assert invalid.reason == "InvalidJob"
+    assert invalid.message.startswith(f"job {job} has 6000 pods whose peer lists take ")

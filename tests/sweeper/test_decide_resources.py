@@ -1,9 +1,20 @@
 """The objects every job needs: headless Service, Volcano PodGroup, MPI SSH Secret."""
 
-from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
+from typing import Any
+
+from tests.support.stored import (
+    bare_pod,
+    indexed_job,
+    owned,
+    pod,
+    stamped,
+    statefulset,
+    sweepers_ssh_secret,
+)
 from webhook.core import contract
-from webhook.kube.resources import PODGROUPS, SECRETS, SERVICES
-from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.core.peers import content_digest
+from webhook.kube.resources import JOBS, PODGROUPS, SECRETS, SERVICES, STATEFULSETS
+from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch, Recorded
 
 from .helpers import decision, of_type
 
@@ -255,12 +266,17 @@ def test_an_mpi_job_gets_an_ssh_secret_whose_config_trusts_the_jobs_hosts_only()
             "    UserKnownHostsFile /dev/null\n"
             "    LogLevel ERROR\n"
         ),
+        # the Secret's digest, recorded first on the workloads as they were decided on
+        record_on=(
+            Recorded(JOBS, "hvd-launcher", launcher["metadata"]["resourceVersion"]),
+            Recorded(STATEFULSETS, "hvd-worker", workers["metadata"]["resourceVersion"]),
+        ),
     )
 
 
-def test_an_existing_ssh_secret_is_never_replaced():
+def test_the_sweepers_own_ssh_secret_is_never_replaced():
     launcher, workers = mpi_job()
-    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[owner(launcher), owner(workers)])
+    secret = sweepers_ssh_secret("hvd", launcher, workers)
     actions = decision("hvd", [launcher, workers], secrets=[secret]).actions
     assert of_type(actions, CreateSshSecret) == []
     assert of_type(actions, Delete) == []
@@ -274,8 +290,10 @@ def test_an_ssh_secret_planted_with_the_sweepers_label_before_the_job_is_deleted
 
     [warning] = [a for a in of_type(actions, Emit) if a.reason == "ForeignSecret"]
     assert warning.message == (
-        "Secret hvd-ssh is labelled as Trainhook's but is not owned by the job's workloads, so "
-        "someone else made it; the sweeper deletes it and makes the job's own SSH keys"
+        "Secret hvd-ssh was not made by Trainhook for the job (its keys are not those the "
+        "sweeper made for the job, though it is labelled as Trainhook's): the job's pods wait "
+        "(trainhook.io/waiting-for-owned-objects) and never mount it as their SSH keys; the "
+        "sweeper deletes it and makes the job's own"
     )
     assert of_type(actions, Delete) == [
         Delete(SECRETS, "ml", "hvd-ssh", planted["metadata"]["uid"])
@@ -394,3 +412,46 @@ def test_a_mindspore_job_without_a_scheduler_gets_no_cluster_ip_service():
     (workers,) = stamped(statefulset("ms", framework="mindspore", role="worker", replicas=2))
     created = of_type(decision("ms", [workers]).actions, Create)
     assert [action.body["metadata"]["name"] for action in created] == ["ms"]
+
+
+def gated_for_keys(obj: dict[str, Any], phase: str = "Pending") -> dict[str, Any]:
+    obj["spec"]["schedulingGates"] = [{"name": contract.WAITING_FOR_OWNED_OBJECTS}]
+    obj["status"] = {"phase": phase, "conditions": []}
+    return obj
+
+
+def test_mpi_pods_start_only_with_the_ssh_secret_whose_digest_the_sweeper_recorded():
+    launcher, workers = mpi_job()
+    pods = [gated_for_keys(pod(workers, 0)), gated_for_keys(pod(workers, 1))]
+    ours = sweepers_ssh_secret("hvd", launcher, workers)
+    lifted = of_type(decision("hvd", [launcher, workers], pods, secrets=[ours]).actions, Patch)
+    assert [(p.name, p.patch) for p in lifted] == [
+        ("hvd-worker-0", {"spec": {"schedulingGates": None}}),
+        ("hvd-worker-1", {"spec": {"schedulingGates": None}}),
+    ]
+    # The same name with other keys (changed, or made by someone who copied the labels and owners):
+    changed = {**ours, "data": {**ours["data"], "authorized_keys": "YXR0YWNrZXI="}}
+    actions = decision("hvd", [launcher, workers], pods, secrets=[changed]).actions
+    assert of_type(actions, Patch) == []
+    assert [a.reason for a in of_type(actions, Emit)] == ["ForeignSecret"]
+    assert of_type(actions, Delete) == [Delete(SECRETS, "ml", "hvd-ssh", ours["metadata"]["uid"])]
+
+
+def test_an_ssh_secret_made_before_digests_were_recorded_is_adopted_by_a_running_job():
+    launcher, workers = mpi_job()
+    ours = sweepers_ssh_secret("hvd", launcher, workers)
+    for workload in (launcher, workers):
+        del workload["metadata"]["annotations"][contract.SSH_KEYS_DIGEST]
+    running = [pod(workers, 0), pod(workers, 1)]  # admitted before pods were gated
+    actions = decision("hvd", [launcher, workers], running, secrets=[ours]).actions
+    record = {"metadata": {"annotations": {contract.SSH_KEYS_DIGEST: content_digest(ours["data"])}}}
+    assert [(p.name, p.patch) for p in of_type(actions, Patch)] == [
+        ("hvd-launcher", record),
+        ("hvd-worker", record),
+    ]
+    assert of_type(actions, Emit) == [] and of_type(actions, Delete) == []
+    # A new job's pods all wait: the same Secret is then someone else's, however labelled.
+    waiting = [gated_for_keys(pod(workers, 0)), gated_for_keys(pod(workers, 1))]
+    actions = decision("hvd", [launcher, workers], waiting, secrets=[ours]).actions
+    assert [a.reason for a in of_type(actions, Emit)] == ["ForeignSecret"]
+    assert of_type(actions, Patch) == []

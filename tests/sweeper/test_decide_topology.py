@@ -3,7 +3,15 @@
 import copy
 from datetime import timedelta
 
-from tests.support.stored import bare_pod, indexed_job, owned, pod, stamped, statefulset
+from tests.support.stored import (
+    bare_pod,
+    indexed_job,
+    owned,
+    pod,
+    stamped,
+    statefulset,
+    sweepers_ssh_secret,
+)
 from webhook.core import contract
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
@@ -129,7 +137,7 @@ def test_a_started_job_whose_template_cannot_change_is_reported_not_patched():
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
     )
     workers["spec"]["replicas"] = 4
-    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[{"uid": launcher["metadata"]["uid"]}])
+    secret = sweepers_ssh_secret("hvd", launcher, workers)
     svc = owned("Service", "hvd", job="hvd", managed=False, spec={"clusterIP": "None"})
     actions = decision("hvd", [launcher, workers], services=[svc], secrets=[secret]).actions
     warning = of_type(actions, Emit)[0]
@@ -152,7 +160,7 @@ def test_a_suspended_job_that_never_started_is_restamped():
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
     )
     workers["spec"]["replicas"] = 4
-    secret = owned("Secret", "hvd-ssh", job="hvd", owners=[{"uid": launcher["metadata"]["uid"]}])
+    secret = sweepers_ssh_secret("hvd", launcher, workers)
     svc = owned("Service", "hvd", job="hvd", managed=False, spec={"clusterIP": "None"})
     actions = decision("hvd", [launcher, workers], services=[svc], secrets=[secret]).actions
     assert [(p.resource, p.name) for p in of_type(actions, Patch)] == [

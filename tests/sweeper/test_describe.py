@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.emulator import kubeconfig
-from tests.support.stored import pod, stamped, statefulset
+from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, NODES, PODS, SERVICES, STATEFULSETS
@@ -236,4 +236,27 @@ def test_describe_shows_the_last_report_its_metrics_checkpoint_and_the_work_a_re
         "Checkpoint:   step 400, saved 5m ago",
         "Lost work:    the restart 2m ago lost 50 steps (step 450 reached, last checkpoint "
         "step 400)",
+    ]
+
+
+def test_a_job_whose_pods_wait_for_a_planted_secret_says_which_one() -> None:
+    launcher, workers = stamped(
+        indexed_job("hvd-launcher", role="launcher", job="hvd"),
+        statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2),
+    )
+    waiting = {
+        "state": "Pending",
+        "reason": "WaitingForOwnedObjects",
+        "message": "the job's pods wait for Secret hvd-ssh, which Trainhook did not make for the "
+        "job and never lets them mount: delete it so the sweeper makes the job's own",
+        "restarts": 0,
+        "startTime": "2025-01-01T01:00:00Z",
+    }
+    for workload in (launcher, workers):
+        workload["metadata"]["annotations"][contract.STATUS] = json.dumps(waiting)
+    text = describe(JobObjects("ml", "hvd", (launcher, workers), (), None, None, ()), NOW)
+    assert text.splitlines()[3:5] == [
+        "Phase:        Pending",
+        "Waiting:      the job's pods wait for Secret hvd-ssh, which Trainhook did not make for "
+        "the job and never lets them mount: delete it so the sweeper makes the job's own",
     ]

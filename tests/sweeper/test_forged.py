@@ -115,9 +115,10 @@ def test_a_foreign_ssh_secret_gets_one_warning_no_create_and_no_secret_is_ever_l
         ("Warning", "hvd-launcher")
     ]
     assert warnings[0]["message"] == (
-        "Secret hvd-ssh was not made by Trainhook (it has no app.kubernetes.io/managed-by="
-        "trainhook label), yet the job's pods mount it as their SSH keys; delete it so the "
-        "sweeper makes one, or rename the job"
+        "Secret hvd-ssh was not made by Trainhook for the job (it has no "
+        "app.kubernetes.io/managed-by=trainhook label): the job's pods wait "
+        "(trainhook.io/waiting-for-owned-objects) and never mount it as their SSH keys; delete "
+        "it so the sweeper makes the job's own SSH keys, or rename the job"
     )
     secret_calls = [
         (method, path)

@@ -30,6 +30,7 @@ CHANGES = (
     "pending",
     "unschedulable",
     "gated",
+    "gated-owned",
     "exit-0",
     "exit-1",
     "exit-1-young",
@@ -96,7 +97,7 @@ def changed(workloads: list[dict[str, Any]], index: int, change: str, generation
     if change == "recreated":
         made["metadata"]["uid"] = f"recreated-{generation}-{index}"
     status = made["status"]
-    if change in ("pending", "unschedulable", "gated"):
+    if change in ("pending", "unschedulable", "gated", "gated-owned"):
         status["phase"] = "Pending"
         status.pop("containerStatuses")
     if change == "unschedulable":
@@ -105,6 +106,8 @@ def changed(workloads: list[dict[str, Any]], index: int, change: str, generation
         )
     if change == "gated":
         made["spec"]["schedulingGates"] = [{"name": contract.WAITING_FOR_ROLES}]
+    if change == "gated-owned":
+        made["spec"]["schedulingGates"] = [{"name": contract.WAITING_FOR_OWNED_OBJECTS}]
     if change == "exit-0":
         terminated(made, 0, reason="Completed")
     if change in ("exit-1", "exit-1-young"):

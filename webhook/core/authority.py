@@ -16,7 +16,7 @@ from webhook.core.workload import WORKLOAD_KINDS, job_of
 # What the sweeper records and decides on: a forged success, failure count or start time would
 # end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
 # come from reports the sweeper verified; schedulers and people read them, so nobody else writes
-# them either.
+# them either. The SSH keys' digest is what proves the job's Secret the one the sweeper made.
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
@@ -27,6 +27,7 @@ OUTCOME_KEYS = (
     contract.PROGRESS,
     contract.PROGRESS_TEXT,
     contract.LAST_CHECKPOINT,
+    contract.SSH_KEYS_DIGEST,
 )
 
 

@@ -59,6 +59,12 @@ REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 # created suspended for the same reason (its value names the missing roles); the sweeper lifts
 # both once every role is there.
 WAITING_FOR_ROLES: Final = "trainhook.io/waiting-for-roles"
+# The scheduling gate of a pod that mounts an object the sweeper makes for its job (a large job's
+# peers ConfigMap, the MPI SSH Secret): lifted once the sweeper has proven that object its own.
+WAITING_FOR_OWNED_OBJECTS: Final = "trainhook.io/waiting-for-owned-objects"
+# On the job's workloads, written by the sweeper alone before it creates the SSH Secret: the digest
+# of the Secret's data, which proves the Secret under that name the one it made.
+SSH_KEYS_DIGEST: Final = "trainhook.io/ssh-keys-digest"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher

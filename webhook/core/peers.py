@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from webhook.core import contract
@@ -40,6 +40,10 @@ class PeerFiles:
 
     name: str
     data: dict[str, str] = field(compare=False)
+
+    @cached_property
+    def digest(self) -> str:
+        return content_digest(self.data)
 
     @property
     def size(self) -> int:
@@ -102,6 +106,14 @@ def digest_of(data: dict[str, str]) -> str:
     """The digest a peers ConfigMap's name ends with: that of its data."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(canonical).hexdigest()[:DIGEST_LENGTH]
+
+
+def content_digest(data: Mapping[str, Any]) -> str:
+    """The whole SHA-256 of a ConfigMap's or Secret's data: what the sweeper compares with the
+    content it made (the ten characters a peers ConfigMap's name carries could be matched by
+    brute force; this cannot)."""
+    canonical = json.dumps(dict(data), sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 def proven(obj: Mapping[str, Any], job: str) -> bool:

@@ -20,6 +20,7 @@ from webhook.core.objects import annotations_of, labels_of
 from webhook.core.peers import PeerFiles, inline, peer_files
 from webhook.core.pods import (
     PodIdentity,
+    add_gate,
     add_volume,
     check_init_containers,
     equipped,
@@ -256,7 +257,10 @@ def write_shared(
     if reading.identity.owner_kind in ("StatefulSet", "Job"):
         present = (r.name for r in placement.topology.roles)
         if missing_roles(reading.framework, present, settings.roles):
-            _wait_for_roles(draft, pod)
+            add_gate(draft, pod, contract.WAITING_FOR_ROLES)  # its world would be partial
+    if place.files is not None or reading.framework.ssh_keys:
+        # Lifted once the sweeper has proven the ConfigMap or Secret the pod mounts its own.
+        add_gate(draft, pod, contract.WAITING_FOR_OWNED_OBJECTS)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
@@ -579,17 +583,6 @@ def _join_kueue_group(
     finalizers = (pod.get("metadata") or {}).get("finalizers") or []
     if contract.KUEUE_MANAGED not in finalizers:
         draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
-
-
-def _wait_for_roles(draft: Draft, pod: Mapping[str, Any]) -> None:
-    """Hold the pod before scheduling: its job lacks a role, so its world would be partial. The
-    sweeper lifts the gate once every role has its workload and the pod's stamp is the job's
-    (a pod stamped before a role arrived is replaced instead)."""
-    spec = pod.get("spec") or {}
-    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
-    if contract.WAITING_FOR_ROLES in gates or spec.get("nodeName"):
-        return
-    draft.list_at("spec", "schedulingGates").append({"name": contract.WAITING_FOR_ROLES})
 
 
 def annotation_bytes(annotations: Mapping[str, str]) -> int:

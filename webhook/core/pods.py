@@ -147,3 +147,13 @@ def add_volume(draft: Draft, volume: dict[str, Any]) -> None:
     if any(v.get("name") == volume["name"] for v in volumes):
         return
     draft.list_at("spec", "volumes").append(volume)
+
+
+def add_gate(draft: Draft, pod: Mapping[str, Any], name: str) -> None:
+    """Hold the pod before scheduling until the sweeper lifts gate `name`. Kubernetes accepts a
+    gate only at creation and never on a pod already bound to a node."""
+    spec = pod.get("spec") or {}
+    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
+    if name in gates or spec.get("nodeName"):
+        return
+    draft.list_at("spec", "schedulingGates").append({"name": name})

@@ -36,14 +36,26 @@ class Create:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """An object the digest of the SSH Secret's data is recorded on, as it was decided on."""
+
+    resource: Resource
+    name: str
+    resource_version: str
+
+
+@dataclass(frozen=True)
 class CreateSshSecret:
-    """Create the MPI SSH Secret; the executor makes the key pair, so decisions stay pure."""
+    """Create the MPI SSH Secret; the executor makes the key pair, so decisions stay pure. It
+    first records the digest of the Secret's data on `record_on` (the job's workloads): a Secret
+    under the name with other data is not the one it made."""
 
     namespace: str
     name: str
     labels: Mapping[str, str]
     owners: tuple[Mapping[str, Any], ...]
     ssh_config: str
+    record_on: tuple[Recorded, ...] = ()
     resource: Resource = field(default=SECRETS, init=False)
 
     def describe(self) -> str:

@@ -16,9 +16,10 @@ from webhook.core.objects import parse_time
 from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
-from webhook.sweeper.decide import recorded_status
+from webhook.sweeper.decide import recorded_outcome, recorded_status
+from webhook.sweeper.decide.records import WAITING_FOR_OWNED_OBJECTS, WAITING_FOR_ROLES
 from webhook.sweeper.failures import job_failure_policy
-from webhook.sweeper.state import job_key, read_job_state, status_field
+from webhook.sweeper.state import JobState, job_key, read_job_state, status_field
 from webhook.sweeper.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
@@ -116,14 +117,18 @@ def describe(objects: JobObjects, now: datetime) -> str:
         f"Namespace:    {objects.namespace}",
         f"Framework:    {row.framework if row else '?'}",
         f"Phase:        {row.phase if row else '-'}",
+    ]
+    state = read_job_state(
+        objects.namespace, objects.job, workloads=objects.workloads, pods=objects.pods
+    )
+    waiting = _waiting(state)
+    if waiting:
+        lines.append(f"Waiting:      {waiting}")
+    lines += [
         f"Roles:        {row.roles if row else '-'}",
         f"Age:          {row.age if row else '-'}",
     ]
-    summary = job_progress(
-        read_job_state(
-            objects.namespace, objects.job, workloads=objects.workloads, pods=objects.pods
-        )
-    )
+    summary = job_progress(state)
     if summary is not None:
         lines += progress_lines(summary, now)
     if objects.workloads:
@@ -155,6 +160,17 @@ def describe(objects: JobObjects, now: datetime) -> str:
     else:
         lines.append("  none")
     return "\n".join(lines)
+
+
+def _waiting(state: JobState) -> str | None:
+    """What a pending job's pods wait for, as the sweeper recorded it: a role, or an object
+    someone else made under the name of the job's own."""
+    if not state.workloads or recorded_outcome(state) is not None:
+        return None
+    recorded = recorded_status(state)
+    if recorded.get("reason") not in (WAITING_FOR_ROLES, WAITING_FOR_OWNED_OBJECTS):
+        return None
+    return str(recorded.get("message") or recorded["reason"])
 
 
 def _failure_rules(objects: JobObjects) -> list[str]:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from webhook.core import contract
+from webhook.core.peers import content_digest
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
@@ -57,6 +59,8 @@ class Executor:
         self.emits = EmitBudget()
         # Names found taken by an object the sweeper does not see, and when.
         self.taken: dict[tuple[str, str, str], datetime] = {}
+        # Within one decision: (plural, namespace, name, version decided on) -> version now.
+        self._advanced: dict[tuple[str, str, str, str], str] = {}
 
     def apply(self, actions: Sequence[Action]) -> None:
         """Apply in order. Creating the job's Service, PodGroup or Secret and recording an Event
@@ -65,6 +69,7 @@ class Executor:
         first failure is raised once everything that could be done is done."""
         failed: ApiError | None = None
         ordered_failed = False
+        self._advanced.clear()
         for action in actions:
             if not self.may_act():
                 raise NotLeading()
@@ -95,6 +100,11 @@ class Executor:
                 config=action.ssh_config,
                 keys=keys,
             )
+            digest = content_digest(body["data"])
+            for target in action.record_on:
+                record = {"metadata": {"annotations": {contract.SSH_KEYS_DIGEST: digest}}}
+                version = target.resource_version
+                self._patch(Patch(target.resource, action.namespace, target.name, record, version))
             return self._create(action.resource, action.namespace, body)
         if isinstance(action, Patch):
             return self._patch(action)
@@ -143,8 +153,12 @@ class Executor:
 
     def _patch(self, action: Patch) -> bool:
         patch = copy.deepcopy(dict(action.patch))
-        if action.resource_version:
-            patch.setdefault("metadata", {})["resourceVersion"] = action.resource_version
+        key = (action.resource.plural, action.namespace, action.name, action.resource_version)
+        # An object this decision already patched: its patches after that apply to the version
+        # the first one made (which only added what the decision wanted).
+        version = self._advanced.get(key, action.resource_version)
+        if version:
+            patch.setdefault("metadata", {})["resourceVersion"] = version
         try:
             patched = self.kube.patch(action.resource, action.namespace, action.name, patch)
         except ApiError as error:
@@ -153,6 +167,9 @@ class Executor:
             if error.status == 409:
                 raise StaleState(f"{action.describe()}: {error.message}") from None
             raise
+        new_version = (patched.get("metadata") or {}).get("resourceVersion")
+        if action.resource_version and new_version:
+            self._advanced[key] = new_version
         self.written(action.resource, action.namespace, action.name, patched)
         return True
 

@@ -145,6 +145,10 @@ class PodView:
     def waiting_for_roles(self) -> bool:
         return contract.WAITING_FOR_ROLES in self.gates
 
+    @property
+    def waiting_for_owned_objects(self) -> bool:
+        return contract.WAITING_FOR_OWNED_OBJECTS in self.gates
+
     @cached_property
     def uid8(self) -> str:
         """Short enough to be recorded for thousands of pods, long enough within one job."""
@@ -324,7 +328,7 @@ def _read_pod(
             ),
             "",
         ),
-        peers=_mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        peers=pod_peers(pod),
         status_reason=str(status.get("reason") or ""),
         stop_conditions=tuple(
             (str(c.get("type")), str(c.get("reason") or ""))
@@ -338,11 +342,7 @@ def _read_pod(
         ),
         barrier_waiting=_barrier_waiting(status),
         resource_version=metadata.get("resourceVersion") or "",
-        gates=tuple(
-            str(gate.get("name"))
-            for gate in (pod.get("spec") or {}).get("schedulingGates") or []
-            if isinstance(gate, dict)
-        ),
+        gates=gates_of(pod),
     )
 
 
@@ -448,7 +448,21 @@ def _reading(text: str) -> str:
     return one_line(str(text), at_most=200)
 
 
-def _mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
+def gates_of(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of a pod's scheduling gates, in order."""
+    return tuple(
+        str(gate.get("name"))
+        for gate in (pod.get("spec") or {}).get("schedulingGates") or []
+        if isinstance(gate, dict)
+    )
+
+
+def pod_peers(pod: Mapping[str, Any]) -> str | None:
+    """The peers ConfigMap of the pod's own job that it mounts, if it mounts one."""
+    return mounted_peers(pod, labels_of(pod).get(contract.JOB) or job_of(pod) or "")
+
+
+def mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
     """The job's peers ConfigMap a pod mounts, if it mounts one."""
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         name = (volume.get("configMap") or {}).get("name")

@@ -22,6 +22,7 @@ from webhook.sweeper.pods import (
     controller_of,
     is_plain,
     plain_replica,
+    pod_peers,
     read_pod_once,
 )
 
@@ -50,6 +51,7 @@ class PodTable:
         self._topologies: dict[str | None, int] = {}
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
+        self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
         for pod in pods:
             self.changed(metadata_of(pod).get("name") or "", pod)
 
@@ -68,6 +70,12 @@ class PodTable:
         changes applied first."""
         self._apply()
         return sorted(self._by_controller)
+
+    def mounting(self) -> Mapping[str, int]:
+        """How many pods mount each of the job's peers ConfigMaps, the pending changes applied
+        first (a copy: the few names a job's pods mount)."""
+        self._apply()
+        return dict(self._mounting)
 
     def objects_of(self, controller: Controller) -> list[Mapping[str, Any]]:
         """The pods of one controller, by name."""
@@ -102,6 +110,10 @@ class PodTable:
         for name, pod in pending.items():
             if pod is not None and self._objects.get(name) is pod:
                 continue
+            if (held := self._objects.get(name)) is not None and (old := pod_peers(held)):
+                _bump(self._mounting, old, -1)
+            if pod is not None and (new := pod_peers(pod)):
+                _bump(self._mounting, new, 1)
             before = self._controller.pop(name, None)
             if before is not None:
                 names = self._by_controller[before]

@@ -6,14 +6,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.objects import labels_of
+from webhook.core.objects import labels_of, metadata_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.discovery import NOT_SERVED, served_podgroup_api
 from webhook.kube.informer import Informer, backoff
@@ -42,6 +43,7 @@ from webhook.sweeper.informers import (
     watches,
 )
 from webhook.sweeper.lease import ShardElector, shard_of
+from webhook.sweeper.pods import pod_peers
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 
@@ -106,7 +108,8 @@ def fetch_state(
         kubernetes_podgroups=_kubernetes_podgroups(found, kubernetes_podgroup_api),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
-        configmaps=found[CONFIGMAPS],
+        configmaps=found[CONFIGMAPS]
+        + unlabelled_peers(kube, key, mounting(found[PODS]), found[CONFIGMAPS]),
         cluster_domain=cluster_domain,
     )
 
@@ -153,6 +156,35 @@ def ssh_secret(
         if error.status == 404:
             return []
         raise
+
+
+# At most this many peers ConfigMaps are read by name for a job on one reconcile: a job's pods
+# mount one (two while it changes its topology), whatever pods carrying its label claim.
+PEERS_READ = 2
+
+
+def mounting(pods: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """How many of the job's pods mount each of its peers ConfigMaps."""
+    return Counter(name for pod in pods if (name := pod_peers(pod)) is not None)
+
+
+def unlabelled_peers(
+    kube: Kube, key: JobKey, mounting: Mapping[str, int], labelled: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The peers ConfigMaps that the job's pods mount (`mounting`: by how many pods) and that
+    the watch of labelled ones does not hold, read by name: one made by someone else under the
+    job's name is then seen, judged by its content, and never created over again."""
+    namespace, _ = key
+    held = {metadata_of(obj).get("name") for obj in labelled}
+    mounted = Counter({name: count for name, count in mounting.items() if name not in held})
+    found = []
+    for name, _ in mounted.most_common(PEERS_READ):
+        try:
+            found.append(kube.get(CONFIGMAPS, namespace, name))
+        except ApiError as error:
+            if error.status != 404:
+                raise
+    return found
 
 
 class Sweeper:
@@ -313,7 +345,8 @@ class Sweeper:
             kubernetes_podgroups=_kubernetes_podgroups(objects, self.kubernetes_podgroup_api),
             kubernetes_podgroup_api=self.kubernetes_podgroup_api,
             secrets=ssh_secret(self.kube, key, members),
-            configmaps=objects[CONFIGMAPS],
+            configmaps=objects[CONFIGMAPS]
+            + unlabelled_peers(self.kube, key, pods.mounting(), objects[CONFIGMAPS]),
             cluster_domain=self.config.cluster_domain,
         )
 

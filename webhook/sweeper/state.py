@@ -16,7 +16,7 @@ from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
 from webhook.core.gang import template_requests
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
-from webhook.core.peers import configmap_prefix, proven
+from webhook.core.peers import configmap_prefix, content_digest, proven
 from webhook.core.requests import Requests, pod_requests
 from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
 from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
@@ -154,6 +154,7 @@ class Owned:
     managed: bool  # created by the sweeper (carries its managed-by label)
     owners: frozenset[str]  # uids in its ownerReferences
     spec: Mapping[str, Any]
+    digest: str = ""  # of its data (peers.content_digest), for a Secret or an immutable ConfigMap
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,8 @@ class JobState:
     # ConfigMaps labelled as the job's peer lists whose content is not what their name says:
     # made by someone else (the label is anyone's to write), never mounted as the job's.
     forged_peers: tuple[Owned, ...] = ()
+    # ConfigMaps under the names of the job's peer lists without the label, read by name.
+    foreign_peers: tuple[Owned, ...] = ()
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
     facts: PodFacts | None = None  # of `pods`, when kept by a PodTable; else counted on demand
@@ -351,7 +354,7 @@ def read_job_state(
         kai_podgroup=_owned(kai_podgroups, job),
         kubernetes_podgroup=_owned(kubernetes_podgroups, job),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
-        secret=_owned(secrets, f"{job}-ssh"),
+        secret=_owned(secrets, f"{job}-ssh", content=True),
         problems=tuple(problems),
         cluster_services=tuple(
             extra
@@ -362,6 +365,7 @@ def read_job_state(
         unattributed=tuple(unattributed),
         peers=_peers(configmaps, job),
         forged_peers=_peers(configmaps, job, forged=True),
+        foreign_peers=_peers(configmaps, job, managed=False),
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
@@ -564,17 +568,20 @@ def format_indexes(indexes: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def _owned(objects: Iterable[Mapping[str, Any]], name: str) -> Owned | None:
+def _owned(objects: Iterable[Mapping[str, Any]], name: str, content: bool = False) -> Owned | None:
     for obj in objects:
         metadata = metadata_of(obj)
         if metadata.get("name") != name or metadata.get("deletionTimestamp"):
             continue
-        return _as_owned(obj)
+        return _as_owned(obj, content)
     return None
 
 
-def _as_owned(obj: Mapping[str, Any]) -> Owned:
+def _as_owned(obj: Mapping[str, Any], content: bool = False, sealed: bool = False) -> Owned:
+    """`content`: with the digest of its data; `sealed`: only if it is immutable."""
     metadata = metadata_of(obj)
+    data = obj.get("data")
+    readable = obj.get("immutable") is True or not sealed
     return Owned(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
@@ -582,19 +589,21 @@ def _as_owned(obj: Mapping[str, Any]) -> Owned:
         managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
         owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
         spec=obj.get("spec") or {},
+        digest=content_digest(data) if content and isinstance(data, Mapping) and readable else "",
     )
 
 
 def _peers(
-    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False
+    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False, managed: bool = True
 ) -> tuple[Owned, ...]:
-    """The job's managed peers ConfigMaps whose content proves them (their names only: the data
-    stays in the cache); with `forged`, those whose content does not."""
+    """The job's managed peers ConfigMaps whose content proves them (their names and digests:
+    the data stays in the cache); with `forged`, those whose content does not; not `managed`,
+    the unlabelled ones whatever their content."""
     found = [
-        _as_owned(obj)
+        _as_owned(obj, content=True, sealed=True)
         for obj in objects
         if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
         and not metadata_of(obj).get("deletionTimestamp")
-        and proven(obj, job) != forged
+        and (proven(obj, job) != forged or not managed)
     ]
-    return tuple(sorted((o for o in found if o.managed), key=lambda o: o.name))
+    return tuple(sorted((o for o in found if o.managed == managed), key=lambda o: o.name))

@@ -82,10 +82,12 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch, delete]
-# Peer lists of large jobs, one immutable ConfigMap per topology: created, followed, deleted.
+# Peer lists of large jobs, one immutable ConfigMap per topology: created, followed, deleted;
+# one under the name a job's pods mount that lacks the sweeper's label is read by name (get), so
+# its content is judged and it is never created over again.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [list, watch, create, delete]
+  verbs: [get, list, watch, create, delete]
 # Gang scheduling: the PodGroup of each job, for Volcano, scheduler-plugins' coscheduling, KAI
 # (scheduling.run.ai) and Kubernetes' own gang (scheduling.k8s.io; Kueue's pod groups are labels
 # on the pods and need nothing more).

@@ -36,6 +36,8 @@ from webhook.sweeper.decide.lifecycle.restart import (
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
 from webhook.sweeper.decide.owned import (
     cluster_service_actions,
+    owned_gate_actions,
+    owned_recheck,
     peers_actions,
     podgroup_actions,
     service_actions,
@@ -178,6 +180,7 @@ def _running(
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
             actions += peers_actions(state)
+            actions += owned_gate_actions(state)
             if now >= settled and not restarting and not resume:
                 actions += agreement_warnings(state)
                 actions += topology_actions(state)
@@ -194,7 +197,13 @@ def _running(
             in_place_deadline = in_place_step.in_place.started + IN_PLACE_TIMEOUT
     rechecks = [
         moment
-        for moment in (settled, counts.pending, deadline_at(state, start), in_place_deadline)
+        for moment in (
+            settled,
+            counts.pending,
+            deadline_at(state, start),
+            in_place_deadline,
+            owned_recheck(state, now, actions),
+        )
         if moment is not None and moment > now
     ]
     return Decision(tuple(actions), recheck_at=min(rechecks) if rechecks else None, phase=phase)

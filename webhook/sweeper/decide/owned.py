@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
 from webhook.core.compat import job_lists
+from webhook.core.errors import TrainhookError
 from webhook.core.gang import Gang, job_gang
 from webhook.core.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.peers import PeerFiles, configmap, inline, peer_files
@@ -20,11 +22,21 @@ from webhook.kube.resources import (
     MANAGED_BY,
     MANAGER,
     PODGROUPS,
+    PODS,
     SECRETS,
     SERVICES,
     Resource,
 )
-from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
+from webhook.sweeper.actions import (
+    Action,
+    Create,
+    CreateSshSecret,
+    Delete,
+    Emit,
+    Patch,
+    Recorded,
+    workload_patch,
+)
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.policy import role_counts
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
@@ -238,49 +250,97 @@ def _kubernetes_podgroup_update(
 
 
 def ssh_secret_actions(state: JobState) -> Iterable[Action]:
+    """Make the job's SSH keys, recording their digest on its workloads first; a Secret under
+    the name that is not the one made so is never mounted: the job's pods wait, and one Warning
+    names it (deleted when it carries Trainhook's label, so the sweeper makes the job's own)."""
     if not state.framework.ssh_keys:
         return
-    if state.secret is not None:
-        if not state.secret.managed:
-            # Someone else's Secret under the name the pods mount: say so once, never replace it.
-            first = state.workloads[0]
-            yield event_on(
-                state,
-                first,
-                "Warning",
-                "ForeignSecret",
-                f"Secret {state.secret.name} was not made by Trainhook (it has no "
-                f"{MANAGED_BY}={MANAGER} label), yet the job's pods mount it as their SSH keys; "
-                "delete it so the sweeper makes one, or rename the job",
-                key=state.secret.uid or state.secret.name,
-            )
-        elif not _owned_by_job(state, state.secret):
-            # Labelled as ours, but not owned by the job's workloads as the sweeper's own are
-            # from their creation: someone made it before the job existed. Said once; deleted,
-            # so the sweeper makes the job's own keys.
-            yield event_on(
-                state,
-                state.workloads[0],
-                "Warning",
-                "ForeignSecret",
-                f"Secret {state.secret.name} is labelled as Trainhook's but is not owned by the "
-                "job's workloads, so someone else made it; the sweeper deletes it and makes the "
-                "job's own SSH keys",
-                key=state.secret.uid or state.secret.name,
-            )
-            yield Delete(SECRETS, state.namespace, state.secret.name, state.secret.uid)
+    secret = state.secret
+    if secret is None:
+        workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
+        port = workers[0].settings.port or state.framework.port
+        if port is None:  # a framework that talks ssh names its port
+            return
+        services = [w.service or state.job for w in state.workloads]
+        yield CreateSshSecret(
+            namespace=state.namespace,
+            name=f"{state.job}-ssh",
+            labels=labels(state),
+            owners=tuple(owner_references(state)),
+            ssh_config=ssh_config(host_patterns(state.namespace, services), port),
+            record_on=tuple(
+                Recorded(w.resource, w.name, w.resource_version) for w in state.workloads
+            ),
+        )
+    elif ssh_keys_proven(state):
         return
-    workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
-    port = workers[0].settings.port or state.framework.port
-    if port is None:  # a framework that talks ssh names its port
-        return
-    services = [w.service or state.job for w in state.workloads]
-    yield CreateSshSecret(
-        namespace=state.namespace,
-        name=f"{state.job}-ssh",
-        labels=labels(state),
-        owners=tuple(owner_references(state)),
-        ssh_config=ssh_config(host_patterns(state.namespace, services), port),
+    elif _made_before_digests(state, secret):
+        record = {"metadata": {"annotations": {contract.SSH_KEYS_DIGEST: secret.digest}}}
+        yield from (workload_patch(state, w, record) for w in state.workloads)
+    elif not secret.managed:
+        # Someone else's Secret under the name the pods mount: said once, never replaced.
+        yield _foreign_secret(
+            state,
+            secret,
+            f"it has no {MANAGED_BY}={MANAGER} label",
+            "delete it so the sweeper makes the job's own SSH keys, or rename the job",
+        )
+    else:
+        # Labelled as ours, but not the keys the sweeper recorded: someone else made or changed
+        # it. Said once; deleted, so the sweeper makes the job's own.
+        yield _foreign_secret(
+            state,
+            secret,
+            "its keys are not those the sweeper made for the job, though it is labelled as "
+            "Trainhook's",
+            "the sweeper deletes it and makes the job's own",
+        )
+        yield Delete(SECRETS, state.namespace, secret.name, secret.uid)
+
+
+def ssh_keys_proven(state: JobState) -> bool:
+    """Whether the job's SSH Secret is the one the sweeper made: its data has the digest the
+    sweeper recorded on the job's workloads before creating it (nobody else may write that
+    annotation, and nobody can make other keys of that digest)."""
+    secret = state.secret
+    if secret is None or not secret.digest:
+        return False
+    recorded = {w.annotations.get(contract.SSH_KEYS_DIGEST) for w in state.workloads}
+    return secret.digest in recorded
+
+
+def _made_before_digests(state: JobState, secret: Owned) -> bool:
+    """A Secret the sweeper made before it recorded digests: labelled, owned by the job's
+    workloads, no digest recorded on any of them, and a pod of the job's StatefulSets or Jobs
+    already runs without the gate (admitted before the gate existed; no pod of a new job does)."""
+    return (
+        secret.managed
+        and bool(secret.digest)
+        and _owned_by_job(state, secret)
+        and not any(contract.SSH_KEYS_DIGEST in w.annotations for w in state.workloads)
+        and (
+            state.pod_facts.plain > 0  # a plain pod is one of those, ungated
+            or any(
+                p.owner_kind in ("StatefulSet", "Job")
+                and not p.terminating
+                and not p.waiting_for_owned_objects
+                and not p.waiting_for_roles
+                for p in state.pod_facts.notable
+            )
+        )
+    )
+
+
+def _foreign_secret(state: JobState, secret: Owned, why: str, remedy: str) -> Emit:
+    name = secret.name
+    return event_on(
+        state,
+        state.workloads[0],
+        "Warning",
+        "ForeignSecret",
+        f"Secret {name} was not made by Trainhook for the job ({why}): the job's pods wait "
+        f"({contract.WAITING_FOR_OWNED_OBJECTS}) and never mount it as their SSH keys; {remedy}",
+        key=secret.uid or name,
     )
 
 
@@ -329,48 +389,139 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
 
 
 def peers_actions(state: JobState) -> Iterable[Action]:
-    """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more."""
+    """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more. One
+    under a wanted name with other content than the job's lists is never mounted: one Warning
+    names it, and it is deleted when it carries Trainhook's label."""
     wanted = peer_files_of(state)
-    existing = {owned.name for owned in state.peers}
-    forged = {owned.name: owned for owned in state.forged_peers}
+    present = _present_peers(state)
     for name, files in wanted.items():
-        if name in forged:
-            # Labelled as ours, but not what its name says: someone else's lists. Said once;
-            # deleted, so the job's pods wait for the sweeper's own.
-            yield _foreign_peers(
-                state,
-                name,
-                "its content is not what its name says",
-                "the sweeper deletes it and makes the job's own",
-            )
-            yield Delete(CONFIGMAPS, state.namespace, name, forged[name].uid)
-        elif name not in existing:
+        found = present.get(name)
+        if found is None:
             body = configmap(files, state.namespace)
             body["metadata"]["labels"] = labels(state)
             owners = owner_references(state)
             if owners:
                 body["metadata"]["ownerReferences"] = owners
-            taken = _foreign_peers(
+            taken = _foreign_peers(state, name, f"it has no {MANAGED_BY}={MANAGER} label")
+            yield Create(CONFIGMAPS, state.namespace, body, on_conflict=taken)
+        elif found.digest == files.digest:
+            continue  # exactly the job's lists, immutable: harmless whoever made it
+        elif not found.managed:
+            yield _foreign_peers(state, name, f"it has no {MANAGED_BY}={MANAGER} label")
+        else:
+            yield _foreign_peers(
                 state,
                 name,
-                f"it has no {MANAGED_BY}={MANAGER} label",
-                "delete it so the sweeper makes the job's own, or rename the job",
+                "its content is not the job's lists, though it is labelled as Trainhook's",
+                "the sweeper deletes it and makes the job's own",
             )
-            yield Create(CONFIGMAPS, state.namespace, body, on_conflict=taken)
+            yield Delete(CONFIGMAPS, state.namespace, name, found.uid)
     mounted = state.pod_facts.mounted_peers  # of the pods not terminating
     for owned in state.peers:
         if owned.name not in wanted and owned.name not in mounted:
             yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
 
 
-def _foreign_peers(state: JobState, name: str, why: str, remedy: str) -> Emit:
+OWNED_RECHECK = timedelta(minutes=1)
+OWNED_MADE = timedelta(seconds=1)
+
+
+def _present_peers(state: JobState) -> dict[str, Owned]:
+    return {o.name: o for o in (*state.foreign_peers, *state.forged_peers, *state.peers)}
+
+
+def proven_peers(state: JobState) -> set[str]:
+    """The names of the peers ConfigMaps that hold exactly the job's lists, immutable."""
+    present = _present_peers(state)
+    return {
+        name
+        for name, files in peer_files_of(state).items()
+        if name in present and present[name].digest == files.digest
+    }
+
+
+def owned_gate_actions(state: JobState) -> Iterable[Action]:
+    """Let the pods held for the job's ConfigMap or Secret be scheduled once each is proven the
+    job's own (a pod also held for missing roles keeps this gate until that one is lifted)."""
+    held = [  # gated pods are notable
+        pod
+        for pod in state.pod_facts.notable
+        if pod.waiting_for_owned_objects and not pod.waiting_for_roles and not pod.terminating
+    ]
+    if not held:
+        return
+    peers = proven_peers(state) if any(pod.peers for pod in held) else set()
+    keys = not state.framework.ssh_keys or ssh_keys_proven(state)
+    for pod in held:
+        if keys and (pod.peers is None or pod.peers in peers):
+            gates = [{"name": g} for g in pod.gates if g != contract.WAITING_FOR_OWNED_OBJECTS]
+            patch = {"spec": {"schedulingGates": gates or None}}
+            yield Patch(PODS, state.namespace, pod.name, patch, pod.resource_version)
+
+
+def waiting_for(state: JobState) -> list[str]:
+    """The objects someone else made under the names of the job's own, which its pods wait
+    for: `ConfigMap <name>`, `Secret <name>`."""
+    found = []
+    secret = state.secret
+    if (
+        state.framework.ssh_keys
+        and secret is not None
+        and not ssh_keys_proven(state)
+        and not _made_before_digests(state, secret)
+    ):
+        found.append(f"Secret {secret.name}")
+    if state.peers or state.forged_peers or state.foreign_peers:
+        present = _present_peers(state)
+        try:
+            wanted = peer_files_of(state)
+        except TrainhookError:
+            return found  # a job too large for one ConfigMap is said to be invalid
+        for name, files in wanted.items():
+            if name in present and present[name].digest != files.digest:
+                found.append(f"ConfigMap {name}")
+    return found
+
+
+def owned_recheck(state: JobState, now: datetime, actions: list[Action]) -> datetime | None:
+    """While pods wait for the job's ConfigMap or Secret, when to look at the job again: at once
+    when this decision makes one they wait for (its write is no news to the sweeper's watches,
+    and the Secret is not watched), else within a minute (an unlabelled ConfigMap or someone
+    else's Secret is not watched, so its deletion comes as no event)."""
+    held = [  # gated pods are notable
+        pod
+        for pod in state.pod_facts.notable
+        if pod.waiting_for_owned_objects and not pod.terminating
+    ]
+    if not held:
+        return None
+    awaited = {pod.peers for pod in held}
+    made = any(
+        isinstance(action, CreateSshSecret)
+        or (
+            isinstance(action, Create)
+            and action.resource == CONFIGMAPS
+            and action.body["metadata"]["name"] in awaited
+        )
+        for action in actions
+    )
+    return now + (OWNED_MADE if made else OWNED_RECHECK)
+
+
+def _foreign_peers(
+    state: JobState,
+    name: str,
+    why: str,
+    remedy: str = "delete it so the sweeper makes the job's own, or rename the job",
+) -> Emit:
     return event_on(
         state,
         state.workloads[0],
         "Warning",
         "ForeignConfigMap",
-        f"ConfigMap {name} was not made by Trainhook ({why}), yet the job's pods would mount it "
-        f"as their peer lists; {remedy}",
+        f"ConfigMap {name} was not made by Trainhook for the job ({why}): the job's pods wait "
+        f"({contract.WAITING_FOR_OWNED_OBJECTS}) and never mount it as their peer lists; "
+        f"{remedy}",
         key=name,
     )
 

@@ -15,6 +15,7 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.owned import waiting_for
 from webhook.sweeper.failures import (
     DISRUPTION_REASONS,
     describe_disruption,
@@ -26,6 +27,8 @@ from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, t
 from webhook.sweeper.state import JobState, format_indexes, format_time
 
 WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
+# The reason of a job whose pods wait for a ConfigMap or Secret someone else made under its names.
+WAITING_FOR_OWNED_OBJECTS = "WaitingForOwnedObjects"
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,14 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     if missing:
         declared = state.settings.roles is not None
         return "Pending", WAITING_FOR_ROLES, waiting_message(state.job, missing, declared)
+    foreign = waiting_for(state)
+    if foreign:
+        return (
+            "Pending",
+            WAITING_FOR_OWNED_OBJECTS,
+            f"the job's pods wait for {' and '.join(foreign)}, which Trainhook did not make for "
+            "the job and never lets them mount: delete it so the sweeper makes the job's own",
+        )
     # Plain pods (PodFacts) have not failed, are not stopped and wait for nothing: of them, only
     # whether one runs matters.
     facts = state.pod_facts
@@ -255,7 +266,14 @@ def merge_records(
 
 
 def state_event(state: JobState, phase: str, reason: str, message: str, restarts: int) -> Emit:
-    normal = ("Running", "Pending", "PodsRestarting", SUSPENDED, *DISRUPTION_REASONS)
+    normal = (
+        "Running",
+        "Pending",
+        "PodsRestarting",
+        SUSPENDED,
+        WAITING_FOR_OWNED_OBJECTS,  # the Foreign* Warning names the object
+        *DISRUPTION_REASONS,
+    )
     kind = "Normal" if reason in normal else "Warning"
     text = f"job {state.job} is {phase.lower()}" + (f": {reason}" if reason != phase else "")
     if message:
