@@ -21,7 +21,7 @@ import yaml
 from tests.schemas import custom_resource_problems, kueue_group_problems
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.pods import identify
-from webhook.core.render import Rendering, render_all
+from webhook.core.render import RenderError, Rendering, render_all
 from webhook.kube.resources import COSCHEDULING_PODGROUPS, PODGROUPS
 from webhook.sweeper.actions import Create
 from webhook.sweeper.decide import decide
@@ -205,6 +205,69 @@ def test_the_sweeper_creates_the_podgroup_render_shows(
     ]
     assert create.body["spec"] == podgroup["spec"]
     assert custom_resource_problems(create.body) == []
+
+
+def sweeper_podgroup(result: Rendering, scheduler: str) -> dict[str, Any]:
+    """The PodGroup the sweeper creates for the rendered job's workloads."""
+    podgroup = result.podgroups[0]
+    workloads = [
+        {**w, "metadata": {**w["metadata"], "uid": f"uid-{w['metadata']['name']}"}}
+        for w in result.workloads
+    ]
+    state = read_job_state(
+        podgroup["metadata"]["namespace"],
+        podgroup["metadata"]["name"],
+        workloads=workloads,
+        kubernetes_podgroup_api=podgroup["apiVersion"] if scheduler == "kubernetes" else None,
+    )
+    [create] = [
+        action
+        for action in decide(state, datetime.now(UTC)).actions
+        if isinstance(action, Create) and action.body["kind"] == "PodGroup"
+    ]
+    return dict(create.body)
+
+
+def with_min_available(scheduler: str, value: str) -> list[Any]:
+    documents = under(scheduler, documents_of("generic"))
+    for document in documents:
+        document["metadata"]["annotations"]["trainhook.io/min-available"] = value
+    return documents
+
+
+@pytest.mark.parametrize("scheduler", [s for s in SCHEDULERS if s != "kueue"])
+def test_a_gangs_minimum_of_pods_is_in_the_podgroup_render_shows_and_the_sweeper_creates(
+    scheduler: str,
+) -> None:
+    # A coordinator and 3 solvers (2 CPUs, 1Gi each) may start once 2 pods can run.
+    result = render_all(with_min_available(scheduler, "2"))
+    [podgroup] = result.podgroups
+    spec = podgroup["spec"]
+    if scheduler == "kubernetes":
+        assert spec["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    else:
+        assert spec["minMember"] == 2
+    if scheduler in ("volcano", "coscheduling"):
+        assert spec["minResources"] == {"cpu": "4", "memory": "2Gi"}
+    assert custom_resource_problems(podgroup) == []
+    created = sweeper_podgroup(result, scheduler)
+    assert created["spec"] == spec
+
+
+def test_a_gangs_minimum_above_its_pods_or_under_kueue_is_refused_in_one_line() -> None:
+    with pytest.raises(RenderError) as larger:
+        render_all(with_min_available("volcano", "5"))
+    assert str(larger.value) == (
+        "trainhook.io/min-available: invalid value '5': at most the 4 pod(s) of job 'sim': "
+        "a gang of more would never be placed"
+    )
+    with pytest.raises(RenderError) as kueue:
+        render_all(with_min_available("kueue", "2"))
+    assert str(kueue.value) == (
+        "trainhook.io/min-available: invalid value '2': trainhook.io/scheduler kueue admits a "
+        "pod group whole, with no minimum; a gang's minimum is read with one of volcano, "
+        "coscheduling, kubernetes, kai"
+    )
 
 
 PLACED_CASES = [

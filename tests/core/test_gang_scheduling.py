@@ -251,3 +251,27 @@ def test_a_queue_on_one_role_of_a_job_without_a_scheduler_is_refused_in_one_line
         "trainhook.io/scheduler set (one of volcano, coscheduling, kueue, kubernetes, "
         "kai): set the scheduler too, or remove the queue"
     )
+
+
+def test_roles_with_different_gang_minimums_are_refused() -> None:
+    gang = {"trainhook.io/scheduler": "volcano", "trainhook.io/min-available": "2"}
+    documents = job(gang, worker_annotations={"trainhook.io/scheduler": "volcano"})
+    assert refusal(documents) == (
+        "trainhook.io/min-available: job 'pt' is one gang, so every role must say the "
+        "same: '2' on StatefulSet pt-master but not set on Job pt-worker"
+    )
+
+
+def test_roles_kept_by_different_kai_topologies_are_refused() -> None:
+    kai = {
+        "trainhook.io/scheduler": "kai",
+        "trainhook.io/placement-topology": "cloud.example.com/rack",
+    }
+    documents = job(
+        {**kai, "trainhook.io/kai-topology": "racks"},
+        worker_annotations={**kai, "trainhook.io/kai-topology": "blocks"},
+    )
+    assert refusal(documents) == (
+        "trainhook.io/kai-topology: job 'pt' is placed as one, so every role must say the "
+        "same: 'racks' on StatefulSet pt-master but 'blocks' on Job pt-worker"
+    )

@@ -92,18 +92,38 @@ def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> Non
     ]
 
 
-def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_a_note() -> None:
+def test_a_schedule_timeout_is_coscheduling_and_a_smaller_gang_is_its_min_available() -> None:
     policy = {"schedulingPolicy": {"scheduleTimeoutSeconds": 120, "minAvailable": 2}}
     migration = migrate_one(pytorchjob({"runPolicy": policy}))
     assert job_wide(migration) == {
         contract.SCHEDULER: "coscheduling",
         contract.SCHEDULE_TIMEOUT_SECONDS: "120",
+        contract.MIN_AVAILABLE: "2",
         contract.ROLES: "master,worker",
     }
-    assert (
-        "spec.runPolicy.schedulingPolicy.minAvailable: 2 has no equivalent, because the gang is "
-        "every pod of the job (3)"
-    ) in migration.notes
+    assert not [n for n in migration.notes if "minAvailable" in n]
+    [podgroup] = render_all(migration.objects).podgroups
+    assert podgroup["spec"]["minMember"] == 2
+
+
+def test_a_gang_minimum_no_gang_can_take_is_a_note() -> None:
+    for policy, note in (
+        (
+            {"minAvailable": 2},
+            "2 has no equivalent: the job names no gang scheduler",
+        ),
+        (
+            {"queue": "q", "minAvailable": 4},
+            "4 has no equivalent: a gang's minimum is from 1 to the job's 3 pod(s)",
+        ),
+        (
+            {"queue": "q", "minAvailable": 0},
+            "0 has no equivalent: a gang's minimum is from 1 to the job's 3 pod(s)",
+        ),
+    ):
+        migration = migrate_one(pytorchjob({"runPolicy": {"schedulingPolicy": policy}}))
+        assert contract.MIN_AVAILABLE not in job_wide(migration)
+        assert f"spec.runPolicy.schedulingPolicy.minAvailable: {note}" in migration.notes
 
 
 def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
@@ -114,12 +134,11 @@ def test_an_elastic_jobs_gang_minimum_is_its_minimum_of_nodes() -> None:
     migration = migrate_one(pytorchjob(spec, Worker={"replicas": 3, "template": template()}))
     assert job_wide(migration)[contract.ELASTIC] == "2:4"
     assert not [n for n in migration.notes if "minAvailable" in n]
+    # A gang smaller than the elastic minimum says so itself.
     smaller = dict(spec, runPolicy={"schedulingPolicy": {"queue": "q", "minAvailable": 1}})
-    notes = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()})).notes
-    assert (
-        "spec.runPolicy.schedulingPolicy.minAvailable: 1 has no equivalent, because the gang is "
-        "the elastic minimum of nodes (2)"
-    ) in notes
+    migration = migrate_one(pytorchjob(smaller, Worker={"replicas": 3, "template": template()}))
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
+    assert not [n for n in migration.notes if "minAvailable" in n]
 
 
 def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with_a_note() -> None:
@@ -465,3 +484,19 @@ def test_a_volcano_network_topology_says_which_placement_annotations_carry_it() 
         "by), trainhook.io/placement-tier (the tier) and trainhook.io/placement (hard: required, "
         "soft: preferred) on every workload"
     ]
+
+
+def test_a_volcano_jobs_smaller_gang_is_its_min_available_in_the_podgroup() -> None:
+    source = volcano({"pytorch": []}, [task("master", 1), task("worker", 3)], minAvailable=2)
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "2"
+    assert migration.notes == []
+    [podgroup] = render_all(migration.objects).podgroups
+    assert podgroup["spec"]["minMember"] == 2
+
+
+def test_a_paddle_operator_jobs_smaller_gang_is_its_min_available() -> None:
+    source = paddle_operator(schedulingPolicy={"queue": "q", "minAvailable": 1})
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
+    assert not [n for n in migration.notes if "minAvailable" in n]

@@ -222,6 +222,34 @@ def test_a_queue_without_a_scheduler_is_refused() -> None:
     assert rendered(workload) == line
 
 
+@pytest.mark.parametrize(
+    ("annotations", "line"),
+    [
+        (
+            {"trainhook.io/min-available": "2"},
+            "trainhook.io/min-available: invalid value '2': the gang's minimum is read only with "
+            "trainhook.io/scheduler set (one of volcano, coscheduling, kubernetes, kai): set the "
+            "scheduler too, or remove it",
+        ),
+        (
+            {"trainhook.io/min-available": "2", "trainhook.io/scheduler": "kueue"},
+            "trainhook.io/min-available: invalid value '2': trainhook.io/scheduler kueue admits a "
+            "pod group whole, with no minimum; a gang's minimum is read with one of volcano, "
+            "coscheduling, kubernetes, kai",
+        ),
+        (
+            {"trainhook.io/min-available": "0", "trainhook.io/scheduler": "volcano"},
+            "trainhook.io/min-available: invalid value '0': a whole number of pods from 1 to "
+            "2147483647",
+        ),
+    ],
+)
+def test_a_gang_minimum_no_gang_can_take_is_refused(annotations: dict[str, str], line: str) -> None:
+    workload = statefulset("pt-worker", annotations=annotations)
+    assert denied(workload) == (400, line)
+    assert rendered(workload) == line
+
+
 def test_render_shows_bare_pods_without_a_namespace_in_the_default_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

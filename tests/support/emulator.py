@@ -15,7 +15,8 @@ adds, like the API server:
     `allowWatchBookmarks` a BOOKMARK event carrying the latest resourceVersion when the watch
     times out; a watch from a version older than the last `compact()` answered 410 Gone;
   * a garbage collector: objects whose owners (ownerReferences) are all gone are deleted.
-And for tests: injected error statuses, watches answered with 410 Gone, watches ended on demand;
+And for tests: injected error statuses, a client cut off after its Nth write (`cut_writes_after`),
+watches answered with 410 Gone, watches ended on demand;
 kmock's own DSL (`handler[...] << response`) and request log work as usual. For benches of
 thousands of objects, `load()` puts objects in without a request, and `keep_requests = False`
 stops kmock keeping every request (it scans them all on each new one).
@@ -122,6 +123,10 @@ class Emulator(kmock.KubernetesEmulator):
     log: list[tuple[str, str, int, float]] = attrs.field(factory=list)  # method, path, status, time
     _faults: list[Fault] = attrs.field(factory=list)
     _gone: dict[str, int] = attrs.field(factory=dict)  # plural: watches to answer 410 Gone
+    _writes_left: int | None = None  # writes let through before every write is refused
+    _cut_status: int = 500
+    writes_made: int = 0  # writes let through since the cut was armed (Leases aside)
+    writes_refused: int = 0
     _watch_epoch: int = 0
     compacted: int = 0  # watches from a version before this are answered 410 Gone
     keep_requests: bool = True  # kmock's request log, which its DSL scans on every request
@@ -138,6 +143,33 @@ class Emulator(kmock.KubernetesEmulator):
     ) -> None:
         with self._guard:
             self._faults.append(Fault(status_code, method, path, times))
+
+    def cut_writes_after(self, writes: int, status_code: int = 500) -> None:
+        """Let `writes` more writes through (POST, PUT, PATCH, DELETE; Leases aside), then
+        answer every write with `status_code` until `restore_writes`: what a client that dies
+        right after its `writes`-th write leaves behind, while it keeps its lease."""
+        with self._guard:
+            self._writes_left = writes
+            self._cut_status = status_code
+            self.writes_made = self.writes_refused = 0
+
+    def restore_writes(self) -> None:
+        with self._guard:
+            self._writes_left = None
+
+    def _cut(self, request: rendering.Request) -> bool:
+        method, path = str(request.method.value), str(request.url.path)
+        if method not in ("POST", "PUT", "PATCH", "DELETE") or "/leases" in path:
+            return False
+        with self._guard:
+            if self._writes_left is None:
+                return False
+            if self._writes_left > 0:
+                self._writes_left -= 1
+                self.writes_made += 1
+                return False
+            self.writes_refused += 1
+            return True
 
     def gone(self, plural: str, watches: int = 1) -> None:
         """Answer the next `watches` watches of a resource with 410 Gone."""
@@ -193,6 +225,10 @@ class Emulator(kmock.KubernetesEmulator):
         fault = self._take_fault(request)
         if fault is not None:
             return _json(status(fault.status, "InternalError", "injected fault"), fault.status)
+        if self._cut(request):
+            code = self._cut_status
+            reason = "Conflict" if code == 409 else "InternalError"
+            return _json(status(code, reason, "injected: writes cut off"), code)
         path = str(request.url.path)
         if str(request.method.value) == "POST" and path == TOKEN_REVIEWS:
             return self._token_review(request)

@@ -4,6 +4,7 @@ per-rule budgets, and disruptions that restart free and are counted apart."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
@@ -12,7 +13,15 @@ from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Delete, Emit, Patch
 from webhook.sweeper.policy import Verdict, judge
 
-from .helpers import NOW, decision, of_type, state_of, status_of, terminated
+from .helpers import (
+    NOW,
+    annotations_patched,
+    decision,
+    of_type,
+    state_of,
+    status_of,
+    terminated,
+)
 
 NCCL = "[Rank 1] Watchdog caught collective operation timeout: NCCL timed out after 1800000ms"
 
@@ -290,3 +299,67 @@ def test_a_drained_pod_is_reported_as_drained_not_as_a_failure() -> None:
     (event,) = [e for e in of_type(actions, Emit) if e.reason == "Restarting"]
     assert event.type == "Normal"
     assert not of_type(actions, Delete)
+
+
+def paddle_ps_job() -> list[dict[str, Any]]:
+    annotations = {contract.FAILURE_POLICY: "role=ps -> restart-role max=3"}
+    ps = statefulset(
+        "pd-ps", framework="paddle", role="ps", job="pd", replicas=2, annotations=annotations
+    )
+    worker = statefulset(
+        "pd-worker",
+        framework="paddle",
+        role="worker",
+        job="pd",
+        replicas=2,
+        annotations=annotations,
+    )
+    return stamped(ps, worker)
+
+
+def recorded(workloads: list[dict[str, Any]], actions: Any) -> None:
+    """Apply the annotations a decision patched onto the workloads, as the API server would."""
+    for workload in workloads:
+        for patch in of_type(actions, Patch):
+            if patch.name == workload["metadata"]["name"]:
+                annotations = workload["metadata"].setdefault("annotations", {})
+                for key, value in patch.patch.get("metadata", {}).get("annotations", {}).items():
+                    if value is None:
+                        annotations.pop(key, None)
+                    else:
+                        annotations[key] = value
+                workload["metadata"]["resourceVersion"] += "1"
+
+
+def test_a_role_restart_keeps_the_other_roles_successes_counting() -> None:
+    workloads = paddle_ps_job()
+    ps, workers = workloads
+    # Worker 0 has trained to the end (its exit 0 recorded); then a parameter server fails.
+    done = terminated(pod(workers, 0, restarts=1), 0, reason="Completed", last=True)
+    pods = [pod(ps, 0), pod(ps, 1), done, pod(workers, 1)]
+    recorded(workloads, decision("pd", workloads, pods, records=True).actions)
+    assert workloads[1]["metadata"]["annotations"][contract.SUCCEEDED] == "0"
+    # Kubernetes has restarted worker 0's container since: its exit 0 shows no more.
+    waiting = pod(workers, 0, restarts=2)
+    crashed = terminated(pod(ps, 1, restarts=1), 1, message="OSError: port in use", last=True)
+    pods = [pod(ps, 0), crashed, waiting, pod(workers, 1)]
+    actions = decision("pd", workloads, pods, records=True).actions
+    assert [d.name for d in of_type(actions, Delete)] == ["pd-ps-0", "pd-ps-1"]
+    assert contract.SUCCEEDED not in annotations_patched(actions, "pd-worker")
+    recorded(workloads, actions)
+    status = json.loads(workloads[0]["metadata"]["annotations"][contract.STATUS])
+    assert status["role"] == "ps"
+    # The servers come back; worker 1 finishes: every worker has succeeded, so the job has.
+    back = [pod(ps, 0), pod(ps, 1)]
+    for obj in back:
+        obj["metadata"]["creationTimestamp"] = "2025-01-01T01:00:05Z"
+    finished = terminated(pod(workers, 1, restarts=1), 0, reason="Completed", last=True)
+    state = state_of("pd", workloads, [*back, waiting, finished])
+    assert judge(state, NOW + timedelta(seconds=30)) == Verdict(
+        "Succeeded", "Completed", "every worker succeeded (success policy: the framework default)"
+    )
+    # A server created before its role's restart is still replaced.
+    stale = pod(ps, 1)
+    pods = [back[0], stale, waiting, pod(workers, 1)]
+    actions = decision("pd", workloads, pods, now=NOW + timedelta(seconds=30)).actions
+    assert [d.name for d in of_type(actions, Delete)] == ["pd-ps-1"]

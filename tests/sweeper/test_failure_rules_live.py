@@ -277,3 +277,66 @@ def test_a_kueue_job_that_ends_marks_its_pod_group_finished(emulator, kube):
         == "false"
     ]
     assert marked == ["pt-master-0"]
+
+
+def test_a_role_restart_leaves_the_other_roles_successes_counting(emulator, kube):
+    settings = {contract.FAILURE_POLICY: "role=ps -> restart-role max=2"}
+    servers, workers = stamped(
+        statefulset(
+            "pd-ps", framework="paddle", role="ps", job="pd", replicas=2, annotations=settings
+        ),
+        statefulset(
+            "pd-worker",
+            framework="paddle",
+            role="worker",
+            job="pd",
+            replicas=2,
+            annotations=settings,
+        ),
+    )
+    servers, workers = (kube.create(STATEFULSETS, "ml", w) for w in (servers, workers))
+    for owner in (servers, workers):
+        for index in range(2):
+            kube.create(PODS, "ml", pod(owner, index))
+    with sweeping(kube) as sweeper:
+        eventually(lambda: status_of(emulator, "pd-ps").get("state") == "Running", what="Running")
+        exited(kube, "pd-worker-0", 0, "Completed", container="paddle")
+        eventually(
+            lambda: (
+                annotations_on(emulator, STATEFULSETS, "pd-worker").get(contract.SUCCEEDED) == "0"
+            ),
+            what="worker 0's success recorded",
+        )
+        # Kubernetes restarts the StatefulSet's container: its exit 0 shows no more.
+        report(
+            kube,
+            "pd-worker-0",
+            containerStatuses=[
+                {"name": "paddle", "restartCount": 2, "state": {"running": {}}, "lastState": {}}
+            ],
+        )
+        exited(kube, "pd-ps-1", 1, message="OSError: address in use", container="paddle")
+        eventually(
+            lambda: names(emulator, PODS) == ["pd-worker-0", "pd-worker-1"],
+            what="the parameter servers deleted",
+        )
+        restarted_at = status_of(emulator, "pd-ps")["restartedAt"]
+        began = parse_time(restarted_at)
+        assert began is not None
+        eventually(lambda: datetime.now(UTC) >= began, what="the restart's second")
+        for index in range(2):
+            back = pod(servers, index)
+            back["metadata"]["creationTimestamp"] = format_time(datetime.now(UTC))
+            kube.create(PODS, "ml", back)
+        sweeper.reconciled("ml", "pd")
+        assert annotations_on(emulator, STATEFULSETS, "pd-worker")[contract.SUCCEEDED] == "0"
+        exited(kube, "pd-worker-1", 0, "Completed", container="paddle")
+        eventually(
+            lambda: annotations_on(emulator, STATEFULSETS, "pd-worker").get(contract.PHASE),
+            what="the outcome recorded",
+        )
+    worker = annotations_on(emulator, STATEFULSETS, "pd-worker")
+    assert (worker[contract.PHASE], worker[contract.REASON]) == ("Succeeded", "Completed")
+    assert status_of(emulator, "pd-worker")["message"] == (
+        "every worker succeeded (success policy: the framework default)"
+    )

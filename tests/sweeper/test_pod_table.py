@@ -18,7 +18,8 @@ from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import PodTables, same_pod, slim_pod
 from webhook.sweeper.pods import PodFacts
-from webhook.sweeper.state import FailedRuns, JobState, format_time, job_key, read_job_state
+from webhook.sweeper.recorded import FailedRuns
+from webhook.sweeper.state import JobState, format_time, job_key, read_job_state
 
 from .helpers import NOW, evicted, terminated
 

@@ -395,3 +395,22 @@ def test_a_success_recorded_in_an_attempt_before_a_restart_counts_for_nothing_af
     records = annotations_patched(made.actions, "pt-master")
     assert records[contract.SUCCEEDED] is None  # forgotten with the attempt it belonged to
     assert json.loads(records[contract.STATUS])["restartedAt"] == "2025-01-01T00:59:00Z"
+
+
+def test_a_restart_recorded_without_its_attempt_keeps_its_successes_and_its_old_pods_go():
+    # Written before restarts of one role or pod were told apart from the job's: no
+    # attemptStartedAt, and the restart it records began the attempt.
+    master, workers = pytorch(RESTART_JOB)
+    restart = {"restartedAt": "2025-01-01T00:59:00Z", "cause": "x/1"}
+    first = {"reason": "Error", "message": "", "startTime": "2025-01-01T00:00:00Z"}
+    record((master, workers), state="Restarting", restarts=1, **first, **restart)
+    workers["metadata"]["annotations"][contract.SUCCEEDED] = "1"  # seen in this attempt
+    fresh = [
+        created(pod(w, i), NOW - timedelta(seconds=30)) for w, i in ((master, 0), (workers, 1))
+    ]
+    made = decision("pt", [master, workers], [*fresh, pod(workers, 0)], records=True)
+    assert [d.name for d in of_type(made.actions, Delete)] == ["pt-worker-0"]
+    records = annotations_patched(made.actions, "pt-worker")
+    assert contract.SUCCEEDED not in records
+    status = json.loads(records[contract.STATUS])
+    assert (status["restartedAt"], status["attemptStartedAt"]) == ("2025-01-01T00:59:00Z",) * 2

@@ -26,6 +26,8 @@ ELASTIC: Final = "trainhook.io/elastic"
 MAX_RESTARTS: Final = "trainhook.io/max-restarts"  # torchrun's --max-restarts (PET_MAX_RESTARTS)
 QUEUE: Final = "trainhook.io/queue"
 SCHEDULE_TIMEOUT_SECONDS: Final = "trainhook.io/schedule-timeout-seconds"
+# The gang's minimum of pods (a PodGroup's minMember), as Kubeflow's schedulingPolicy.minAvailable.
+MIN_AVAILABLE: Final = "trainhook.io/min-available"
 ORDERED_START: Final = "trainhook.io/ordered-start"
 SUCCESS_POLICY: Final = "trainhook.io/success-policy"
 CLEAN_POD_POLICY: Final = "trainhook.io/clean-pod-policy"

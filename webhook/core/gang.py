@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.colocation import Colocation, colocation_of
-from webhook.core.errors import Refused
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.pods import training_container
 from webhook.core.requests import Requests, pod_requests, sum_requests
 from webhook.core.settings import Settings
@@ -42,13 +42,16 @@ class Gang:
     queue: str
     schedule_timeout_seconds: int | None
     colocation: Colocation | None = None
-    # An elastic job starts with `min` of its `trainhook.io/elastic` min:max nodes: the gang is
-    # that many pods, as Kubeflow's minAvailable from elasticPolicy.minReplicas.
+    # The gang is `minimum` pods: `trainhook.io/min-available` (Kubeflow's
+    # schedulingPolicy.minAvailable), else an elastic job's `min` of its `trainhook.io/elastic`
+    # min:max nodes (as Kubeflow's minAvailable from elasticPolicy.minReplicas).
     minimum: int | None = None
+    min_available: int | None = None  # the minimum the user set, if any
 
     def minimum_of(self, parts: Sequence[tuple[Requests, int]]) -> tuple[int, dict[str, str]]:
         """(minMember, minResources) of a gang of the pods of `parts` ((one pod's requests,
-        pods) per role, in role order): every pod, or an elastic job's first `minimum`."""
+        pods) per role, in role order): every pod, or the first `minimum` (every pod when the
+        job has fewer)."""
         total = sum(count for _, count in parts)
         if self.minimum is None or self.minimum >= total:
             return total, sum_requests(parts)
@@ -79,6 +82,7 @@ _ALWAYS: tuple[_Key, ...] = (
 _WITH_A_SCHEDULER: tuple[_Key, ...] = (
     (contract.QUEUE, GANG, lambda s: s.queue),
     (contract.SCHEDULE_TIMEOUT_SECONDS, GANG, lambda s: s.schedule_timeout_seconds),
+    (contract.MIN_AVAILABLE, GANG, lambda s: s.min_available),
 )
 
 
@@ -101,13 +105,14 @@ def job_gang(job: str, members: Sequence[tuple[str, Settings]]) -> Gang | None:
                 )
     if first.scheduler is None:
         return None
-    minimum = first.elastic[0] if first.elastic else None
+    minimum = first.min_available or (first.elastic[0] if first.elastic else None)
     return Gang(
         first.scheduler,
         first.queue,
         first.schedule_timeout_seconds,
         colocation=colocation_of(first),
         minimum=minimum,
+        min_available=first.min_available,
     )
 
 
@@ -220,6 +225,13 @@ def podgroup_of_pods(
     """The PodGroup a job of these (mutated) pods is scheduled with, as `trainhook render`
     shows it; the sweeper creates the same from the job's workloads."""
     specs = [pod.get("spec") or {} for pod in pods]
+    wanted = gang.min_available
+    if wanted is not None and wanted > len(specs):
+        raise InvalidSetting(
+            contract.MIN_AVAILABLE,
+            str(wanted),
+            f"at most the {len(specs)} pod(s) of job {job!r}: a gang of more would never be placed",
+        )
     members, resources = gang.minimum_of([(pod_requests(spec), 1) for spec in specs])
     priority = next((s["priorityClassName"] for s in specs if s.get("priorityClassName")), None)
     found = podgroup_spec(gang, members, resources, priority, kubernetes_api)

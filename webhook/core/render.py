@@ -176,9 +176,11 @@ def render_all(
     for (namespace, job), pods_of_job in mutated_pods.items():
         with _blame(*first_of[(namespace, job)]):
             gang = job_gang(job, members[(namespace, job)])
-        podgroup = (
-            podgroup_of_pods(gang, job, namespace, pods_of_job, kubernetes_api) if gang else None
-        )
+            podgroup = (
+                podgroup_of_pods(gang, job, namespace, pods_of_job, kubernetes_api)
+                if gang
+                else None
+            )
         if podgroup is not None:
             podgroups.append(podgroup)
     return Rendering(workloads, pods, podgroups, warnings, policies)

@@ -31,6 +31,8 @@ RESOURCE_NAME = re.compile(
 )
 
 SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
+# Those whose PodGroup takes a minimum of pods (Kueue's pod group is admitted whole).
+GANG_MINIMUM_SCHEDULERS = ("volcano", "coscheduling", "kubernetes", "kai")
 PLACEMENTS = ("required", "preferred")
 DNS_1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -128,6 +130,7 @@ class Settings(JobSettings):
     max_restarts: int | None = None
     queue: str = DEFAULT_QUEUE
     schedule_timeout_seconds: int | None = None
+    min_available: int | None = None  # the gang's minimum of pods; None: every pod, or elastic's
     ordered_start: bool = False
     placement_topology: str | None = None  # a node label key
     placement: str | None = None  # required or preferred; None: required when a key is set
@@ -150,6 +153,7 @@ SETTING_KEYS = (
     contract.MAX_RESTARTS,
     contract.QUEUE,
     contract.SCHEDULE_TIMEOUT_SECONDS,
+    contract.MIN_AVAILABLE,
     contract.ORDERED_START,
     contract.PLACEMENT_TOPOLOGY,
     contract.PLACEMENT,
@@ -202,6 +206,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             INT32_MAX,
             f"a whole number of seconds from 1 to {INT32_MAX}",
         ),
+        min_available=_integer(
+            contract.MIN_AVAILABLE,
+            get(contract.MIN_AVAILABLE),
+            1,
+            INT32_MAX,
+            f"a whole number of pods from 1 to {INT32_MAX}",
+        ),
         ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
         == "true",
         report_progress=_choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
@@ -247,6 +258,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
     )
     _check_placement(settings, get)
     _check_kai_topology(settings, get)
+    _check_min_available(settings, get)
     if get(contract.QUEUE) is not None and settings.scheduler is None:
         raise InvalidSetting(
             contract.QUEUE,
@@ -281,6 +293,26 @@ def _check_placement(settings: Settings, get: Any) -> None:
             "Volcano places a job by HyperNode tier, not by node label: add "
             f"{contract.PLACEMENT_TIER} with the tier (a number from 1, or the tier's name) "
             "whose HyperNodes group the nodes by this label",
+        )
+
+
+def _check_min_available(settings: Settings, get: Any) -> None:
+    """A gang's minimum needs a gang that can start with fewer than all of its pods."""
+    if settings.min_available is None:
+        return
+    if settings.scheduler is None:
+        raise InvalidSetting(
+            contract.MIN_AVAILABLE,
+            get(contract.MIN_AVAILABLE),
+            f"the gang's minimum is read only with {contract.SCHEDULER} set "
+            f"({allowed_list(GANG_MINIMUM_SCHEDULERS)}): set the scheduler too, or remove it",
+        )
+    if settings.scheduler not in GANG_MINIMUM_SCHEDULERS:
+        raise InvalidSetting(
+            contract.MIN_AVAILABLE,
+            get(contract.MIN_AVAILABLE),
+            f"{contract.SCHEDULER} {settings.scheduler} admits a pod group whole, with no "
+            f"minimum; a gang's minimum is read with {allowed_list(GANG_MINIMUM_SCHEDULERS)}",
         )
 
 

@@ -367,9 +367,11 @@ def _job_wide(m: Member) -> tuple[object, ...]:
         settings.scheduler,
         settings.queue,
         settings.schedule_timeout_seconds,
+        settings.min_available,
         settings.placement_topology,
         settings.placement,
         settings.placement_tier,
+        settings.kai_topology,
     )
     return (*(getattr(settings, s.name) for s in _MUST_AGREE), *gang, m.priority_class)
 

@@ -32,7 +32,8 @@ from webhook.sweeper.failures import (
     settled,
 )
 from webhook.sweeper.pods import PodView
-from webhook.sweeper.state import FailedRuns, JobState
+from webhook.sweeper.recorded import FailedRuns
+from webhook.sweeper.state import JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"

@@ -31,6 +31,7 @@ from webhook.kube.resources import (
 )
 from webhook.sweeper.pods import PodFacts, PodView, controller_of
 from webhook.sweeper.podtable import PodTable
+from webhook.sweeper.recorded import FailedRuns, parse_indexes
 
 JobKey = tuple[str, str]  # (namespace, job)
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
@@ -52,37 +53,6 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
-class FailedRuns:
-    """Failed runs counted for the pods of one workload: those of pods that are gone, and per
-    live pod (by its short uid). Recorded on the workload, so replacing a pod loses nothing."""
-
-    gone: int
-    pods: Mapping[str, int]
-
-    @staticmethod
-    def parse(raw: str | None) -> FailedRuns:
-        try:
-            value = json.loads(raw) if raw else {}
-        except ValueError:
-            value = {}
-        if not isinstance(value, dict):
-            value = {}
-        gone = value.get("gone")
-        pods = value.get("pods")
-        return FailedRuns(
-            gone if isinstance(gone, int) and gone >= 0 else 0,
-            {
-                str(k): v
-                for k, v in (pods.items() if isinstance(pods, dict) else ())
-                if isinstance(v, int) and v > 0
-            },
-        )
-
-    def format(self) -> str:
-        return json.dumps({"gone": self.gone, "pods": dict(self.pods)}, separators=(",", ":"))
-
-
-@dataclass(frozen=True)
 class WorkloadView:
     """One StatefulSet, Indexed Job or bare Pod of the job: the core's reading of it (`workload`)
     and what the sweeper needs of the object besides."""
@@ -97,8 +67,8 @@ class WorkloadView:
     job_status: JobStatus | None = None
     pod_requests: Requests = field(default_factory=dict)  # what one of its pods asks for
     succeeded: frozenset[int] = frozenset()  # role indexes recorded as succeeded
-    # The whole-job restart its recorded status names (restartedAt, "" before any): the
-    # attempt its recorded successes belong to.
+    # When the attempt its recorded status names began (its latest whole-job restart, "" before
+    # any): the attempt its recorded successes belong to.
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
     phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
@@ -485,10 +455,24 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         created=parse_time(metadata.get("creationTimestamp")),
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
-        attempt=status_field(annotations_of(obj).get(contract.STATUS), "restartedAt"),
+        attempt=attempt_of(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
     )
+
+
+def attempt_of(status: str | None) -> str:
+    """When the attempt a recorded trainhook.io/status belongs to began: its latest whole-job
+    restart, "" for the job's first attempt. A status without `attemptStartedAt` was written
+    before restarts of one role or pod were told apart: each of its restarts began an attempt."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return ""
+    if isinstance(value, dict) and "attemptStartedAt" in value:
+        began = value["attemptStartedAt"]
+        return began if isinstance(began, str) else ""
+    return status_field(status, "restartedAt")
 
 
 def status_field(status: str | None, key: str) -> str:
@@ -542,30 +526,6 @@ def _job_status(obj: Mapping[str, Any]) -> JobStatus:
         suspended=bool((obj.get("spec") or {}).get("suspend")),
         started=bool(status.get("startTime")),
     )
-
-
-def parse_indexes(text: str) -> frozenset[int]:
-    """A Job's completedIndexes, e.g. "1,3-5,7"."""
-    found: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            found.update(range(int(low), int(high or low) + 1))
-    return frozenset(found)
-
-
-def format_indexes(indexes: Iterable[int]) -> str:
-    """The inverse of parse_indexes: runs of consecutive indexes as ranges."""
-    parts: list[str] = []
-    ordered = sorted(set(indexes))
-    start = 0
-    for i, index in enumerate(ordered):
-        if i + 1 < len(ordered) and ordered[i + 1] == index + 1:
-            continue
-        low = ordered[start]
-        parts.append(str(low) if low == index else f"{low}-{index}")
-        start = i + 1
-    return ",".join(parts)
 
 
 def _owned(objects: Iterable[Mapping[str, Any]], name: str, content: bool = False) -> Owned | None:

@@ -21,6 +21,7 @@ from webhook.core.migrate.base import (
     metadata,
     template_of,
 )
+from webhook.core.settings import GANG_MINIMUM_SCHEDULERS
 
 
 @dataclass(frozen=True)
@@ -271,12 +272,27 @@ def lifecycle(run: Fields, job: Job, notes: Notes) -> None:
 
 
 def gang_minimum(minimum: int | None, job: Job, notes: Notes, path: str) -> None:
-    """A gang's minimum is every pod of the job, or an elastic job's minimum of nodes."""
+    """A gang's minimum other than every pod of the job (or an elastic job's minimum of
+    nodes) becomes trainhook.io/min-available where the job's scheduler reads one."""
     elastic = job.annotations.get(contract.ELASTIC)
-    wanted = int(elastic.split(":")[0]) if elastic else sum(r.replicas for r in job.roles)
-    if minimum is not None and minimum != wanted:
-        gang = "the elastic minimum of nodes" if elastic else "every pod of the job"
-        notes.add(path, f"{minimum} has no equivalent, because the gang is {gang} ({wanted})")
+    pods = sum(r.replicas for r in job.roles)
+    wanted = int(elastic.split(":")[0]) if elastic else pods
+    if minimum is None or minimum == wanted:
+        return
+    scheduler = job.annotations.get(contract.SCHEDULER)
+    if scheduler is None:
+        notes.add(path, f"{minimum} has no equivalent: the job names no gang scheduler")
+    elif scheduler not in GANG_MINIMUM_SCHEDULERS:
+        notes.add(
+            path, f"{minimum} has no equivalent with {scheduler}, which admits a pod group whole"
+        )
+    elif not 1 <= minimum <= pods:
+        notes.add(
+            path,
+            f"{minimum} has no equivalent: a gang's minimum is from 1 to the job's {pods} pod(s)",
+        )
+    else:
+        job.annotations[contract.MIN_AVAILABLE] = str(minimum)
 
 
 def priority_and_resources(scheduling: Fields, job: Job, notes: Notes) -> None:

@@ -132,7 +132,13 @@ def _running(
         in_place_step = in_place_actions(state, plan.in_place, now)
         if in_place_step.fallback:
             since = restart_time(now)
-            plan = replace(plan, since=since, in_place=None, fallback=in_place_step.fallback)
+            plan = replace(
+                plan,
+                since=since,
+                in_place=None,
+                fallback=in_place_step.fallback,
+                attempt_began=since,
+            )
             in_place_step = None
         else:
             plan = replace(plan, in_place=in_place_step.in_place)
@@ -160,6 +166,7 @@ def _running(
         plan.since if plan else None,
         plan.cause if plan else "",
         resumed=resumed,
+        attempt_began=plan.attempt_began if plan else None,
         extra=plan.extra() if plan else None,
     )
     events: list[Action] = []

@@ -24,7 +24,8 @@ from webhook.sweeper.failures import (
 )
 from webhook.sweeper.pods import WAITING_PROBLEMS
 from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, tally
-from webhook.sweeper.state import JobState, format_indexes, format_time
+from webhook.sweeper.recorded import format_indexes
+from webhook.sweeper.state import JobState, attempt_of, format_time
 
 WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
 # The reason of a job whose pods wait for a ConfigMap or Secret someone else made under its names.
@@ -104,6 +105,7 @@ def status_json(
     cause: str = "",
     *,
     resumed: datetime | None = None,
+    attempt_began: datetime | None = None,
     extra: dict[str, Any] | None = None,
 ) -> str:
     """trainhook.io/status: compact JSON, the same on every workload of the job."""
@@ -117,6 +119,8 @@ def status_json(
     if restarted_at is not None:
         value["restartedAt"] = format_time(restarted_at)
         value["cause"] = cause
+        # Restarting one role or pod leaves the attempt as it was (null: the first).
+        value["attemptStartedAt"] = format_time(attempt_began) if attempt_began else None
     if resumed is not None:
         value["resumedAt"] = format_time(resumed)
     value.update(extra or {})
@@ -198,7 +202,7 @@ def records_to_write(
     """Per workload, the annotations to record: the job's status, the replicas seen to succeed
     (never forgotten once seen within one attempt) and the failed runs counted so far."""
     observed = observed_successes(state)
-    attempt = str(json.loads(status).get("restartedAt") or "")
+    attempt = attempt_of(status)
     records: dict[str, dict[str, str | None]] = {}
     for workload in state.workloads:
         if workload.kind == "Pod":

@@ -36,6 +36,10 @@ class RestartPlan:
     pod: str | None = None  # restart-pod: the only pod deleted
     in_place: InPlace | None = None
     fallback: str = ""  # why the pods are recreated although the rule restarts in place
+    # When the job's current attempt began: `since` for a whole-job restart; for one role's or
+    # one pod's, the latest whole-job restart's (None: the first attempt), so the successes of
+    # the roles it leaves alone still count.
+    attempt_began: datetime | None = None
 
     def extra(self) -> dict[str, Any]:
         """What trainhook.io/status records of it besides the count and the cause."""
@@ -111,8 +115,10 @@ def plan_restart(
     )
     # Recreated pods are kept to the second: a recreating restart begins at the next one. In
     # place no pod is created, and the release must not come before the restart it ends.
+    since = now if in_place_now is not None else restart_time(now)
+    whole_job = cause.role is None and cause.pod is None
     plan = RestartPlan(
-        now if in_place_now is not None else restart_time(now),
+        since,
         cause.key,
         count,
         cause,
@@ -123,6 +129,7 @@ def plan_restart(
         cause.pod,
         in_place_now,
         fallback,
+        since if whole_job else state.attempt_began,
     )
     return plan, None
 
@@ -159,6 +166,7 @@ def _current_plan(
         role if isinstance(role, str) else None,
         pod if isinstance(pod, str) else None,
         in_place,
+        attempt_began=state.attempt_began,
     )
 
 
