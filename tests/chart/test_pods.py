@@ -220,6 +220,8 @@ def test_webhook_and_sweeper_learn_their_namespace_and_name_from_the_downward_ap
     assert sweeper["args"] == [
         "sweep",
         "--resync-seconds=60",
+        "--writes-per-minute=60",
+        "--write-burst=100",
         "--lease-name=trainhook-sweeper",
         "--lease-namespace=$(TRAINHOOK_NAMESPACE)",
         "--identity=$(POD_NAME)",
@@ -229,12 +231,21 @@ def test_webhook_and_sweeper_learn_their_namespace_and_name_from_the_downward_ap
 
 
 def test_sweeper_runs_two_replicas_that_share_one_lease() -> None:
-    rendered = render({"sweeper": {"leaseName": "ml-sweeper", "resyncSeconds": 30}})
+    rendered = render(
+        {
+            "sweeper": {
+                "leaseName": "ml-sweeper",
+                "resyncSeconds": 30,
+                "writeBudget": {"perMinute": 30, "burst": 500},
+            }
+        }
+    )
     deployment = rendered.named("Deployment", "trainhook-sweeper")
     assert deployment["spec"]["replicas"] == 2
     args = rendered.container("Deployment", "trainhook-sweeper")["args"]
     assert "--lease-name=ml-sweeper" in args
     assert "--resync-seconds=30" in args
+    assert "--writes-per-minute=30" in args and "--write-burst=500" in args
     lease_rule = rendered.named("Role", "trainhook-sweeper-lease")["rules"][1]
     assert lease_rule["resourceNames"] == ["ml-sweeper"]
 

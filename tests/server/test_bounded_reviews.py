@@ -7,6 +7,7 @@ Measured in-process through the server's handler: time and the peak of Python's 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 import tracemalloc
@@ -14,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.support import costly
 from tests.support.reviews import cost_past_decoding, encoded, is_review, is_status, review
-from webhook.core import contract
+from webhook.core import contract, pod_patches
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 
@@ -284,3 +286,129 @@ def test_a_denial_naming_a_value_with_newlines_is_one_line() -> None:
         "pod hostname evil line does not match trainer-worker-0, the name its peers use for "
         "worker 0 of job trainer"
     )
+
+
+# What tests/support/costly.py found over budget at the API server's largest body, before the
+# webhook read only the training container's user, checked lengths before patterns, quoted only
+# what a message shows, read env and volume names in C and left crowded pods undigested.
+FOUND_OVER_BUDGET = [
+    ("mpi-horovod.yaml StatefulSet", "containers", "CREATE"),
+    ("mpi-horovod.yaml StatefulSet", "containers", "UPDATE"),
+    ("mpi-horovod.yaml StatefulSet", "spread", "CREATE"),
+    ("mpi-horovod.yaml pod", "containers", "CREATE"),
+    ("mpi-horovod.yaml pod", "env", "CREATE"),
+    ("mpi-horovod.yaml pod", "env_shadowing", "CREATE"),
+    ("mpi-horovod.yaml pod", "env_from", "CREATE"),
+    ("mpi-horovod.yaml pod", "volumes", "CREATE"),
+    ("mpi-horovod.yaml pod", "volumes", "UPDATE"),
+    ("mpi-horovod.yaml StatefulSet", "volumes", "CREATE"),
+    ("mpi-horovod.yaml pod", "mounts", "CREATE"),
+    ("mpi-horovod.yaml pod", "trainhook_labels", "CREATE"),
+    ("mpi-horovod.yaml StatefulSet", contract.GPU_RESOURCE, "CREATE"),
+    ("mpi-horovod.yaml StatefulSet", contract.GPU_RESOURCE, "UPDATE"),
+    ("mpi-horovod.yaml StatefulSet", contract.ROLES, "CREATE"),
+    ("mpi-horovod.yaml StatefulSet", contract.PLACEMENT_TOPOLOGY, "CREATE"),
+    ("mpi-horovod.yaml pod", contract.PLACEMENT_TOPOLOGY, "CREATE"),
+    ("mpi-horovod.yaml pod", contract.CONTAINER, "CREATE"),
+    ("mpi-horovod.yaml pod", contract.QUEUE, "CREATE"),
+]
+
+
+@functools.cache
+def admitted_seeds() -> dict[str, dict[str, Any]]:
+    return dict(costly.seeds())
+
+
+@pytest.mark.parametrize(
+    ("seed", "family", "operation"),
+    FOUND_OVER_BUDGET,
+    ids=[f"{seed} {family} {operation}" for seed, family, operation in FOUND_OVER_BUDGET],
+)
+def test_what_the_search_found_over_budget_admits_within_10_ms_and_5_mib(
+    seed: str, family: str, operation: str
+) -> None:
+    grow = getattr(costly, family, None) or costly.long_value(family)
+    update = operation == "UPDATE"
+    obj = admitted_seeds()[seed]
+    document = costly._document(
+        costly.grown(obj, [grow], costly.largest(obj, [grow], update)), update
+    )
+    assert costly.LIMIT - 8192 < len(encoded(document)) <= costly.LIMIT
+
+    answer, milliseconds, mebibytes = beyond_decoding(document)
+
+    assert milliseconds < MILLISECONDS
+    assert mebibytes < MEBIBYTES
+    if family == "mounts":
+        count = len(costly._training(document["request"]["object"])["volumeMounts"])
+        assert message_of(answer) == (
+            403,
+            "spec.containers[0].volumeMounts: a container Trainhook equips has at most 1024 "
+            f"volume mounts; container mpi has {count}",
+        )
+    elif family == "volumes" and operation == "CREATE":
+        count = len(costly._spec(document["request"]["object"])["volumes"])
+        assert message_of(answer) == (
+            403,
+            "spec.volumes: a training pod has at most 1024 volumes (each volume Trainhook adds "
+            f"is looked for among them); this one has {count}",
+        )
+    elif family.startswith(contract.PREFIX) or family == "trainhook_labels":
+        code, message = message_of(answer)
+        key = family if family.startswith(contract.PREFIX) else f"{contract.PREFIX}rol-0"
+        assert (code, message.split(":")[0]) == (400, key)
+        assert len(message) < 600 and "\n" not in message
+    else:
+        assert is_review(answer.body) and answer.body["response"]["allowed"] is True
+        # The answer grows with what the webhook adds, not with what the object holds.
+        assert len(answer.body["response"].get("patch", "")) < 64 * 1024
+
+
+def test_an_mpi_sidecar_running_as_another_user_needs_no_ssh_mount_path() -> None:
+    """Only the training container mounts the job's keys: whoever a sidecar runs as is no
+    reason to refuse the workload."""
+    containers: list[dict[str, Any]] = [
+        {"name": "mpi", "image": "t"},
+        {"name": "log-shipper", "image": "s", "securityContext": {"runAsUser": 1000}},
+    ]
+    workload = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "hvd", "namespace": "ml", "labels": {contract.FRAMEWORK: "mpi"}},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "hvd"}},
+            "template": {
+                "metadata": {"labels": {"app": "hvd"}},
+                "spec": {"containers": containers},
+            },
+        },
+    }
+    answer = answer_to(encoded(review(workload)), "application/json", Context())
+    assert is_review(answer.body) and answer.body["response"]["allowed"] is True
+    containers[0]["securityContext"] = {"runAsUser": 1000}
+    code, message = message_of(answer_to(encoded(review(workload)), "application/json", Context()))
+    assert (code, message) == (
+        403,
+        "trainhook.io/ssh-auth-mount-path: not set, but container mpi runs as user 1000 "
+        "(securityContext.runAsUser), who cannot read the job's SSH keys at /root/.ssh: set it "
+        "to that user's ~/.ssh, e.g. /home/mpiuser/.ssh",
+    )
+
+
+def test_a_pod_just_small_enough_to_share_its_patch_is_digested_within_5_mib() -> None:
+    """Below MAX_SHARED_BYTES a pod is digested for the patch its siblings share: encoding it
+    takes several times its size, which the bound keeps under the budget."""
+    seed = admitted_seeds()["pytorch.yaml pod"]
+    grow = costly.long_value(contract.FAILURE_POLICY)
+    document = costly._document(
+        costly.grown(seed, [grow], pod_patches.MAX_SHARED_BYTES - 2048), False
+    )
+    assert (
+        pod_patches.MAX_SHARED_BYTES - 4096 < len(encoded(document)) <= pod_patches.MAX_SHARED_BYTES
+    )
+
+    milliseconds, mebibytes = cost_past_decoding(encoded(document))
+
+    assert mebibytes < MEBIBYTES
+    assert milliseconds < MILLISECONDS

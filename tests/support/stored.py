@@ -16,6 +16,8 @@ from webhook.kube.resources import MANAGED_BY, MANAGER
 
 NAMESPACE = "ml"
 POD_VERSIONS = itertools.count(20)
+# Who created the workloads, as the webhook records when it admits them into their job.
+CREATOR = "alice"
 CONTAINER = {"pytorch": "pytorch", "tensorflow": "tensorflow", "mpi": "mpi", "paddle": "paddle"}
 
 
@@ -33,9 +35,11 @@ def statefulset(
     annotations: dict[str, str] | None = None,
     priority_class: str | None = None,
     rv: str = "10",
+    creator: str | None = CREATOR,
 ) -> dict[str, Any]:
     """A StatefulSet as the user writes it (`builders.statefulset`), as the API server stores it
-    once admitted: uid, resourceVersion, the headless Service, parallel start, labelled template."""
+    once admitted: uid, resourceVersion, its creator recorded (None: made without the webhook),
+    the headless Service, parallel start, labelled template."""
     container = {"name": CONTAINER.get(framework, "main"), "image": "trainer:1"}
     obj = builders.statefulset(
         name,
@@ -53,6 +57,8 @@ def statefulset(
         creationTimestamp="2025-01-01T00:00:00Z",
         annotations=dict(annotations or {}),
     )
+    if creator is not None:
+        metadata["annotations"].setdefault(contract.CREATED_BY, creator)
     spec = obj["spec"]
     spec.update(serviceName=job or name, podManagementPolicy="Parallel")
     template = spec["template"]
@@ -73,8 +79,17 @@ def indexed_job(
     status: dict[str, Any] | None = None,
     suspend: bool = False,
     rv: str = "10",
+    creator: str | None = CREATOR,
 ) -> dict[str, Any]:
-    obj = statefulset(name, framework=framework, role=role, job=job, annotations=annotations, rv=rv)
+    obj = statefulset(
+        name,
+        framework=framework,
+        role=role,
+        job=job,
+        annotations=annotations,
+        rv=rv,
+        creator=creator,
+    )
     obj["apiVersion"], obj["kind"] = "batch/v1", "Job"
     obj["spec"] = {
         "completionMode": "Indexed",

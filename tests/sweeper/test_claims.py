@@ -20,6 +20,7 @@ HOSTILE = {
 
 
 def created(obj: dict[str, Any], by: str | None, at: str) -> dict[str, Any]:
+    obj["metadata"]["annotations"].pop(contract.CREATED_BY, None)
     if by is not None:
         obj["metadata"]["annotations"][contract.CREATED_BY] = by
     obj["metadata"]["creationTimestamp"] = at
@@ -140,8 +141,9 @@ def test_a_workload_without_a_recorded_creator_in_a_claimed_job_is_kept_and_said
     assert notices[0].message == (
         "StatefulSet victim-chief is labelled trainhook.io/job=victim but records no creator "
         "(trainhook.io/created-by): the webhook did not admit it into the job, which belongs to "
-        f"{ALICE}; the sweeper takes it as the job's, as it does workloads made before creators "
-        "were recorded; recreate it if that is wrong"
+        f"{ALICE} (it was made before creators were recorded, or while the webhook was not "
+        "asked); the sweeper manages it with the job but acts on no outcome recorded on it (no "
+        "pod cleanup, scale-down or deletion): recreate it to have it attributed"
     )
     recorded_chief, recorded_workers = victim()
     every = decision(

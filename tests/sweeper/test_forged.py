@@ -258,3 +258,44 @@ def test_another_users_statefulset_labelled_with_a_job_neither_restamps_nor_dele
     assert contract.PHASE not in left["metadata"]["annotations"]
     assert left["spec"]["replicas"] == 1
     assert "evil-0" in names(emulator, PODS)
+
+
+def test_a_legacy_job_with_an_outcome_nobody_judged_is_warned_about_once_and_never_deleted(
+    emulator, kube
+):
+    # Made without the webhook (no creator recorded), carrying an outcome and a TTL of 0.
+    (workers,) = stamped(
+        statefulset(
+            "legacy",
+            framework="pytorch",
+            job="legacy",
+            replicas=2,
+            annotations=dict(FORGED),
+            creator=None,
+        )
+    )
+    with sweeping(kube) as sweeper:
+        workers = kube.create(STATEFULSETS, "ml", workers)
+        for index in range(2):
+            kube.create(PODS, "ml", pod(workers, index))
+        eventually(
+            lambda: (
+                {e["reason"] for e in emulator.objects(EVENTS, "ml")}
+                >= {"NotAttributed", "UnverifiedOutcome"}
+            ),
+            what="the NotAttributed and UnverifiedOutcome Warnings",
+        )
+        sweeper.reconciled("ml", "legacy")
+        sweeper.reconciled("ml", "legacy")  # a second pass finds its Events posted already
+        posts = [
+            path
+            for method, path, _, _ in emulator.emulator.log
+            if method == "POST" and "/events" in path
+        ]
+
+    events = sorted((e["reason"], e["type"]) for e in emulator.objects(EVENTS, "ml"))
+    assert events == [("NotAttributed", "Warning"), ("UnverifiedOutcome", "Warning")]
+    assert len(posts) == 2
+    assert names(emulator, STATEFULSETS) == ["legacy"]
+    assert the(emulator, STATEFULSETS, "legacy")["spec"]["replicas"] == 2
+    assert names(emulator, PODS) == ["legacy-0", "legacy-1"]

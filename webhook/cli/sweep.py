@@ -19,6 +19,7 @@ from webhook.sweeper.metrics import ProgressFigures, SweeperMetrics
 from webhook.sweeper.progress import Limits, ProgressDesk
 from webhook.sweeper.progress import serve as serve_progress
 from webhook.sweeper.runner import Sweeper, SweeperConfig
+from webhook.sweeper.writes import BURST, PER_MINUTE
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -128,6 +129,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write a job's trainhook.io/progress at most this often (default: 10)",
     )
     parser.add_argument(
+        "--writes-per-minute",
+        type=positive_int,
+        default=PER_MINUTE,
+        help="each job's write budget: API writes (creates, patches, deletes; Events apart) a "
+        f"job may make a minute once its burst is spent; more wait (default: {PER_MINUTE})",
+    )
+    parser.add_argument(
+        "--write-burst",
+        type=positive_int,
+        default=BURST,
+        help="writes a job may make at once, plus one per pod of the job (its start and a "
+        f"whole-job restart fit) (default: {BURST})",
+    )
+    parser.add_argument(
         "--cluster-domain",
         default="",
         help="the webhook's --cluster-domain: host names in large jobs' peer lists end in "
@@ -155,6 +170,8 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
         cluster_domain=args.cluster_domain,
         shards=args.shards,
         replicas=args.replicas,
+        writes_per_minute=args.writes_per_minute,
+        write_burst=args.write_burst,
     )
 
 

@@ -61,6 +61,7 @@ class Request:
     old: Mapping[str, Any] | None = None
     username: str = ""  # userInfo.username: the requester
     dry_run: bool = False
+    size: int = 0  # the review's bytes, 0 when unknown
 
     @property
     def object_name(self) -> str:
@@ -164,6 +165,7 @@ def admit(
             cluster_domain=policy.cluster_domain,
             coscheduling_scheduler=policy.coscheduling_scheduler,
             progress=policy.progress,
+            review_bytes=request.size,
         )
         return Outcome(patch, pod_warnings)
     if kind == "Pod":

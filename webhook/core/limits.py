@@ -42,9 +42,14 @@ def is_dns_1123_label(name: object) -> bool:
 
 def shown(value: object) -> str:
     """`value` quoted for a one-line message, cut to SHOWN_AT_MOST characters."""
-    text = repr(value)
-    if len(text) <= SHOWN_AT_MOST:
-        return text
+    if isinstance(value, str) and len(value) > SHOWN_AT_MOST and ("'" not in value or '"' in value):
+        # A long text's quotes are repr's single ones: only the part shown is quoted, so that a
+        # value of megabytes costs no more than a short one.
+        text = repr(value[:SHOWN_AT_MOST])
+    else:
+        text = repr(value)
+        if len(text) <= SHOWN_AT_MOST:
+            return text
     return f"{text[: SHOWN_AT_MOST - 20]}... ({len(str(value))} characters)"
 
 

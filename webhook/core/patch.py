@@ -62,5 +62,15 @@ def _diff(old: Any, new: Any, path: str, ops: list[PatchOp]) -> None:
         if len(new) > len(old) and new[: len(old)] == old:  # elements compare by identity first
             ops.extend({"op": "add", "path": f"{path}/-", "value": v} for v in new[len(old) :])
             return
+        grown = len(new) - len(old)
+        if len(old) > grown > 0 and new[grown:] == old:
+            # Grew at the front by less than it held (the job's env before a long env of the
+            # user's): inserted one by one, so the patch grows with what was added, not with
+            # what the list held.
+            ops.extend(
+                {"op": "add", "path": f"{path}/{index}", "value": v}
+                for index, v in enumerate(new[:grown])
+            )
+            return
     if old != new or type(old) is not type(new):
         ops.append({"op": "replace", "path": path, "value": new})

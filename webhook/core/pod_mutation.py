@@ -22,7 +22,8 @@ from webhook.core.pods import (
     PodIdentity,
     add_gate,
     add_volume,
-    check_init_containers,
+    check_counts,
+    env_by_name,
     equipped,
     identify,
     mount,
@@ -147,7 +148,7 @@ def read_pod(
         raise replica_controller(*_replica_owner(controller, labels))
     framework = read_framework(labels)
     check_keys(labels, annotations)
-    check_init_containers(pod)
+    check_counts(pod)
     identity = identify(pod)
     job = read_job(labels, identity.owner_name or metadata.get("name") or "")
     role = read_role(labels, framework)
@@ -411,7 +412,7 @@ def _set_env(
     wanted = env
     kept: list[str] = []
     for field, position, container in equipped(pod, training):
-        existing = {item.get("name"): item for item in container.get("env") or []}
+        existing = env_by_name(container.get("env") or [], wanted.keys() | field_env.keys())
         missing: list[dict[str, Any]] = [
             {"name": k, "value": v} for k, v in wanted.items() if k not in existing
         ]

@@ -64,9 +64,12 @@ class _Kept:
 
 Key = tuple[bytes, str, str, str]
 
-# A pod with more containers than this is mutated in full, never digested: the digest costs in
-# proportion to the pod, and a crowded pod is no training job's usual shape, but a hostile one.
+# A pod with more containers than this, or sent in a review larger than MAX_SHARED_BYTES, is
+# mutated in full, never digested: the digest costs in proportion to the pod (encoding a pod of
+# megabytes takes several times its size), and a crowded pod is no training job's usual shape,
+# but a hostile one.
 MAX_SHARED_CONTAINERS = 16
+MAX_SHARED_BYTES = 256 * 1024
 
 
 def _containers(pod: Mapping[str, Any]) -> int:
@@ -95,9 +98,11 @@ def pod_patch(
     cluster_domain: str = "",
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
     progress: ProgressEndpoint | None = None,
+    review_bytes: int = 0,
 ) -> tuple[list[PatchOp], list[str]]:
     """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
-    pod of the same workload revision made."""
+    pod of the same workload revision made (`review_bytes`: the size of the review it came in,
+    0 when unknown)."""
     key = None
     try:
         identity = identify(pod)
@@ -108,6 +113,7 @@ def pod_patch(
         and identity is not None
         and identity.owner_kind != "Pod"
         and _containers(pod) <= MAX_SHARED_CONTAINERS
+        and review_bytes <= MAX_SHARED_BYTES
     ):
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
         kept = _slot(key)[0]

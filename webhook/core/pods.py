@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from webhook.core import contract
@@ -77,6 +78,7 @@ def containers(pod: Mapping[str, Any]) -> list[tuple[str, int, Mapping[str, Any]
 # A training pod gets Trainhook's env in each of its init containers (they often wait for or
 # prepare the job's peers): this many at most, so a pod's cost never grows with what it claims.
 MAX_INIT_CONTAINERS = 16
+MAX_VOLUMES = 1024
 
 
 def equipped(
@@ -91,13 +93,21 @@ def equipped(
     return found
 
 
-def check_init_containers(pod: Mapping[str, Any]) -> None:
-    """Raises Refused for a pod with more init containers than Trainhook equips."""
-    count = len((pod.get("spec") or {}).get("initContainers") or [])
+def check_counts(pod: Mapping[str, Any]) -> None:
+    """Raises Refused for a pod (or pod template) with more init containers than Trainhook
+    equips, or more volumes than it looks through for each one it adds."""
+    spec = pod.get("spec") or {}
+    count = len(spec.get("initContainers") or [])
     if count > MAX_INIT_CONTAINERS:
         raise Refused(
             f"spec.initContainers: a training pod has at most {MAX_INIT_CONTAINERS} init "
             f"containers (each gets the job's env); this one has {count}"
+        )
+    count = len(spec.get("volumes") or [])
+    if count > MAX_VOLUMES:
+        raise Refused(
+            f"spec.volumes: a training pod has at most {MAX_VOLUMES} volumes (each volume "
+            f"Trainhook adds is looked for among them); this one has {count}"
         )
 
 
@@ -114,12 +124,40 @@ def training_container(
             raise InvalidSetting(
                 contract.CONTAINER,
                 wanted,
-                f"no such container; the pod has {', '.join(map(str, names)) or 'none'}",
+                f"no such container; the pod has {_listed(names) or 'none'}",
             )
         return names.index(wanted)
     if default in names:
         return names.index(default)
     return 0 if found else None
+
+
+def _listed(names: list[Any], most: int = 10) -> str:
+    """The first `most` names, and how many more: a pod may have thousands of containers."""
+    shown = ", ".join(map(str, names[:most]))
+    return f"{shown} and {len(names) - most} more" if len(names) > most else shown
+
+
+def env_by_name(env: list[Any], names: set[str]) -> dict[str, Any]:
+    """The items of a container's `env` named one of `names`, by name (the last of a name wins).
+    A container may carry tens of thousands of entries: their names are read in C, and only the
+    items sharing a name with `names` are looked at."""
+    try:
+        found = names.intersection(map(dict.get, env, repeat("name")))
+    except TypeError:  # an item that is no object: the server names it in a 422
+        found = names.intersection(item.get("name") for item in env)
+    if not found:
+        return {}
+    return {name: item for item in env if (name := item.get("name")) in found}
+
+
+def _holds(items: list[Any], key: str, value: object) -> bool:
+    """Whether an item of `items` has `value` at `key`, read in C: a pod may list tens of
+    thousands of volumes or mounts."""
+    try:
+        return value in map(dict.get, items, repeat(key))
+    except TypeError:  # an item that is no object: the server names it in a 422
+        return any(item.get(key) == value for item in items)
 
 
 def mount(
@@ -133,7 +171,12 @@ def mount(
 ) -> None:
     """Mount `volume` at `path` in one container, unless it mounts that path or volume already."""
     mounts = container.get("volumeMounts") or []
-    if any(m.get("mountPath") == path or m.get("name") == volume for m in mounts):
+    if len(mounts) > MAX_VOLUMES:
+        raise Refused(
+            f"spec.{field}[{position}].volumeMounts: a container Trainhook equips has at most "
+            f"{MAX_VOLUMES} volume mounts; container {container.get('name')} has {len(mounts)}"
+        )
+    if _holds(mounts, "mountPath", path) or _holds(mounts, "name", volume):
         return
     mount: dict[str, Any] = {"name": volume, "mountPath": path}
     if read_only:
@@ -144,7 +187,7 @@ def mount(
 def add_volume(draft: Draft, volume: dict[str, Any]) -> None:
     """Add a volume to the pod unless it has one of that name."""
     volumes = (draft.original.get("spec") or {}).get("volumes") or []
-    if any(v.get("name") == volume["name"] for v in volumes):
+    if _holds(volumes, "name", volume["name"]):
         return
     draft.list_at("spec", "volumes").append(volume)
 

@@ -30,6 +30,7 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
+MAX_ROLES_CHARS = 1024  # a job's roles, listed: far more than any job has
 SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
 # Those whose PodGroup takes a minimum of pods (Kueue's pod group is admitted whole).
 GANG_MINIMUM_SCHEDULERS = ("volcano", "coscheduling", "kubernetes", "kai")
@@ -334,7 +335,7 @@ def _check_kai_topology(settings: Settings, get: Any) -> None:
 
 
 def _object_name(key: str, value: str | None) -> str | None:
-    if value is not None and not (DNS_1123_SUBDOMAIN.match(value) and len(value) <= 253):
+    if value is not None and not (len(value) <= 253 and DNS_1123_SUBDOMAIN.match(value)):
         raise InvalidSetting(key, value, "an object name (a DNS-1123 subdomain)")
     return value
 
@@ -345,9 +346,9 @@ def _label_key(key: str, value: str | None) -> str | None:
         return None
     prefix, slash, name = value.rpartition("/")
     if (
-        not LABEL_NAME.match(name)
-        or len(name) > 63
-        or (slash and (not DNS_1123_SUBDOMAIN.match(prefix) or len(prefix) > 253))
+        len(name) > 63  # lengths first: a pattern's cost grows with the value
+        or not LABEL_NAME.match(name)
+        or (slash and (len(prefix) > 253 or not DNS_1123_SUBDOMAIN.match(prefix)))
     ):
         raise InvalidSetting(
             key,
@@ -365,7 +366,7 @@ def _tier(value: str | None) -> str | None:
         if number < 1:
             raise InvalidSetting(contract.PLACEMENT_TIER, value, "a tier from 1, or a tier name")
         return str(number)
-    if not (DNS_1123_SUBDOMAIN.match(value) and len(value) <= 253):
+    if not (len(value) <= 253 and DNS_1123_SUBDOMAIN.match(value)):
         raise InvalidSetting(
             contract.PLACEMENT_TIER,
             value,
@@ -461,12 +462,14 @@ def _nproc(value: str | None) -> int | None:
 def _roles(value: str | None, framework: Framework) -> tuple[str, ...] | None:
     if value is None:
         return None
-    names = [name.strip() for name in value.split(",")]
     allowed = (
         f"a comma-separated list of the job's roles ({', '.join(framework.roles)})"
         if framework.roles
         else "a comma-separated list of the job's roles (DNS labels)"
     )
+    if len(value) > MAX_ROLES_CHARS:  # not split: a value may be megabytes long
+        raise InvalidSetting(contract.ROLES, value, allowed)
+    names = [name.strip() for name in value.split(",")]
     if not all(names) or len(set(names)) != len(names):
         raise InvalidSetting(contract.ROLES, value, allowed + ", each once")
     for name in names:
@@ -536,8 +539,8 @@ def _resource_name(value: str | None) -> str:
         return DEFAULT_GPU_RESOURCE
     domain = value.partition("/")[0]
     if (
-        not RESOURCE_NAME.match(value)
-        or len(value) > 253
+        len(value) > 253  # before the pattern, whose cost grows with the value
+        or not RESOURCE_NAME.match(value)
         or domain.endswith("kubernetes.io")
         or domain == "kubernetes.io"
     ):
@@ -550,7 +553,7 @@ def _resource_name(value: str | None) -> str:
 
 
 def _container(value: str | None) -> str | None:
-    if value is not None and not (DNS_1123_LABEL.match(value) and len(value) <= 63):
+    if value is not None and not (len(value) <= 63 and DNS_1123_LABEL.match(value)):
         raise InvalidSetting(contract.CONTAINER, value, "a container name (a DNS-1123 label)")
     return value
 
@@ -558,7 +561,7 @@ def _container(value: str | None) -> str | None:
 def _queue(value: str | None) -> str:
     if value is None:
         return DEFAULT_QUEUE
-    if not (DNS_1123_LABEL.match(value) and len(value) <= 63):
+    if not (len(value) <= 63 and DNS_1123_LABEL.match(value)):
         raise InvalidSetting(
             contract.QUEUE,
             value,

@@ -14,7 +14,7 @@ from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.gang import job_gang
 from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of, template_of
-from webhook.core.pods import training_container
+from webhook.core.pods import check_counts, training_container
 from webhook.core.settings import (
     DNS_LABEL,
     EVERY_ROLE,
@@ -164,11 +164,11 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
             f"the job's roles must include {role}, the role of {kind} {name}",
         )
     template = template_of(obj)
+    check_counts(template)
+    training = training_container(template, framework.container, settings.container)
     if framework.check_template is not None:
-        framework.check_template(template, settings.ssh_auth_mount_path)
-    nproc = processes_per_pod(
-        template, training_container(template, framework.container, settings.container), settings
-    )
+        framework.check_template(template, settings.ssh_auth_mount_path, training)
+    nproc = processes_per_pod(template, training, settings)
     spec = obj.get("spec") or {}
     priority = (template_of(obj).get("spec") or {}).get("priorityClassName")
     if kind == "StatefulSet":

@@ -181,10 +181,10 @@ def _parse(body: bytes, content_type: str | None) -> _Decoded:
         ) from None
     except RecursionError:
         raise BadRequest(400, "not_json", "request body is JSON nested too deeply") from None
-    return _read_review(document)
+    return _read_review(document, len(body))
 
 
-def _read_review(document: object) -> _Decoded:
+def _read_review(document: object, size: int = 0) -> _Decoded:
     if not isinstance(document, dict):
         raise _invalid("not_review", f"expected an AdmissionReview object, got {_what(document)}")
     kind = document.get("kind")
@@ -255,6 +255,7 @@ def _read_review(document: object) -> _Decoded:
             old=old if isinstance(old, dict) else None,
             username=username if isinstance(username, str) else "",
             dry_run=dry_run,
+            size=size,
         )
     return _Decoded(
         api_version, uid, object_kind, operation, namespace, name, dry_run, core_request

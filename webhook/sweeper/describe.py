@@ -146,6 +146,11 @@ def describe(objects: JobObjects, now: datetime) -> str:
     key = placement_key(objects.workloads or objects.pods)
     if key:
         lines.append(f"Placement:    {key}: {_domains(key, objects)}")
+    if row is not None and row.unattributed:
+        lines.append(
+            f"Unattributed: {', '.join(row.unattributed)}: no {contract.CREATED_BY}, not admitted "
+            "by the webhook; the sweeper acts on no outcome recorded only on them"
+        )
     lines.append(f"Last failure: {last_failure(objects) or 'none'}")
     lines += _failure_rules(objects)
     lines.append("Events:")

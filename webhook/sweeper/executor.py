@@ -15,7 +15,8 @@ from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resou
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
 from webhook.sweeper.emits import REMEMBERED, EmitBudget
 from webhook.sweeper.sshkeys import new_key_pair, secret_body
-from webhook.sweeper.state import format_time
+from webhook.sweeper.state import JobKey, format_time
+from webhook.sweeper.writes import WriteBudget
 
 log = logging.getLogger("trainhook.sweeper")
 
@@ -29,6 +30,15 @@ class StaleState(Exception):
 
 class NotLeading(Exception):
     """This sweeper lost its lease; another one acts now."""
+
+
+class WritesDeferred(Exception):
+    """The job spent its write budget: the writes left wait for a reconcile `after` seconds on."""
+
+    def __init__(self, deferred: int, after: float) -> None:
+        super().__init__(f"{deferred} writes deferred for {after:.1f}s")
+        self.deferred = deferred
+        self.after = after
 
 
 Written = Callable[[Resource, str, str, "dict[str, Any] | None"], None]
@@ -50,6 +60,7 @@ class Executor:
         clock: Callable[[], datetime],
         may_act: Callable[[], bool] = lambda: True,
         written: Written = _ignore,
+        writes: WriteBudget | None = None,
     ) -> None:
         self.kube = kube
         self.identity = identity
@@ -57,24 +68,36 @@ class Executor:
         self.may_act = may_act
         self.written = written
         self.emits = EmitBudget()
+        self.writes = writes or WriteBudget()
         # Names found taken by an object the sweeper does not see, and when.
         self.taken: dict[tuple[str, str, str], datetime] = {}
         # Within one decision: (plural, namespace, name, version decided on) -> version now.
         self._advanced: dict[tuple[str, str, str, str], str] = {}
 
-    def apply(self, actions: Sequence[Action]) -> None:
+    def apply(self, actions: Sequence[Action], job: JobKey | None = None, pods: int = 0) -> None:
         """Apply in order. Creating the job's Service, PodGroup or Secret and recording an Event
         depend on nothing else, so one of them failing stops none of the others; a patch or a
         delete that fails stops the patches and deletes after it (they may depend on it). The
-        first failure is raised once everything that could be done is done."""
+        first failure is raised once everything that could be done is done.
+
+        The writes of `job` (a job of `pods` pods) are paid from its write budget: once it is
+        spent, that write and every write after it wait (WritesDeferred), its Events still go."""
         failed: ApiError | None = None
         ordered_failed = False
+        deferred = 0
         self._advanced.clear()
         for action in actions:
             if not self.may_act():
                 raise NotLeading()
             independent = isinstance(action, (Create, CreateSshSecret, Emit))
             if ordered_failed and not independent:
+                continue
+            if (
+                not isinstance(action, Emit)
+                and job is not None
+                and (deferred or not self.writes.take(job, pods, self.clock()))
+            ):
+                deferred += 1
                 continue
             try:
                 done = self._apply(action)
@@ -86,6 +109,21 @@ class Executor:
             log.info("%s%s", action.describe(), "" if done else " (already done)")
         if failed is not None:
             raise failed
+        if deferred and job is not None:
+            self._deferred(job, deferred, pods)
+
+    def _deferred(self, job: JobKey, deferred: int, pods: int) -> None:
+        after = self.writes.wait(job, self.clock())
+        if self.writes.first_deferral(job):
+            log.warning(
+                "job %s/%s spent its write budget (%d at once, then %d a minute): %d writes "
+                "deferred, the rest follow as the budget allows",
+                *job,
+                self.writes.capacity(pods),
+                self.writes.per_minute,
+                deferred,
+            )
+        raise WritesDeferred(deferred, after)
 
     def _apply(self, action: Action) -> bool:
         if isinstance(action, Create):

@@ -58,6 +58,12 @@ class SweeperHealth:
             "Whole-job restarts started (restart-policy RestartJob), counted or not.",
             registry=None,
         )
+        self.writes_deferred = Counter(
+            "trainhook_sweeper_writes_deferred",
+            "Writes for a job deferred because the job spent its write budget (a job's objects "
+            "changed faster than a normal job's do).",
+            registry=None,
+        )
         self.phases: dict[JobKey, str] = {}
         self._lock = threading.Lock()
         self._clock = clock
@@ -66,7 +72,7 @@ class SweeperHealth:
         self._live = _Live(self, queue_depth)
 
     def collectors(self) -> list[Collector]:
-        return [self.reconciles, self.errors, self.restarts, self._live]
+        return [self.reconciles, self.errors, self.restarts, self.writes_deferred, self._live]
 
     def job_phase(self, key: JobKey, phase: str | None) -> None:
         """The phase a job was last decided in; None once the job is gone."""

@@ -33,7 +33,7 @@ from webhook.kube.resources import (
 )
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
-from webhook.sweeper.executor import Executor, NotLeading, StaleState
+from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDeferred
 from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import (
     OPTIONAL,
@@ -46,6 +46,7 @@ from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.pods import pod_peers
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
+from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
 
 log = logging.getLogger("trainhook.sweeper")
 
@@ -74,6 +75,8 @@ class SweeperConfig:
     cluster_domain: str = ""  # the webhook's --cluster-domain, for large jobs' peer lists
     shards: int = 1  # jobs are split into this many shards, each with its own Lease
     replicas: int = 1  # replicas expected to share them: each takes shards / replicas at first
+    writes_per_minute: int = PER_MINUTE  # each job's write budget (writes.py)
+    write_burst: int = BURST  # plus one per pod of the job
 
 
 def fetch_state(
@@ -228,6 +231,7 @@ class Sweeper:
             clock=clock,
             may_act=self._may_act,
             written=self._written,
+            writes=WriteBudget(config.writes_per_minute, config.write_burst),
         )
         self._acting_on: JobKey | None = None
         self._stopping = threading.Event()
@@ -359,8 +363,15 @@ class Sweeper:
             state = self.cached_state(key)
             for _ in range(CONFLICT_RETRIES):
                 decision = decide(state, now)
+                pods = sum(workload.replicas for workload in state.workloads)
                 try:
-                    self.executor.apply(decision.actions)
+                    self.executor.apply(decision.actions, key, pods)
+                except WritesDeferred as deferred:
+                    self.health.writes_deferred.inc(deferred.deferred)
+                    self._failures.pop(key, None)
+                    self._decided(key, decision.phase, decision.actions)
+                    self.queue.add(key, deferred.after)
+                    return
                 except StaleState as stale:
                     log.info("job %s/%s: %s; deciding again on fresh state", *key, stale)
                     state = fetch_state(

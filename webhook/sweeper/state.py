@@ -72,6 +72,9 @@ class WorkloadView:
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
     phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
+    # Admitted by the webhook (a recorded creator; a bare pod at its creation): only an outcome
+    # recorded on such a workload was judged, and is acted on.
+    attributed: bool = True
 
     @property
     def kind(self) -> str:
@@ -154,9 +157,9 @@ class JobState:
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
     # that another user created than the job's first creator: never acted on, never read.
     intruders: tuple[Problem, ...] = ()
-    # Workloads of a job whose other workloads record their creator, that record none: the
-    # webhook did not admit them into the job (made before it recorded creators, or while it was
-    # not asked). Kept in the job, as old workloads are, and said so.
+    # StatefulSets and Jobs of the job that record no creator: the webhook did not admit them
+    # into the job (made before it recorded creators, or while it was not asked). Kept in the
+    # job and said so; an outcome recorded only on them is not acted on.
     unattributed: tuple[Problem, ...] = ()
     # The job's other Services (the ClusterIP ones its framework asks for), by name.
     cluster_services: tuple[Owned, ...] = ()
@@ -362,31 +365,30 @@ def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
 def _claimed(
     workloads: list[Mapping[str, Any]], job: str
 ) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
-    """The job's workloads: those its first creator created (and those created before the webhook
-    recorded creators); the others, each with why it is ignored; and, when the job has a
-    creator, why each kept workload without a record is kept."""
+    """The job's workloads (its first creator's, and those recording none); the others, each with
+    why it is ignored; and why each kept StatefulSet or Job recording no creator is kept."""
     claim = claim_of(workloads)
-    if claim is None:
-        return workloads, [], []
     kept, strangers, unattributed = [], [], []
     for obj in workloads:
         creator = creator_of(obj)
-        if creator is None or creator == claim.creator:
+        if claim is None or creator is None or creator == claim.creator:
             kept.append(obj)
-            if creator is None:
+            if creator is None and obj.get("kind") != "Pod":
                 unattributed.append(_unattributed(obj, job, claim))
         else:
             strangers.append((obj, _stranger(obj, creator, job, claim)))
     return kept, strangers, unattributed
 
 
-def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim) -> Problem:
+def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim | None) -> Problem:
+    owner = f", which belongs to {claim.creator}" if claim is not None else ""
     return _labelled_problem(
         obj,
         job,
         f"records no creator ({contract.CREATED_BY}): the webhook did not admit it into the "
-        f"job, which belongs to {claim.creator}; the sweeper takes it as the job's, as it does "
-        "workloads made before creators were recorded; recreate it if that is wrong",
+        f"job{owner} (it was made before creators were recorded, or while the webhook was not "
+        "asked); the sweeper manages it with the job but acts on no outcome recorded on it "
+        "(no pod cleanup, scale-down or deletion): recreate it to have it attributed",
     )
 
 
@@ -458,6 +460,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         attempt=attempt_of(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
+        attributed=workload.kind == "Pod" or creator_of(obj) is not None,
     )
 
 

@@ -39,6 +39,9 @@ class JobRow:
     progress: str = "-"  # the last progress report: "45%", else "step 450/1000"
     eta: str = "-"  # its estimated time left, e.g. "13m"
     checkpoint: str = "-"  # the last checkpoint: "step 400, 5m ago"
+    # The StatefulSets and Jobs the webhook did not admit into the job ("StatefulSet a"): they
+    # record no creator, and the sweeper acts on no outcome recorded only on them.
+    unattributed: tuple[str, ...] = ()
 
 
 def job_rows(
@@ -68,6 +71,8 @@ def _row(state: JobState, now: datetime) -> JobRow:
     reason = str(recorded.get("reason") or "-")
     if outcome is not None:
         phase, reason = outcome.phase, outcome.reason
+        if not outcome.verified:
+            reason = f"{reason} (unverified)"
     elif state.problems:
         phase, reason = "Invalid", "InvalidJob"
     elif recorded.get("state"):
@@ -98,6 +103,7 @@ def _row(state: JobState, now: datetime) -> JobRow:
         start=f"{human_duration((now - started).total_seconds())} ago" if started else "-",
         rule=short_rule(recorded.get("rule")),
         **progress_cells(state, now, finished=outcome is not None),
+        unattributed=tuple(f"{p.kind} {p.name}" for p in state.unattributed),
     )
 
 
@@ -178,6 +184,10 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
         header.insert(5, "RULE")
         for line, row in zip(lines, rows, strict=True):
             line.insert(5, row.rule)
+    if any(r.unattributed for r in rows):  # jobs with workloads the webhook did not admit
+        header.append("UNATTRIBUTED")
+        for line, row in zip(lines, rows, strict=True):
+            line.append(str(len(row.unattributed)) if row.unattributed else "-")
     if with_namespace:
         header.insert(0, "NAMESPACE")
         for line, row in zip(lines, rows, strict=True):

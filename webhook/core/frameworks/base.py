@@ -128,9 +128,10 @@ class Framework:
     pod_extras: PodExtras | None = None
     elastic: bool = False  # takes trainhook.io/elastic (a rendezvous that admits min:max nodes)
     ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
-    # Refuses a workload's pod template its pods could not run with, from the template and
-    # trainhook.io/ssh-auth-mount-path; at the workload's admission, before any pod is refused.
-    check_template: Callable[[Mapping[str, Any], str | None], None] | None = None
+    # Refuses a workload's pod template its pods could not run with, from the template,
+    # trainhook.io/ssh-auth-mount-path and the position of its training container; at the
+    # workload's admission, before any pod is refused.
+    check_template: Callable[[Mapping[str, Any], str | None, int | None], None] | None = None
     field_env: FieldEnvFunction | None = None
     services: ServicesFunction | None = None
     # The framework's job-wide lists (the same for every pod), beyond TRAINHOOK_<ROLE>_HOSTS:

@@ -162,15 +162,18 @@ def _annotation_item(path: str, key: str, mode: int | None = None) -> dict[str, 
     return item
 
 
-def check_ssh_user(pod: Mapping[str, Any], ssh_auth_mount_path: str | None) -> None:
-    """Refuse a pod (or pod template) whose non-root user could not read the job's keys:
-    without trainhook.io/ssh-auth-mount-path they would be root's at /root/.ssh; with it but
-    neither runAsUser nor fsGroup, no group could be given them that the user alone has."""
+def check_ssh_user(
+    pod: Mapping[str, Any], ssh_auth_mount_path: str | None, training: int | None
+) -> None:
+    """Refuse a pod (or pod template) whose training container (`training`, the one that mounts
+    the keys) runs as a non-root user who could not read the job's keys: without
+    trainhook.io/ssh-auth-mount-path they would be root's at /root/.ssh; with it but neither
+    runAsUser nor fsGroup, no group could be given them that the user alone has."""
     pod_context = (pod.get("spec") or {}).get("securityContext") or {}
-    non_root = _non_root(pod)
-    if not non_root:
+    non_root = _non_root(pod, training)
+    if non_root is None:
         return
-    container, user = non_root[0]
+    container, user = non_root
     if ssh_auth_mount_path is None:
         raise Refused(
             f"{contract.SSH_AUTH_MOUNT_PATH}: not set, but container {container.get('name')} "
@@ -187,12 +190,17 @@ def check_ssh_user(pod: Mapping[str, Any], ssh_auth_mount_path: str | None) -> N
         )
 
 
-def _non_root(pod: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], _User]]:
-    """The pod's main containers that run as a non-root user, with that user."""
+def _non_root(
+    pod: Mapping[str, Any], training: int | None
+) -> tuple[Mapping[str, Any], _User] | None:
+    """The training container, with its user, when that user is not root; sidecars mount no
+    keys, so whoever they run as does not matter (and a pod of thousands costs no more)."""
+    if training is None:
+        return None
     spec = pod.get("spec") or {}
-    pod_context = spec.get("securityContext") or {}
-    users = [(c, _effective(c, pod_context)) for c in spec.get("containers") or []]
-    return [(c, user) for c, user in users if user.runs_as_non_root]
+    container = (spec.get("containers") or [])[training]
+    user = _effective(container, spec.get("securityContext") or {})
+    return (container, user) if user.runs_as_non_root else None
 
 
 def _ssh_mount(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> tuple[str, int]:
@@ -201,15 +209,15 @@ def _ssh_mount(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> tu
     0440 and the pod's fsGroup as their group: ssh accepts a key that root owns, sshd's
     StrictModes a file no one else may write, and no other user of the node reads them."""
     path = placement.ssh_auth_mount_path
-    check_ssh_user(pod, path)
-    non_root = _non_root(pod)
+    check_ssh_user(pod, path, placement.training)
+    non_root = _non_root(pod, placement.training)
     if path is None:
         return contract.MPI_SSH_PATH, ROOT_READS
-    if not non_root:
+    if non_root is None:
         return path, ROOT_READS
     pod_context = (pod.get("spec") or {}).get("securityContext") or {}
     if pod_context.get("fsGroup") is None:
-        user = non_root[0][1]
+        user = non_root[1]
         # The kubelet gives the Secret's files this group; only OnRootMismatch, so that no
         # other volume of the pod is walked again at every start.
         context = draft.dict_at("spec", "securityContext")

@@ -22,7 +22,7 @@ from webhook.sweeper.decide.events import (
     unattributed_events,
 )
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
-from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans
+from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
 from webhook.sweeper.decide.lifecycle.in_place import IN_PLACE_TIMEOUT, in_place_actions
 from webhook.sweeper.decide.lifecycle.restart import (
     RestartPlan,
@@ -80,6 +80,8 @@ def _decide(state: JobState, now: datetime) -> Decision:
     if not state.workloads:
         return Decision(tuple(orphans(state)))
     outcome = recorded_outcome(state)
+    if outcome is not None and not outcome.verified:
+        return unverified_outcome(state, outcome)
     if outcome is not None:
         return finish_job(state, outcome, now)
     recorded = recorded_status(state)

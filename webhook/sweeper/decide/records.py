@@ -39,10 +39,13 @@ class Outcome:
     message: str | None  # None when read back from the workloads rather than judged now
     finished_at: datetime | None
     status: str | None = None  # the trainhook.io/status recorded with it
+    # False when only workloads the webhook did not admit record it: nobody judged who wrote it
+    verified: bool = True
 
 
 def recorded_outcome(state: JobState) -> Outcome | None:
-    """The phase the sweeper recorded on the job's workloads; the earliest one wins."""
+    """The phase the sweeper recorded on the job's workloads; the earliest one wins, and one
+    recorded on a workload the webhook admitted wins over any other."""
     found: list[Outcome] = []
     for workload in state.workloads:
         phase = workload.annotations.get(contract.PHASE)
@@ -54,8 +57,10 @@ def recorded_outcome(state: JobState) -> Outcome | None:
                     None,
                     parse_time(workload.annotations.get(contract.FINISHED_AT)),
                     workload.annotations.get(contract.STATUS),
+                    verified=workload.attributed,
                 )
             )
+    found = [o for o in found if o.verified] or found
     if not found:
         return None
     timed = [o for o in found if o.finished_at is not None]

@@ -24,6 +24,25 @@ from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
 from webhook.sweeper.state import JobState, format_time
 
 
+def unverified_outcome(state: JobState, outcome: Outcome) -> Decision:
+    """An outcome recorded only on workloads the webhook did not admit: nobody judged who wrote
+    it, so the sweeper neither records it further nor cleans, scales down or deletes anything on
+    it; it says so, once per workload."""
+    events: list[Action] = []
+    for workload in state.workloads:
+        phase = workload.annotations.get(contract.PHASE)
+        if workload.attributed or phase not in PHASES:
+            continue
+        message = (
+            f"{workload.kind} {workload.name} records {contract.PHASE}={phase} but no creator "
+            f"({contract.CREATED_BY}): the webhook did not admit it into job {state.job}, so "
+            "the sweeper does not clean pods, scale down or delete the job on that outcome; "
+            "delete the job yourself, or recreate the workload without it"
+        )
+        events.append(event_on(state, workload, "Warning", "UnverifiedOutcome", message, phase))
+    return Decision(tuple(events), phase=outcome.phase)
+
+
 def finish_job(state: JobState, outcome: Outcome, now: datetime) -> Decision:
     finished_at = outcome.finished_at or now
     record = {
