@@ -369,7 +369,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
             "sweep_process": [dataclasses.asdict(p) for p in process],
             "pod_events": [dataclasses.asdict(e) for e in events],
-            "restarts": [dataclasses.asdict(c) for c in restarts],
+            # asdict would rebuild a Counter from its (key, count) pairs, counting the pairs
+            "restarts": [
+                dataclasses.asdict(c)
+                | {
+                    "sweeper_writes": dict(c.sweeper_writes),
+                    "cluster_writes": dict(c.cluster_writes),
+                }
+                for c in restarts
+            ],
             "attacks": [
                 {
                     "attack": r.attack,

@@ -66,6 +66,8 @@ def app_costs(cases: Sequence[Case], rounds: int) -> list[AppCost]:
 
     queued, bookkeeping.note = bookkeeping.note, written_here
 
+    root = logging.getLogger()
+    saved = root.level, list(root.handlers)
     with open(os.devnull, "w") as sink:
         config = logging_config("info")
         config["handlers"]["stderr"]["stream"] = sink
@@ -84,7 +86,14 @@ def app_costs(cases: Sequence[Case], rounds: int) -> list[AppCost]:
                 [_caller(null, body), call_ours, call_ours], rounds, [None, None, quiet]
             )
             costs.append(AppCost(case.name, *(t * 1e6 for t in times)))
+        # The handler writing to the closed sink leaves the root logger, or every later
+        # section's log records (the API emulator's access lines) fail to write.
         logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        root.setLevel(saved[0])
+        for handler in saved[1]:
+            root.addHandler(handler)
     del os.environ["PROMETHEUS_MULTIPROC_DIR"]
     bookkeeping.note = queued
     return costs

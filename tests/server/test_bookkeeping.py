@@ -24,8 +24,10 @@ class HeldStream(io.StringIO):
         super().__init__()
         self.release = threading.Event()
         self.entered = threading.Event()
+        self.writes: list[str] = []
 
     def write(self, text: str) -> int:
+        self.writes.append(text)
         self.entered.set()
         self.release.wait()
         return super().write(text)
@@ -71,6 +73,30 @@ def test_a_serving_thread_answers_while_the_log_write_is_held(
     assert bookkeeping.written()
     assert [json.loads(line)["uid"] for line in held.getvalue().splitlines()] == uids
     assert admissions() == before + 5
+
+
+def test_what_queued_behind_a_write_goes_out_in_one_write_and_is_counted(
+    stream: io.StringIO,  # noqa: F811
+    held: HeldStream,
+) -> None:
+    before = admissions()
+
+    def note(uid: str) -> None:
+        bookkeeping.note(Record("allowed", uid=uid, kind="Job", operation="CREATE"), 0.001)
+
+    with served_alone():  # pytest's own handler, added once the test runs, is taken off
+        note("first")
+        assert held.entered.wait(timeout=30)  # the writer is inside the first line's write
+        for i in range(5):
+            note(f"queued-{i}")
+        held.release.set()
+        assert bookkeeping.written()
+
+    assert [[json.loads(line)["uid"] for line in text.splitlines()] for text in held.writes] == [
+        ["first"],
+        [f"queued-{i}" for i in range(5)],
+    ]
+    assert admissions() == before + 6
 
 
 class Unformattable(str):

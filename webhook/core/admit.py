@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.authority import forged_creator, forged_outcome, joins
+from webhook.core.authority import forged_creator, forged_outcome, membership
 from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
@@ -142,12 +142,13 @@ def admit(
     policy = policy or Policy()
     obj, kind, operation = request.object, request.kind, request.operation
     previous = trusted_old(request)
+    member = membership(obj, previous, operation)
     forged = forged_outcome(
-        obj, previous, kind, operation, request.username, policy.sweeper_username
-    ) or forged_creator(obj, previous, kind, operation, request.username)
+        obj, previous, kind, operation, request.username, policy.sweeper_username, member
+    ) or forged_creator(obj, previous, kind, operation, request.username, member)
     if forged is not None:
         raise Refused(forged)
-    if kind == "Pod" and joins(obj, previous, operation) and operation == "UPDATE":
+    if kind == "Pod" and member.joins and operation == "UPDATE":
         raise Refused(_pod_relabelled(obj, previous))
     if (kind, operation) not in HANDLED:
         return None
@@ -170,14 +171,14 @@ def admit(
         return Outcome(patch, pod_warnings)
     if kind == "Pod":
         return None
-    if job_of(obj) is None:
-        if kind == "StatefulSet" and previous is not None and job_of(previous) is not None:
+    if member.job is None:
+        if kind == "StatefulSet" and previous is not None and member.before is not None:
             # The framework label was removed: the webhook's additions go with it.
             return Outcome(diff(obj, opt_out(obj, previous)), [])
         return None
-    joining = joins(obj, previous, operation)
+    joining = member.joins
     if joining:  # created, labelled or relabelled into a job: by the job's owner only
-        refusal = claim_refusal(obj, kind, namespace, siblings, request.username)
+        refusal = claim_refusal(obj, kind, namespace, siblings, request.username, member.job)
         if refusal is not None:
             raise Refused(refusal)
     if kind == "Job" and operation == "UPDATE":

@@ -5,6 +5,7 @@ admission rules about authority rather than about the job's shape."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
@@ -37,11 +38,31 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     (None: a new object)."""
     now = annotations_of(obj)
     before = annotations_of(old) if old is not None else {}
-    changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    if before or not now.keys().isdisjoint(OUTCOME_KEYS):
+        changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
+    else:
+        changed = []  # most requests: nothing recorded before, none written now
     labels, labelled = labels_of(obj), labels_of(old) if old is not None else {}
     if labels.get(contract.PHASE) != labelled.get(contract.PHASE):
         changed.append(f"label {contract.PHASE}")
     return changed
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """Which job a request's object is labelled for, which it was before an UPDATE, and whether
+    the request brings it into a job (`joins`): read once per review, for every rule below."""
+
+    job: str | None
+    before: str | None
+    joins: bool
+
+
+def membership(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> Membership:
+    previous = old if operation == "UPDATE" else None
+    job = job_of(obj)
+    before = job_of(previous) if previous is not None else None
+    return Membership(job, before, _joins(job, before, previous is not None, operation))
 
 
 def joins(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> bool:
@@ -49,12 +70,15 @@ def joins(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str)
     labels it or moves it to another job. Such an update is judged as a creation: the object was
     never admitted into this job, so nothing it carries was vetted (an object created without the
     framework label never reaches the webhook)."""
-    job = job_of(obj)
+    return membership(obj, old, operation).joins
+
+
+def _joins(job: str | None, before: str | None, had_old: bool, operation: str) -> bool:
     if job is None:
         return False
     if operation == "CREATE":
         return True
-    return operation == "UPDATE" and old is not None and job_of(old) != job
+    return operation == "UPDATE" and had_old and before != job
 
 
 def forged_outcome(
@@ -64,6 +88,7 @@ def forged_outcome(
     operation: str,
     username: str,
     sweeper_username: str,
+    member: Membership | None = None,
 ) -> str | None:
     """Why a request may not carry the outcome annotations it does; None when it may.
 
@@ -76,9 +101,10 @@ def forged_outcome(
     if kind not in (*WORKLOAD_KINDS, "Pod"):
         return None
     previous = old if operation == "UPDATE" else None
-    if job_of(obj) is None and (previous is None or job_of(previous) is None):
+    member = member or membership(obj, old, operation)
+    if member.job is None and member.before is None:
         return None
-    joining = joins(obj, previous, operation)
+    joining = member.joins
     changed = changed_outcome(obj, None if joining else previous)
     if not changed:
         return None
@@ -101,6 +127,7 @@ def forged_creator(
     kind: str,
     operation: str,
     username: str,
+    member: Membership | None = None,
 ) -> str | None:
     """Why a request may not carry the `trainhook.io/created-by` it does; None when it may.
 
@@ -112,12 +139,12 @@ def forged_creator(
     if kind not in WORKLOAD_KINDS:
         return None
     previous = old if operation == "UPDATE" else None
-    labelled = job_of(obj) is not None or (previous is not None and job_of(previous) is not None)
-    if not labelled:
+    member = member or membership(obj, old, operation)
+    if member.job is None and member.before is None:
         return None
     now = creator_of(obj)
     key = contract.CREATED_BY
-    if joins(obj, previous, operation):
+    if member.joins:
         if operation == "UPDATE" or now is None or now == username:
             return None  # a labelling update: the webhook records its requester over whatever
         return (

@@ -65,12 +65,14 @@ def claim_refusal(
     namespace: str,
     siblings: Iterable[Mapping[str, Any]],
     username: str,
+    job: str | None = None,
 ) -> str | None:
     """Why `username` may not create the workload `obj` in its job; None when it may.
 
     A job whose workloads were created by someone else is theirs: joining it would change its
-    topology (its pods restart) and lend it lifecycle settings (a TTL, a clean-pod policy)."""
-    job = job_of(obj)
+    topology (its pods restart) and lend it lifecycle settings (a TTL, a clean-pod policy).
+    `job` is `job_of(obj)`, when the caller has read it."""
+    job = job or job_of(obj)
     if job is None or not username:
         return None
     name = str((obj.get("metadata") or {}).get("name") or "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 
@@ -32,6 +33,12 @@ def parse_time(value: object) -> datetime | None:
     """An RFC 3339 timestamp as Kubernetes writes it; None when absent or unreadable."""
     if not isinstance(value, str) or not value:
         return None
+    return _parsed(value)
+
+
+# A job's objects carry few distinct timestamps, read again by every review and decision.
+@lru_cache(maxsize=1024)
+def _parsed(value: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:

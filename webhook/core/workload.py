@@ -105,18 +105,14 @@ def read_role(labels: Mapping[str, str], framework: Framework) -> str:
     return role
 
 
-def effective_annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+def _effective(own: Mapping[str, str], template: Mapping[str, Any]) -> dict[str, str]:
     """A workload's settings: its template's trainhook.io/ annotations, its own on top."""
     merged = {
         key: value
-        for key, value in annotations_of(template_of(obj)).items()
+        for key, value in annotations_of(template).items()
         if key.startswith(contract.PREFIX)
     }
-    merged.update(
-        (key, value)
-        for key, value in annotations_of(obj).items()
-        if key.startswith(contract.PREFIX)
-    )
+    merged.update((key, value) for key, value in own.items() if key.startswith(contract.PREFIX))
     return merged
 
 
@@ -136,41 +132,37 @@ def replica_controller(kind: str, name: str) -> Refused:
     )
 
 
-def check_workload_keys(obj: Mapping[str, Any]) -> None:
-    """Refuse a trainhook.io/ key that Trainhook does not read, on the workload or its template."""
-    template = template_of(obj)
-    check_keys(labels_of(obj), annotations_of(obj))
-    check_keys(labels_of(template), annotations_of(template))
-
-
 def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     """Read a labelled StatefulSet or Job; raise a one-line error for anything invalid."""
     kind = obj.get("kind")
     metadata = obj.get("metadata") or {}
     name = metadata.get("name") or ""
     namespace = metadata.get("namespace") or namespace
-    labels = labels_of(obj)
-    if contract.FRAMEWORK not in labels and contract.FRAMEWORK in labels_of(template_of(obj)):
+    labels = metadata.get("labels") or {}
+    template = template_of(obj)
+    if contract.FRAMEWORK not in labels and contract.FRAMEWORK in labels_of(template):
         raise template_only(str(kind), name)
     framework = read_framework(labels)
-    check_workload_keys(obj)
+    annotations = metadata.get("annotations") or {}
+    check_keys(labels, annotations)
+    check_keys(labels_of(template), annotations_of(template))
     job = read_job(labels, name)
     role = read_role(labels, framework)
-    settings = read_settings(effective_annotations(obj), framework)
+    effective = _effective(annotations, template)
+    settings = read_settings(effective, framework)
     if settings.roles is not None and role not in settings.roles:
         raise InvalidSetting(
             contract.ROLES,
-            effective_annotations(obj).get(contract.ROLES),
+            effective.get(contract.ROLES),
             f"the job's roles must include {role}, the role of {kind} {name}",
         )
-    template = template_of(obj)
     check_counts(template)
     training = training_container(template, framework.container, settings.container)
     if framework.check_template is not None:
         framework.check_template(template, settings.ssh_auth_mount_path, training)
     nproc = processes_per_pod(template, training, settings)
     spec = obj.get("spec") or {}
-    priority = (template_of(obj).get("spec") or {}).get("priorityClassName")
+    priority = (template.get("spec") or {}).get("priorityClassName")
     if kind == "StatefulSet":
         replicas = _count(spec.get("replicas", 1), "spec.replicas", name)
         start = _count((spec.get("ordinals") or {}).get("start", 0), "spec.ordinals.start", name)
@@ -205,7 +197,7 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
                 f"Job {name}: spec.parallelism ({parallelism}) must equal spec.completions "
                 f"({completions}) so that every rank runs at once"
             )
-        service = (template_of(obj).get("spec") or {}).get("subdomain") or job
+        service = (template.get("spec") or {}).get("subdomain") or job
         _check_single(framework, role, completions, kind, name)
         return Workload(
             kind=kind,
@@ -260,7 +252,7 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
         by_role[workload.role] = workload
     order = first.framework.order(by_role)
     roles = tuple(
-        Role(
+        (
             name,
             w.replicas,
             w.pod_prefix,
@@ -277,11 +269,16 @@ def build_topology(workloads: Sequence[Workload], cluster_domain: str = "") -> T
 
 @lru_cache(maxsize=64)
 def _topology(
-    job: str, namespace: str, framework: str, roles: tuple[Role, ...], cluster_domain: str
+    job: str,
+    namespace: str,
+    framework: str,
+    roles: tuple[tuple[str, int, str, int, str, int, int | None], ...],
+    cluster_domain: str,
 ) -> Topology:
     """A job's topology, checked once per distinct set of roles and shared from then on (it is
-    frozen; the host lists it makes are kept with it)."""
-    return Topology(job, namespace, framework, roles, cluster_domain)
+    frozen; the host lists it makes are kept with it). Keyed by the roles' fields, so a
+    topology already made costs no Role built again."""
+    return Topology(job, namespace, framework, tuple(Role(*role) for role in roles), cluster_domain)
 
 
 @dataclass(frozen=True)

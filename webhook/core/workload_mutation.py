@@ -64,7 +64,9 @@ def mutate_workload(
         # it ran with (and will run with again once resumed).
         return WorkloadMutation(draft.root, [], topology)
     warnings: list[str] = []
-    problem = disagreement(workload.job, workload.framework, [member(w) for w in peers])
+    problem = None
+    if not _alike(peers):
+        problem = disagreement(workload.job, workload.framework, [member(w) for w in peers])
     if problem is not None:
         if operation == "CREATE":
             raise Refused(problem)
@@ -90,6 +92,15 @@ def mutate_workload(
     if workload.kind == "Job" and operation == "CREATE":
         _hold_incomplete_job(draft, workload, topology, warnings)
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+def _alike(peers: Sequence[Workload]) -> bool:
+    """Whether every role reads the very same settings and priority, as in most jobs (settings
+    are shared by value): then they cannot disagree, and no member of the job need be made."""
+    first = peers[0]
+    return all(
+        w.settings is first.settings and w.priority_class == first.priority_class for w in peers
+    )
 
 
 def _restart_plumbing(draft: Draft, workload: Workload) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
@@ -63,16 +63,18 @@ class Context:
     # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
     kubernetes_podgroups_served: bool | None = None
     progress: ProgressEndpoint | None = None  # where pods that report progress are sent
+    # What the core is told of these settings: made once, as every admission passes it.
+    policy: Policy = field(init=False, repr=False, compare=False)
 
-    @property
-    def policy(self) -> Policy:
-        return Policy(
+    def __post_init__(self) -> None:
+        policy = Policy(
             cluster_domain=self.cluster_domain,
             coscheduling_scheduler=self.coscheduling_scheduler,
             sweeper_username=self.sweeper_username,
             kubernetes_podgroups_served=self.kubernetes_podgroups_served,
             progress=self.progress,
         )
+        object.__setattr__(self, "policy", policy)
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Final
 
 from gunicorn import glogging
@@ -56,9 +57,35 @@ class ClientTimeouts(logging.Filter):
 
 def log_admission(record: Record, seconds: float) -> None:
     """The one line each request to /mutate leaves."""
+    log_admissions([(record, seconds)])
+
+
+def log_admissions(answered: Sequence[tuple[Record, float]]) -> None:
+    """The lines of several requests, in their order: where one JSON lines handler alone reads
+    them, made into one write. Raises what making a line raises, for the first that fails."""
+    lines = [line for record, seconds in answered if (line := admission_line(record, seconds))]
+    handlers = {level: _only_handler(_admissions, level) for level, _ in lines}
+    direct = [handlers[level] for level, _ in lines]
+    if lines and all(handler is direct[0] for handler in direct) and direct[0] is not None:
+        direct[0].write_many([(level, ADMISSION_LOGGER, "admission", f) for level, f in lines])
+        return
+    for (level, fields), handler in zip(lines, direct, strict=True):
+        if handler is not None:
+            handler.write_fields(level, ADMISSION_LOGGER, "admission", fields)
+            continue
+        # What `Logger.log` does, less finding the caller's file and line: the line has neither.
+        made = _admissions.makeRecord(
+            ADMISSION_LOGGER, level, __file__, 0, "admission", (), None, extra=fields
+        )
+        _admissions.handle(made)
+
+
+def admission_line(record: Record, seconds: float) -> tuple[int, dict[str, Any]] | None:
+    """The level and fields of a request's line; None when the line is below the admission
+    logger's level (then nothing of it is made)."""
     level = logging.WARNING if record.result == "rejected" else logging.INFO
     if not _admissions.isEnabledFor(level):
-        return  # nothing below is made for a line no one reads
+        return None
     fields: dict[str, Any] = {
         "uid": record.uid,
         "kind": record.kind,
@@ -76,15 +103,7 @@ def log_admission(record: Record, seconds: float) -> None:
         fields["error"] = record.error
     if record.lookup_unavailable:
         fields["lookup_unavailable"] = True
-    direct = _only_handler(_admissions, level)
-    if direct is not None:
-        direct.write_fields(level, ADMISSION_LOGGER, "admission", fields)
-        return
-    # What `Logger.log` does, less finding the caller's file and line: the line has neither.
-    line = _admissions.makeRecord(
-        ADMISSION_LOGGER, level, __file__, 0, "admission", (), None, extra=fields
-    )
-    _admissions.handle(line)
+    return level, fields
 
 
 def _only_handler(logger: logging.Logger, level: int) -> JsonLines | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Final
+from collections.abc import Iterable
+from typing import Any, Final
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -73,14 +74,43 @@ BUILD_INFO = Gauge(
 
 
 def observe(record: Record, seconds: float) -> None:
-    if record.result == "rejected":
-        ERRORS.labels(record.error).inc()
-        return
-    kind = record.kind if record.kind in KINDS else "other"
-    ADMISSIONS.labels(kind, record.operation, record.result).inc()
-    DURATION.labels(kind).observe(seconds)
-    if record.lookup_unavailable:
-        LOOKUP_UNAVAILABLE.inc()
+    observe_all([(record, seconds)])
+
+
+def observe_all(answered: Iterable[tuple[Record, float]]) -> None:
+    """Count answered requests: each counter once per label set, however many it counts."""
+    counts: dict[tuple[str, ...], int] = {}
+    for record, seconds in answered:
+        if record.result == "rejected":
+            key: tuple[str, ...] = ("error", record.error)
+            counts[key] = counts.get(key, 0) + 1
+            continue
+        kind = record.kind if record.kind in KINDS else "other"
+        key = (kind, record.operation, record.result)
+        counts[key] = counts.get(key, 0) + 1
+        _child(DURATION, kind).observe(seconds)
+        if record.lookup_unavailable:
+            counts["lookup_unavailable",] = counts.get(("lookup_unavailable",), 0) + 1
+    for labels, count in counts.items():
+        if labels[0] == "error":
+            _child(ERRORS, labels[1]).inc(count)
+        elif labels[0] == "lookup_unavailable":
+            LOOKUP_UNAVAILABLE.inc(count)
+        else:
+            _child(ADMISSIONS, *labels).inc(count)
+
+
+_children: dict[tuple[object, ...], Any] = {}
+
+
+def _child(metric: Counter | Histogram, *labels: str) -> Any:
+    """`metric.labels(*labels)`, without its checks after the first time (the child it returns
+    stays the same; in a forked worker it writes to the worker's own file)."""
+    key = (metric, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
 
 
 def exposition() -> tuple[bytes, str]:
