@@ -26,7 +26,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import tables
@@ -39,7 +39,7 @@ from webhook.core import contract
 from webhook.kube.resources import PODS, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Patch
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import read_job_state
+from webhook.sweeper.state import format_time, read_job_state
 
 DEFAULT_PODS = 1000
 DEFAULT_EMULATED_PODS = 32
@@ -117,7 +117,7 @@ def in_memory(pods: int, policy: str) -> RestartCost:
         statefulset("pt-worker", role="worker", job="pt", replicas=pods - 1, annotations=settings),
     )
     store = {
-        obj["metadata"]["name"]: obj
+        obj["metadata"]["name"]: _started_before(obj)
         for owner, count in zip(workloads, (1, pods - 1), strict=True)
         for obj in (
             in_place_pod(owner, index, f"gpu-{owner['metadata']['name']}-{index}")
@@ -176,6 +176,13 @@ def in_memory(pods: int, policy: str) -> RestartCost:
     return RestartCost(
         policy, "in memory", pods, sweeper, Counter(cluster.writes), writes, spent, kept, rounds
     )
+
+
+def _started_before(obj: dict[str, Any]) -> dict[str, Any]:
+    """A pod of a job that has trained for a while when one of its ranks fails: created well
+    before the restart's second, as a real job's pods are."""
+    obj["metadata"]["creationTimestamp"] = format_time(datetime.now(UTC) - timedelta(hours=1))
+    return obj
 
 
 def _apply(action: Any, workloads: list[dict[str, Any]], store: dict[str, Any]) -> None:

@@ -121,6 +121,8 @@ class Emulator(kmock.KubernetesEmulator):
     history: list[Change] = attrs.field(factory=list)
     unserved: set[str] = attrs.field(factory=set)  # plurals answered with 404
     log: list[tuple[str, str, int, float]] = attrs.field(factory=list)  # method, path, status, time
+    # method, path, query string and User-Agent of every request, to tell clients apart
+    asked: list[tuple[str, str, str, str]] = attrs.field(factory=list)
     _faults: list[Fault] = attrs.field(factory=list)
     _gone: dict[str, int] = attrs.field(factory=dict)  # plural: watches to answer 410 Gone
     _writes_left: int | None = None  # writes let through before every write is refused
@@ -217,6 +219,8 @@ class Emulator(kmock.KubernetesEmulator):
         response = await self._dispatch(request)
         entry = (str(request.method.value), str(request.url.path), response.status, time.time())
         self.log.append(entry)
+        agent = request.headers.get("User-Agent", "")
+        self.asked.append((entry[0], entry[1], str(request.url.query_string), agent))
         if not self.keep_requests:
             self._requests.clear()
         return response

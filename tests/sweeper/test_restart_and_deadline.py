@@ -346,7 +346,9 @@ def test_a_pod_created_in_the_second_of_a_restart_is_restarted_after_an_interrup
         created(obj, NOW)  # the same second as the restart, before it
     moment = NOW + timedelta(milliseconds=500)
     first = decision("pt", [master, workers], pods, now=moment, records=True).actions
-    assert status_of(first)["restartedAt"] == "2025-01-01T01:00:01Z"
+    recorded = status_of(first)
+    assert recorded["restartedAt"] == "2025-01-01T01:00:00Z"
+    assert recorded["sameSecond"] == sorted(p["metadata"]["uid"].replace("-", "")[:8] for p in pods)
     for workload in (master, workers):  # the records land; the sweeper dies before deleting
         workload["metadata"]["annotations"].update(
             annotations_patched(first, workload["metadata"]["name"])
@@ -357,6 +359,27 @@ def test_a_pod_created_in_the_second_of_a_restart_is_restarted_after_an_interrup
         "pt-worker-0",
         "pt-worker-1",
     ]
+
+
+def test_pods_recreated_in_the_second_of_a_restart_are_not_deleted_again():
+    master, workers, pods = crashed_job()
+    moment = NOW + timedelta(milliseconds=200)
+    first = decision("pt", [master, workers], pods, now=moment, records=True).actions
+    assert len(of_type(first, Delete)) == 3
+    for workload in (master, workers):
+        workload["metadata"]["annotations"].update(
+            annotations_patched(first, workload["metadata"]["name"])
+        )
+    # The controllers recreate every pod within the restart's own second.
+    recreated = [pod(master, 0), pod(workers, 0), pod(workers, 1)]
+    for obj in recreated:
+        created(obj, NOW)
+        obj["status"]["phase"] = "Running"
+    later = decision(
+        "pt", [master, workers], recreated, now=NOW + timedelta(milliseconds=900), records=True
+    )
+    assert of_type(later.actions, Delete) == []
+    assert status_of(later.actions)["state"] == "Running"  # the restart took
 
 
 def test_a_deleted_role_whose_pods_the_garbage_collector_has_not_marked_yet_holds_the_job():

@@ -20,7 +20,7 @@ from webhook.core.failure_rules import (
     Rule,
     failure_policy,
 )
-from webhook.sweeper.pods import PodView, Run
+from webhook.sweeper.pods import PodView, Run, created_before
 from webhook.sweeper.state import JobState
 
 # A peer that crashes because the replica deciding success has just exited can be seen before
@@ -126,19 +126,20 @@ def fired_rules(
     since: datetime | None = None,
     in_place: bool = False,
     restarted: Callable[[PodView], bool] | None = None,
+    same_second: frozenset[str] = frozenset(),
 ) -> Iterator[Fired]:
     """Every rule that fires now, pod by pod (newest run first). `since`: when the job was last
     restarted; pods created before it (recreated) or, in place, runs that ended by then (when it
     was released) are part of that restart; `restarted`: which pods it restarted, when only some
-    (a role, a pod)."""
+    (a role, a pod); `same_second`: the pods of `since`'s own second created before it."""
     runs_since = since if in_place else None
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
     for pod in state.pod_facts.notable:  # a plain pod has nothing a rule fires on
         if (pod.role, pod.index) in succeeded:
             continue
-        old = pod.created is None or (since is not None and pod.created < since)
-        if since is not None and not in_place and old and (restarted is None or restarted(pod)):
+        old = since is not None and created_before(pod, since, same_second)
+        if not in_place and old and (restarted is None or restarted(pod)):
             continue
         if pod.disrupted:
             facts = _facts(pod, pod.training.current if pod.training else None)

@@ -469,3 +469,14 @@ def mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:
         if isinstance(name, str) and name.startswith(configmap_prefix(job)):
             return name
     return None
+
+
+def created_before(
+    pod: PodView, since: datetime, same_second: frozenset[str] = frozenset()
+) -> bool:
+    """Whether a pod was created before a restart at `since` (a whole second). Creation times
+    are kept to the second, so a pod of that very second is older only if the restart named it
+    among the pods it found (`same_second`, their short uids); one unknown is taken as older."""
+    if pod.created is None:
+        return True
+    return pod.created < since or (pod.created == since and pod.uid8 in same_second)

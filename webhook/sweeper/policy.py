@@ -393,12 +393,13 @@ def restart_cause(
     handled: str,
     in_place: bool = False,
     restarted: Callable[[PodView], bool] | None = None,
+    same_second: frozenset[str] = frozenset(),
 ) -> RestartCause | None:
     """The first cause for a restart not handled yet. `since`: when the job was last restarted
     (pods created before it are on their way out, runs ended before it were part of it);
     `handled`: that restart's cause; `in_place`: it kept the pods; `restarted`: the pods it
     restarted, when only some."""
-    for fired in fired_rules(state, now, succeeded, since, in_place, restarted):
+    for fired in fired_rules(state, now, succeeded, since, in_place, restarted, same_second):
         if fired.pod.owner_kind not in ("StatefulSet", "Job") or fired.key == handled:
             continue
         if fired.action not in (*WHOLE_JOB, *PARTIAL):

@@ -29,8 +29,8 @@ from webhook.sweeper.decide.lifecycle.restart import (
     fallback_event,
     plan_restart,
     restart_event,
+    restart_moment,
     restart_pods,
-    restart_time,
     restart_took,
 )
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
@@ -133,10 +133,11 @@ def _running(
     if plan is not None and plan.in_place is not None and not state.deleting:
         in_place_step = in_place_actions(state, plan.in_place, now)
         if in_place_step.fallback:
-            since = restart_time(now)
+            since, same_second = restart_moment(state, now)
             plan = replace(
                 plan,
                 since=since,
+                same_second=same_second,
                 in_place=None,
                 fallback=in_place_step.fallback,
                 attempt_began=since,

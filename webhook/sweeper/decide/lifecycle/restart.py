@@ -15,9 +15,13 @@ from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.lifecycle.in_place import InPlace, last_attempt, start_in_place
 from webhook.sweeper.decide.records import positive_count
 from webhook.sweeper.failures import counts_restarts
-from webhook.sweeper.pods import PodView
+from webhook.sweeper.pods import PodView, created_before
 from webhook.sweeper.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
 from webhook.sweeper.state import JobState
+
+# At most this many pods created in a restart's own second are recorded with it, each by the
+# first 8 characters of its uid (unique enough among one job's pods).
+MAX_SAME_SECOND = 256
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,19 @@ class RestartPlan:
     # one pod's, the latest whole-job restart's (None: the first attempt), so the successes of
     # the roles it leaves alone still count.
     attempt_began: datetime | None = None
+    # The short uids of the pods created in `since`'s own second before the restart: they are older
+    # than it, the pods its controllers create in that second after it are not.
+    same_second: frozenset[str] = frozenset()
+
+    def older(self, pod: PodView) -> bool:
+        """Whether `pod` was created before this restart."""
+        return created_before(pod, self.since, self.same_second)
 
     def extra(self) -> dict[str, Any]:
         """What trainhook.io/status records of it besides the count and the cause."""
         value: dict[str, Any] = {}
+        if self.same_second:
+            value["sameSecond"] = sorted(self.same_second)
         if self.rule:
             value["rule"] = self.rule
         if self.fired:
@@ -63,6 +76,7 @@ def plan_restart(
     state: JobState, now: datetime, recorded: dict[str, Any], succeeded: set[Replica]
 ) -> tuple[RestartPlan | None, Verdict | None]:
     since = parse_time(recorded.get("restartedAt"))
+    same_second = recorded_same_second(recorded)
     handled = str(recorded.get("cause") or "")
     restarts = positive_count(recorded.get("restarts"))
     fired = _counts(recorded.get("fired"))
@@ -80,6 +94,7 @@ def plan_restart(
         handled,
         in_place=in_place is not None,
         restarted=_restarted_by(recorded.get("role"), recorded.get("pod")),
+        same_second=same_second,
     )
     if cause is None:
         plan = _current_plan(state, recorded, since, handled, restarts, in_place)
@@ -113,9 +128,10 @@ def plan_restart(
     in_place_now, fallback = (
         start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
     )
-    # Recreated pods are kept to the second: a recreating restart begins at the next one. In
-    # place no pod is created, and the release must not come before the restart it ends.
-    since = now if in_place_now is not None else restart_time(now)
+    # In place no pod is created, and the release must not come before the restart it ends.
+    since, same_second = (
+        (now, frozenset()) if in_place_now is not None else restart_moment(state, now)
+    )
     whole_job = cause.role is None and cause.pod is None
     plan = RestartPlan(
         since,
@@ -130,6 +146,7 @@ def plan_restart(
         in_place_now,
         fallback,
         since if whole_job else state.attempt_began,
+        same_second,
     )
     return plan, None
 
@@ -167,6 +184,7 @@ def _current_plan(
         pod if isinstance(pod, str) else None,
         in_place,
         attempt_began=state.attempt_began,
+        same_second=recorded_same_second(recorded),
     )
 
 
@@ -176,11 +194,23 @@ def _counts(value: object) -> dict[str, int]:
     return {str(k): v for k, v in value.items() if positive_count(v)}
 
 
-def restart_time(moment: datetime) -> datetime:
-    """`moment` rounded up to a whole second: restart times are recorded, and pods' creation
-    times kept, to the second, so every pod created before the restart is older than it."""
-    whole = moment.replace(microsecond=0)
-    return whole if whole == moment else whole + timedelta(seconds=1)
+def restart_moment(state: JobState, now: datetime) -> tuple[datetime, frozenset[str]]:
+    """When a recreating restart begins, to the second as pods' creation times are kept, and the
+    pods of the job created in that second so far (they are older than the restart). Past
+    MAX_SAME_SECOND of them the restart begins at the next second instead: every pod of this
+    one is then older, and one its controller recreates within it is deleted once more."""
+    whole = now.replace(microsecond=0)
+    same_second = frozenset(pod.uid8 for pod in state.pods if pod.created == whole)
+    if len(same_second) > MAX_SAME_SECOND:
+        return whole + timedelta(seconds=1), frozenset()
+    return whole, same_second
+
+
+def recorded_same_second(recorded: dict[str, Any]) -> frozenset[str]:
+    value = recorded.get("sameSecond")
+    if not isinstance(value, list):
+        return frozenset()
+    return frozenset(uid for uid in value[:MAX_SAME_SECOND] if isinstance(uid, str))
 
 
 def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
@@ -197,7 +227,7 @@ def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
         and (plan.pod is None or pod.name == plan.pod)
         and not pod.terminating
         and pod.phase not in ("Succeeded", "Failed")
-        and (pod.created is None or pod.created < plan.since)
+        and plan.older(pod)
     ]
 
 
@@ -207,9 +237,7 @@ def restart_took(state: JobState, plan: RestartPlan) -> bool:
     if plan.in_place is not None:
         return plan.in_place.released
     return any(
-        pod.phase in ("Running", "Succeeded")
-        and pod.created is not None
-        and pod.created >= plan.since
+        pod.phase in ("Running", "Succeeded") and not plan.older(pod)
         for pod in state.pods
         if not pod.terminating
     )
