@@ -3,9 +3,11 @@ framework client: the training-operator's PyTorchJob and Volcano's pytorch-plugi
 (torch.distributed, gloo), the training-operator's TFJob (MultiWorkerMirroredStrategy), the
 training-operator's and paddle-operator's PaddleJobs (paddle.distributed.launch), mpi-operator's
 pi MPIJob (Open MPI's mpirun over the workers' sshd, as its images run it) and ms-operator's MSJob
-(MindSpore's scheduler and workers). Only the container's command and name change (the examples'
-images are not here), and what the guide tells a user to add; everything else is what migrate
-wrote.
+(MindSpore's scheduler and workers), the training-operator's JAXJob (jax.distributed from
+the variables that operator sets, as its example's script reads them) and XGBoostJob (XGBoost's
+tracker on the master, every pod all-reducing). Only the container's
+command and name change (the examples' images are not here), and what the guide tells a user to
+add; everything else is what migrate wrote.
 """
 
 from __future__ import annotations
@@ -234,3 +236,38 @@ def test_ms_operators_msjob_forms_one_mindspore_cluster_of_its_four_workers(
     hosts = [f"ms-widedeep-dataparallel-worker-{i}" for i in range(4)]
     assert [(r["rank"], r["host"]) for r in found] == list(enumerate(hosts))
     assert {(r["size"], r["sum"]) for r in found} == {(4, 1 + 2 + 3 + 4)}
+
+
+def test_the_training_operators_jaxjob_example_joins_jax_from_the_operators_variables(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    client = [sys.executable, str(CLIENTS / "jax_allgather.py"), str(results), "--kubeflow"]
+    pods = render(migrated("training-operator/jaxjob-simple.yaml", client, "jax"))
+    assert [p.name for p in pods] == ["jaxjob-simple-worker-0", "jaxjob-simple-worker-1"]
+
+    run_job(tmp_path, [p.pod for p in pods], "jax", namespace="kubeflow", timeout=120)
+
+    found = reports(results)
+    assert [report["process_index"] for report in found] == [0, 1]
+    assert {report["process_count"] for report in found} == {2}
+    assert all(report["gathered"] == [1, 11] for report in found)
+
+
+def test_the_training_operators_xgboostjob_example_all_reduces_through_the_masters_tracker(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    client = [sys.executable, str(CLIENTS / "xgb_allreduce.py"), str(results)]
+    pods = render(migrated("training-operator/xgboostjob-iris.yaml", client, "xgboost"))
+    name = "xgboost-dist-iris-test-train"
+    assert [p.name for p in pods] == [f"{name}-master-0", f"{name}-worker-0", f"{name}-worker-1"]
+
+    run_job(tmp_path, [p.pod for p in pods], "xgboost", namespace="default", timeout=120)
+
+    found = reports(results)
+    assert [report["rank"] for report in found] == [0, 1, 2]
+    assert {report["world_size"] for report in found} == {3}
+    assert {report["sum"] for report in found} == {1 + 2 + 3}

@@ -22,6 +22,7 @@ from webhook.core.pods import (
     PodIdentity,
     add_gate,
     add_volume,
+    check_annotation_size,
     check_counts,
     env_by_name,
     equipped,
@@ -29,8 +30,9 @@ from webhook.core.pods import (
     mount,
     training_container,
 )
+from webhook.core.processes import gpu_count, processes_per_pod
 from webhook.core.progress import ProgressEndpoint, add_progress
-from webhook.core.settings import Settings, gpu_count, processes_per_pod, read_settings
+from webhook.core.settings import Settings, read_settings
 from webhook.core.topology import Role, Topology, topology_from_stamp
 from webhook.core.workload import (
     build_topology,
@@ -584,17 +586,3 @@ def _join_kueue_group(
     finalizers = (pod.get("metadata") or {}).get("finalizers") or []
     if contract.KUEUE_MANAGED not in finalizers:
         draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)
-
-
-def annotation_bytes(annotations: Mapping[str, str]) -> int:
-    return sum(len(k) + len(v) for k, v in annotations.items())
-
-
-def check_annotation_size(annotations: Mapping[str, str], added: int = 0) -> None:
-    """Refuse a pod whose annotations (and `added` bytes more) exceed what Kubernetes allows."""
-    total = annotation_bytes(annotations) + added
-    if total > contract.ANNOTATIONS_TOTAL_LIMIT:
-        raise Refused(
-            f"the job is too large for one pod's annotations ({total} bytes of the "
-            f"{contract.ANNOTATIONS_TOTAL_LIMIT} Kubernetes allows): use fewer replicas per role"
-        )

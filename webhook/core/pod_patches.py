@@ -24,15 +24,8 @@ from webhook.core import contract, jsoncodec
 from webhook.core.draft import Draft
 from webhook.core.errors import TrainhookError
 from webhook.core.patch import PatchOp, diff
-from webhook.core.pod_mutation import (
-    PodReading,
-    annotation_bytes,
-    check_annotation_size,
-    mutate_pod,
-    place_pod,
-    write_own,
-)
-from webhook.core.pods import PodIdentity, identify
+from webhook.core.pod_mutation import PodReading, mutate_pod, place_pod, write_own
+from webhook.core.pods import PodIdentity, annotation_bytes, check_annotation_size, identify
 from webhook.core.progress import ProgressEndpoint
 
 # One entry per workload revision being rolled out, with room for many jobs at once; an entry

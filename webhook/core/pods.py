@@ -200,3 +200,17 @@ def add_gate(draft: Draft, pod: Mapping[str, Any], name: str) -> None:
     if name in gates or spec.get("nodeName"):
         return
     draft.list_at("spec", "schedulingGates").append({"name": name})
+
+
+def annotation_bytes(annotations: Mapping[str, str]) -> int:
+    return sum(len(k) + len(v) for k, v in annotations.items())
+
+
+def check_annotation_size(annotations: Mapping[str, str], added: int = 0) -> None:
+    """Refuse a pod whose annotations (and `added` bytes more) exceed what Kubernetes allows."""
+    total = annotation_bytes(annotations) + added
+    if total > contract.ANNOTATIONS_TOTAL_LIMIT:
+        raise Refused(
+            f"the job is too large for one pod's annotations ({total} bytes of the "
+            f"{contract.ANNOTATIONS_TOTAL_LIMIT} Kubernetes allows): use fewer replicas per role"
+        )

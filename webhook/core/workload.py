@@ -15,6 +15,7 @@ from webhook.core.gang import job_gang
 from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.pods import check_counts, training_container
+from webhook.core.processes import processes_per_pod
 from webhook.core.settings import (
     DNS_LABEL,
     EVERY_ROLE,
@@ -22,7 +23,6 @@ from webhook.core.settings import (
     ROLES_THAT_SET_IT,
     Settings,
     allowed_list,
-    processes_per_pod,
     read_settings,
 )
 from webhook.core.topology import Role, Topology

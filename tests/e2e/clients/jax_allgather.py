@@ -1,7 +1,9 @@
 """One JAX process: jax.distributed.initialize from the env, then an allgather across processes.
 
 Writes RESULTS/<process id>.json with what JAX computed, and whether JAX formed the job from the
-env by itself (a call without arguments) or needed the process count and id passed.
+env by itself (a call without arguments) or needed the process count and id passed. With
+`--kubeflow`, it joins as the training-operator's JAXJob example image does: every argument from
+the variables that operator sets (COORDINATOR_ADDRESS and _PORT, NUM_PROCESSES, PROCESS_ID).
 """
 
 import json
@@ -31,8 +33,18 @@ def initialize() -> bool:
     return True
 
 
-def main(results: Path) -> None:
-    bare = initialize()
+def initialize_as_kubeflow() -> bool:
+    coordinator = f"{os.environ['COORDINATOR_ADDRESS']}:{os.environ['COORDINATOR_PORT']}"
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=int(os.environ["NUM_PROCESSES"]),
+        process_id=int(os.environ["PROCESS_ID"]),
+    )
+    return False
+
+
+def main(results: Path, kubeflow: bool) -> None:
+    bare = initialize_as_kubeflow() if kubeflow else initialize()
     index = jax.process_index()
     gathered = multihost_utils.process_allgather(jnp.array([index * 10 + 1]))
     report = {
@@ -46,4 +58,4 @@ def main(results: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), "--kubeflow" in sys.argv[2:])
