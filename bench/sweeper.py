@@ -98,6 +98,8 @@ def pytorch_pods(
                 contract.STATEFULSET_POD_INDEX: str(ordinal),
             }
             metadata["ownerReferences"][0] |= {"name": meta["name"], "uid": meta["uid"]}
+            # Running: the gates the webhook set (the job's peers ConfigMap proven) are lifted.
+            pod["spec"].pop("schedulingGates", None)
             pod["status"] = {
                 "phase": "Running",
                 "conditions": [{"type": "Ready", "status": "True"}],

@@ -63,6 +63,7 @@ class Informer(Generic[Key]):
         backoff_base: float = 1.0,
         backoff_cap: float = 60.0,
         optional: bool = False,
+        on_object: Callable[[ObjectKey, Key | None, dict[str, Any] | None], None] | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -79,6 +80,9 @@ class Informer(Generic[Key]):
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.optional = optional  # a resource that may not be served (Volcano's PodGroups)
+        # Told of every object the cache now holds (with its key), or no longer holds (None,
+        # None), in the cache's own order: what a caller keeps up to date object by object.
+        self.on_object = on_object
         self.synced = threading.Event()
         self.lists = 0  # how many times the resource was listed, for logs and tests
         self.watches = 0  # how many watches were started
@@ -180,6 +184,7 @@ class Informer(Generic[Key]):
         with self._lock:
             self._unindex((namespace, name))
             self._objects.pop((namespace, name), None)
+            self._told((namespace, name), None, None)
 
     # --- list and watch --------------------------------------------------------------------
 
@@ -276,6 +281,7 @@ class Informer(Generic[Key]):
                 self._objects[name] = held
                 if key is not None:
                     self._keys.setdefault(key, set()).add(name)
+            self._told(name, key, held)
         if notify:
             for changed in {before, key} - {None}:
                 assert changed is not None
@@ -286,8 +292,13 @@ class Informer(Generic[Key]):
         with self._lock:
             before = self._unindex(name)
             self._objects.pop(name, None)
+            self._told(name, None, None)
         if before is not None:
             self.on_change(before)
+
+    def _told(self, name: ObjectKey, key: Key | None, obj: dict[str, Any] | None) -> None:
+        if self.on_object is not None:
+            self.on_object(name, key if obj is not None else None, obj)
 
     def _unindex(self, name: ObjectKey) -> Key | None:
         old = self._objects.get(name)
@@ -304,6 +315,11 @@ class Informer(Generic[Key]):
     ) -> None:
         with self._lock:
             touched = set(self._keys) | set(keys)
+            if self.on_object is not None:
+                for name in self._objects.keys() - objects.keys():
+                    self.on_object(name, None, None)
+                for name, obj in objects.items():
+                    self.on_object(name, self.index(obj), obj)
             self._objects = objects
             self._keys = keys
         for key in sorted(touched, key=repr):

@@ -135,7 +135,7 @@ def fired_rules(
     runs_since = since if in_place else None
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
-    for pod in state.pods:
+    for pod in state.pod_facts.notable:  # a plain pod has nothing a rule fires on
         if (pod.role, pod.index) in succeeded:
             continue
         old = since is not None and created_before(pod, since, same_second)

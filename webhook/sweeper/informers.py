@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -24,6 +25,7 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
+from webhook.sweeper.podtable import PodTable
 from webhook.sweeper.state import JobKey, job_key
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
@@ -49,6 +51,47 @@ def selectors(kubernetes_podgroup_api: str | None) -> dict[Resource, str]:
     return {**SELECTORS, KUBERNETES_PODGROUPS[kubernetes_podgroup_api]: OWNED_SELECTOR}
 
 
+class PodTables:
+    """Every job's PodTable, kept by the pods' watches (`changed` is their `on_object` hook):
+    a change waits here until the job is reconciled, which takes the job's table (`of`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tables: dict[JobKey, PodTable] = {}
+        self._pending: dict[JobKey, dict[str, Mapping[str, Any] | None]] = {}
+        self._where: dict[tuple[str, str], JobKey] = {}  # pod -> its job
+
+    def changed(
+        self, name: tuple[str, str], key: JobKey | None, pod: Mapping[str, Any] | None
+    ) -> None:
+        """A pod (namespace, name) now held under job `key` (None: under none, or gone)."""
+        with self._lock:
+            before = self._where.pop(name, None)
+            if before is not None and (before != key or pod is None):
+                self._pending.setdefault(before, {})[name[1]] = None
+            if key is not None and pod is not None:
+                self._where[name] = key
+                self._pending.setdefault(key, {})[name[1]] = pod
+
+    def of(self, key: JobKey) -> PodTable:
+        """The job's table with every change so far (from the reconciling thread only)."""
+        with self._lock:
+            pending = self._pending.pop(key, {})
+            table = self._tables.get(key)
+            if table is None:
+                table = self._tables[key] = PodTable()
+        for name, pod in pending.items():
+            table.changed(name, pod)
+        return table
+
+    def forget_if_empty(self, key: JobKey) -> None:
+        """Drop the table of a job that has no pod left (from the reconciling thread only)."""
+        with self._lock:
+            table = self._tables.get(key)
+            if table is not None and key not in self._pending and len(table) == 0:
+                del self._tables[key]
+
+
 # Secrets are never listed or watched (a list reads every Secret it matches, whatever its
 # label): the one a job needs, `<job>-ssh`, is read by name when the job is reconciled.
 
@@ -61,9 +104,11 @@ def watches(
     resync_seconds: float,
     backoff_base: float,
     watched: Mapping[Resource, str] = SELECTORS,
+    pod_tables: PodTables | None = None,
 ) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
     """One watch per resource and watched namespace (None: one watch of every namespace), so the
-    sweeper needs permissions only in the namespaces it watches."""
+    sweeper needs permissions only in the namespaces it watches; the pods' watches keep each
+    job's PodTable in `pod_tables`."""
     return {
         (resource, namespace): Informer(
             kube,
@@ -77,6 +122,7 @@ def watches(
             optional=resource in OPTIONAL,
             keep=slim_pod if resource == PODS else _whole,
             unchanged=same_pod if resource == PODS else None,
+            on_object=pod_tables.changed if resource == PODS and pod_tables else None,
         )
         for resource, selector in watched.items()
         for namespace in (namespaces or (None,))

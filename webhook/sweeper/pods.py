@@ -25,6 +25,14 @@ DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintMana
 # What the sweeper writes on pods and reads back: an in-place restart's attempt and its release,
 # and the Kueue marker that ends a pod group.
 POD_RECORDS = (contract.ATTEMPT, contract.RELEASED_ATTEMPT, contract.KUEUE_RETRIABLE_IN_GROUP)
+# Why a container cannot start, as the kubelet says it.
+WAITING_PROBLEMS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+)
 
 
 class PodOwner(Protocol):
@@ -153,6 +161,87 @@ class PodView:
         return not self.terminating and not self.disrupted
 
 
+def is_plain(pod: PodView) -> bool:
+    """Whether a pod says nothing to a decision but that it is there, pending or running: it
+    counts, has not failed, succeeded, crashed or been stopped, waits for no gate, no node and
+    no release of an in-place restart, and carries no Kueue marker.
+    Most pods of a large job are plain; the decision reads the others one by one and plain
+    ones only through their numbers (PodFacts)."""
+    training = pod.training
+    if training is not None and (
+        training.failures
+        or training.failed_runs()
+        or training.succeeded
+        or training.init_failed is not None
+        or training.waiting in ("CrashLoopBackOff", *WAITING_PROBLEMS)
+    ):
+        return False
+    return (
+        pod.counts
+        and pod.phase in ("Pending", "Running")
+        and pod.owner_kind in ("StatefulSet", "Job")
+        and pod.role is not None
+        and pod.index is not None
+        and not pod.scheduling
+        and not pod.status_reason
+        and not pod.stop_conditions
+        and not pod.gates
+        # an in-place restart's attempt not released yet on this pod
+        and pod.annotations.get(contract.ATTEMPT) == pod.annotations.get(contract.RELEASED_ATTEMPT)
+        and contract.KUEUE_RETRIABLE_IN_GROUP not in pod.annotations  # Kueue's finished marker
+    )
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the decision reads of a job's pods, short of the pods themselves: the pods that are
+    not plain, one by one in name order, and the plain ones by their numbers. Kept up to date
+    pod event by pod event (webhook/sweeper/podtable.py), so deciding costs the job's notable
+    pods, not all of them."""
+
+    notable: tuple[PodView, ...]
+    plain: int  # plain pods: counted, not terminating, Pending or Running
+    running: int  # plain Running pods
+    plain_running: Mapping[tuple[str, int], int]  # plain Running pods per (role, index)
+    topologies: frozenset[str | None]  # every stamp the pods carry
+    mounted_peers: frozenset[str | None]  # the peers ConfigMaps pods not terminating mount
+    uid8s: Mapping[str, frozenset[str]]  # short uid -> names of the pods with it
+
+    @staticmethod
+    def of(pods: tuple[PodView, ...]) -> PodFacts:
+        """The facts of `pods` (in name order), counted afresh."""
+        running: dict[tuple[str, int], int] = {}
+        uid8s: dict[str, set[str]] = {}
+        notable = []
+        for pod in pods:
+            uid8s.setdefault(pod.uid8, set()).add(pod.name)
+            if not is_plain(pod):
+                notable.append(pod)
+            elif pod.phase == "Running":
+                replica = plain_replica(pod)
+                running[replica] = running.get(replica, 0) + 1
+        return PodFacts(
+            notable=tuple(notable),
+            plain=len(pods) - len(notable),
+            running=sum(running.values()),
+            plain_running=running,
+            topologies=frozenset(pod.topology for pod in pods),
+            mounted_peers=frozenset(pod.peers for pod in pods if not pod.terminating),
+            uid8s={uid: frozenset(names) for uid, names in uid8s.items()},
+        )
+
+    def any_running_besides(self, replicas: set[tuple[str, int]]) -> bool:
+        """Whether a plain pod runs whose (role, index) is not among `replicas`."""
+        if not replicas or self.running == 0:
+            return self.running > 0
+        return self.running > sum(self.plain_running.get(replica, 0) for replica in replicas)
+
+
+def plain_replica(pod: PodView) -> tuple[str, int]:
+    assert pod.role is not None and pod.index is not None  # is_plain says so
+    return (pod.role, pod.index)
+
+
 def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
     """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod."""
     for ref in metadata_of(obj).get("ownerReferences") or []:
@@ -239,7 +328,7 @@ def _read_pod(
             ),
             "",
         ),
-        peers=mounted_peers(pod, labels.get(contract.JOB) or job_of(pod) or ""),
+        peers=pod_peers(pod),
         status_reason=str(status.get("reason") or ""),
         stop_conditions=tuple(
             (str(c.get("type")), str(c.get("reason") or ""))
@@ -366,6 +455,11 @@ def gates_of(pod: Mapping[str, Any]) -> tuple[str, ...]:
         for gate in (pod.get("spec") or {}).get("schedulingGates") or []
         if isinstance(gate, dict)
     )
+
+
+def pod_peers(pod: Mapping[str, Any]) -> str | None:
+    """The peers ConfigMap of the pod's own job that it mounts, if it mounts one."""
+    return mounted_peers(pod, labels_of(pod).get(contract.JOB) or job_of(pod) or "")
 
 
 def mounted_peers(pod: Mapping[str, Any], job: str) -> str | None:

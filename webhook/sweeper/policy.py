@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +32,8 @@ from webhook.sweeper.failures import (
     settled,
 )
 from webhook.sweeper.pods import PodView
-from webhook.sweeper.state import FailedRuns, JobState
+from webhook.sweeper.recorded import FailedRuns
+from webhook.sweeper.state import JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
@@ -133,9 +135,10 @@ def _replicas(counts: dict[str, int], roles: Iterable[str]) -> tuple[Replica, ..
 
 
 def counted_pods(state: JobState) -> list[PodView]:
-    """Pods whose present state says something about the training: not being deleted, not
-    evicted or preempted."""
-    return [pod for pod in state.pods if pod.counts]
+    """Pods whose present state says something about the training (not being deleted, not
+    evicted or preempted) beyond running: plain pods (PodFacts) have neither failed nor
+    succeeded, so they are left out."""
+    return [pod for pod in state.pod_facts.notable if pod.counts]
 
 
 def _exits_early(state: JobState) -> set[str]:
@@ -143,7 +146,8 @@ def _exits_early(state: JobState) -> set[str]:
     if not state.settings.failure_rules:
         return set()
     policy = job_failure_policy(state)
-    return {pod.name for pod in state.pods if early_exit(state, pod, policy) is not None}
+    notable = state.pod_facts.notable  # a plain pod has not exited 0
+    return {pod.name for pod in notable if early_exit(state, pod, policy) is not None}
 
 
 def observed_successes(state: JobState) -> dict[str, set[int]]:
@@ -244,21 +248,34 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
                 pending = at if pending is None else max(pending, at)
         return pod.training.failures, len(young)
 
+    # Only pods that failed (notable ones) and those the ledgers name count: a plain pod has
+    # no failed run.
+    facts = state.pod_facts
     by_owner: dict[tuple[str, str], list[PodView]] = {}
-    for pod in state.pods:
+    for pod in facts.notable:
         by_owner.setdefault((pod.owner_kind, pod.owner_name), []).append(pod)
-    owned: set[str] = set()
+    owned: set[tuple[str, str]] = set()
     for workload in state.workloads:
         if workload.kind == "Pod":
             continue
-        pods = by_owner.get((workload.kind, workload.name), [])
-        owned.update(p.name for p in pods)
+        owner = (workload.kind, workload.name)
+        owned.add(owner)
         ledger = workload.failed_runs
-        present = {p.uid8 for p in pods}
+        present = {uid for uid in ledger.pods if _has_pod(state, uid, owner)}
         gone = ledger.gone + sum(n for uid, n in ledger.pods.items() if uid not in present)
+        notable = by_owner.get(owner, [])
+        names = {p.name for p in notable}
+        recorded_only = [
+            found
+            for uid in present
+            for name in facts.uid8s.get(uid, ())
+            if name not in names
+            and (found := _pod_named(state, name)) is not None
+            and (found.owner_kind, found.owner_name) == owner
+        ]
         per_pod: dict[str, int] = {}
         young_total = 0
-        for pod in pods:
+        for pod in sorted([*notable, *recorded_only], key=lambda p: p.name):
             failures, young = live(pod)
             recorded = ledger.pods.get(pod.uid8, 0)
             number = max(recorded, failures)
@@ -267,11 +284,25 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
             young_total += min(young, number)
         ledgers[workload.name] = FailedRuns(gone, per_pod)
         counted += gone + sum(per_pod.values()) - young_total
-    for pod in state.pods:
-        if pod.name not in owned:
+    for pod in facts.notable:
+        if (pod.owner_kind, pod.owner_name) not in owned:
             failures, young = live(pod)
             counted += failures - young
     return Tally(counted, pending, ledgers)
+
+
+def _has_pod(state: JobState, uid8: str, owner: tuple[str, str]) -> bool:
+    """Whether a pod of `owner` with this short uid is among the job's pods."""
+    return any(
+        (pod := _pod_named(state, name)) is not None and (pod.owner_kind, pod.owner_name) == owner
+        for name in state.pod_facts.uid8s.get(uid8, ())
+    )
+
+
+def _pod_named(state: JobState, name: str) -> PodView | None:
+    pods = state.pods
+    at = bisect_left(pods, name, key=lambda pod: pod.name)
+    return pods[at] if at < len(pods) and pods[at].name == name else None
 
 
 def failure(
@@ -279,7 +310,7 @@ def failure(
 ) -> Verdict | None:
     for workload in state.workloads:
         if workload.job_status is not None and workload.job_status.failed is not None:
-            pods = [p for p in state.pods if p.owner_name == workload.name]
+            pods = [p for p in state.pod_facts.notable if p.owner_name == workload.name]
             return Verdict(
                 FAILED,
                 "JobFailed",

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -35,9 +35,15 @@ from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDeferred
 from webhook.sweeper.health import SweeperHealth
-from webhook.sweeper.informers import OPTIONAL, OWNED_SELECTOR, selectors, watches
+from webhook.sweeper.informers import (
+    OPTIONAL,
+    OWNED_SELECTOR,
+    PodTables,
+    selectors,
+    watches,
+)
 from webhook.sweeper.lease import ShardElector, shard_of
-from webhook.sweeper.pods import mounted_peers
+from webhook.sweeper.pods import pod_peers
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
@@ -105,7 +111,8 @@ def fetch_state(
         kubernetes_podgroups=_kubernetes_podgroups(found, kubernetes_podgroup_api),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
-        configmaps=found[CONFIGMAPS] + unlabelled_peers(kube, key, found[PODS], found[CONFIGMAPS]),
+        configmaps=found[CONFIGMAPS]
+        + unlabelled_peers(kube, key, mounting(found[PODS]), found[CONFIGMAPS]),
         cluster_domain=cluster_domain,
     )
 
@@ -134,7 +141,9 @@ def discover_podgroup_api(kube: Kube) -> str | None:
     return api
 
 
-def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def ssh_secret(
+    kube: Kube, key: JobKey, members: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
     workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
     frameworks = {labels_of(obj).get(contract.FRAMEWORK) for obj in members} - {None}
@@ -157,17 +166,20 @@ def ssh_secret(kube: Kube, key: JobKey, members: list[dict[str, Any]]) -> list[d
 PEERS_READ = 2
 
 
+def mounting(pods: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """How many of the job's pods mount each of its peers ConfigMaps."""
+    return Counter(name for pod in pods if (name := pod_peers(pod)) is not None)
+
+
 def unlabelled_peers(
-    kube: Kube, key: JobKey, pods: list[dict[str, Any]], labelled: list[dict[str, Any]]
+    kube: Kube, key: JobKey, mounting: Mapping[str, int], labelled: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The peers ConfigMaps that the job's pods mount and that the watch of labelled ones does
-    not hold, read by name: one made by someone else under the job's name is then seen, judged
-    by its content, and never created over again."""
-    namespace, job = key
+    """The peers ConfigMaps that the job's pods mount (`mounting`: by how many pods) and that
+    the watch of labelled ones does not hold, read by name: one made by someone else under the
+    job's name is then seen, judged by its content, and never created over again."""
+    namespace, _ = key
     held = {metadata_of(obj).get("name") for obj in labelled}
-    mounted = Counter(
-        name for pod in pods if (name := mounted_peers(pod, job)) is not None and name not in held
-    )
+    mounted = Counter({name: count for name, count in mounting.items() if name not in held})
     found = []
     for name, _ in mounted.most_common(PEERS_READ):
         try:
@@ -192,6 +204,7 @@ class Sweeper:
         self.queue = WorkQueue()
         self.kubernetes_podgroup_api = discover_podgroup_api(kube)
         self.selectors = selectors(self.kubernetes_podgroup_api)
+        self.pod_tables = PodTables()
         self.watches = watches(
             kube,
             namespaces=config.namespaces,
@@ -199,6 +212,7 @@ class Sweeper:
             resync_seconds=config.resync_seconds,
             backoff_base=config.backoff_base,
             watched=self.selectors,
+            pod_tables=self.pod_tables,
         )
         self.elector = ShardElector(
             kube,
@@ -311,25 +325,32 @@ class Sweeper:
         return self.watches.get((resource, namespace)) or self.watches.get((resource, None))
 
     def cached_state(self, key: JobKey) -> JobState:
+        """The job's state from the caches: its pods from the job's PodTable, which reads only
+        the pods that changed since the job was last looked at."""
         objects: dict[Resource, list[dict[str, Any]]] = {}
         for resource in self.selectors:
             informer = self.informer(resource, key[0])
-            objects[resource] = list(informer.objects_of(key)) if informer is not None else []
+            if resource != PODS:
+                objects[resource] = list(informer.objects_of(key)) if informer else []
         workloads = objects[STATEFULSETS] + objects[JOBS]
+        pods = self.pod_tables.of(key)
+        members: Sequence[Mapping[str, Any]] = workloads
+        if not workloads:  # the framework of a job of bare pods, or of none left, is its pods'
+            members = [pod for c in pods.controllers() for pod in pods.objects_of(c)]
         return read_job_state(
             key[0],
             key[1],
             workloads=workloads,
-            pods=objects[PODS],
+            pod_table=pods,
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],
             kai_podgroups=objects[KAI_PODGROUPS],
             kubernetes_podgroups=_kubernetes_podgroups(objects, self.kubernetes_podgroup_api),
             kubernetes_podgroup_api=self.kubernetes_podgroup_api,
-            secrets=ssh_secret(self.kube, key, workloads + objects[PODS]),
+            secrets=ssh_secret(self.kube, key, members),
             configmaps=objects[CONFIGMAPS]
-            + unlabelled_peers(self.kube, key, objects[PODS], objects[CONFIGMAPS]),
+            + unlabelled_peers(self.kube, key, pods.mounting(), objects[CONFIGMAPS]),
             cluster_domain=self.config.cluster_domain,
         )
 
@@ -381,6 +402,7 @@ class Sweeper:
                 self._costs[key] = took
             else:
                 self._costs.pop(key, None)
+                self.pod_tables.forget_if_empty(key)
 
     def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
         self.health.job_phase(key, phase)

@@ -29,7 +29,9 @@ from webhook.kube.resources import (
     WORKLOAD_RESOURCES,
     Resource,
 )
-from webhook.sweeper.pods import PodView, controller_of, read_pod_once
+from webhook.sweeper.pods import PodFacts, PodView, controller_of
+from webhook.sweeper.podtable import PodTable
+from webhook.sweeper.recorded import FailedRuns, parse_indexes
 
 JobKey = tuple[str, str]  # (namespace, job)
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
@@ -48,37 +50,6 @@ class JobStatus:
     @property
     def finished(self) -> bool:
         return self.complete or self.failed is not None
-
-
-@dataclass(frozen=True)
-class FailedRuns:
-    """Failed runs counted for the pods of one workload: those of pods that are gone, and per
-    live pod (by its short uid). Recorded on the workload, so replacing a pod loses nothing."""
-
-    gone: int
-    pods: Mapping[str, int]
-
-    @staticmethod
-    def parse(raw: str | None) -> FailedRuns:
-        try:
-            value = json.loads(raw) if raw else {}
-        except ValueError:
-            value = {}
-        if not isinstance(value, dict):
-            value = {}
-        gone = value.get("gone")
-        pods = value.get("pods")
-        return FailedRuns(
-            gone if isinstance(gone, int) and gone >= 0 else 0,
-            {
-                str(k): v
-                for k, v in (pods.items() if isinstance(pods, dict) else ())
-                if isinstance(v, int) and v > 0
-            },
-        )
-
-    def format(self) -> str:
-        return json.dumps({"gone": self.gone, "pods": dict(self.pods)}, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -200,18 +171,24 @@ class JobState:
     foreign_peers: tuple[Owned, ...] = ()
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
+    facts: PodFacts | None = None  # of `pods`, when kept by a PodTable; else counted on demand
 
     @property
     def key(self) -> JobKey:
         return (self.namespace, self.job)
 
-    @property
+    @cached_property
+    def pod_facts(self) -> PodFacts:
+        """What the decision reads of the pods besides the notable ones (see PodFacts)."""
+        return self.facts if self.facts is not None else PodFacts.of(self.pods)
+
+    @cached_property
     def attempt(self) -> str:
         """The job's current attempt: the latest whole-job restart any workload records (a
         restart's record may have reached only some of them)."""
         return max((workload.attempt for workload in self.workloads), default="")
 
-    @property
+    @cached_property
     def attempt_began(self) -> datetime | None:
         return parse_time(self.attempt) if self.attempt else None
 
@@ -269,9 +246,11 @@ def read_job_state(
     secrets: Iterable[Mapping[str, Any]] = (),
     configmaps: Iterable[Mapping[str, Any]] = (),
     cluster_domain: str = "",
+    pod_table: PodTable | None = None,
 ) -> JobState:
-    """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`)."""
-    pods = list(pods)
+    """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`);
+    its pods from `pods`, or from the job's PodTable, which reads only what changed since."""
+    table = PodTable(pods) if pod_table is None else pod_table
     workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
@@ -282,29 +261,34 @@ def read_job_state(
     intruders = [problem for _, problem in strangers]
     ignored = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj, _ in strangers}
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
+    controllers = table.controllers()
+    left_out: set[tuple[str, str]] = set()
+    sources = list(workloads)
     if members:
-        owned = []
         deleted_roles = _stamped_pod_owners(workloads)
-        for candidate in pods:
-            controller = controller_of(candidate)
+        strays = []
+        for controller in controllers:
             if controller in members:
-                owned.append(candidate)
                 continue
+            left_out.add(controller)
             if controller in ignored:
-                continue  # a pod of another user's workload: that workload has the Warning
+                continue  # pods of another user's workload: that workload has the Warning
             if controller[0] in ("StatefulSet", "Job") and controller[1] in deleted_roles:
                 # A role the job's stamp still names whose workload is gone: its pods wait for
                 # the garbage collector, and the job is not restamped for the roles left until
                 # they are gone.
                 deleting = True
                 continue
+            strays += table.objects_of(controller)
+        for candidate in sorted(strays, key=lambda pod: metadata_of(pod).get("name") or ""):
             intruders.append(_intruder(candidate, job, members))
-            if controller[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
+            if controller_of(candidate)[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
             ):
                 deleting = True  # garbage collected with a workload of the job that is gone
-        pods = owned
-    sources = [*workloads, *(pod for pod in pods if is_bare_pod(pod))]
+    else:
+        bare = [pod for c in controllers if c[0] == "Pod" for pod in table.objects_of(c)]
+        sources += [pod for pod in bare if is_bare_pod(pod)]
     for obj in sources:
         if metadata_of(obj).get("deletionTimestamp"):
             deleting = deleting or obj.get("kind") != "Pod"
@@ -324,21 +308,19 @@ def read_job_state(
     views.sort(key=_role_order(views))
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
-    pod_views = sorted(
-        (read_pod_once(pod, framework, by_owner) for pod in pods),
-        key=lambda pod: pod.name,
-    )
+    pod_views, facts = table.read(framework, by_owner, left_out)
     # Pods of a StatefulSet or Job being deleted: a role of the job is going away.
     deleting = deleting or any(
-        pod.owner_kind in ("StatefulSet", "Job")
-        and (pod.owner_kind, pod.owner_name) not in by_owner
-        for pod in pod_views
+        controller[0] in ("StatefulSet", "Job") and controller not in by_owner
+        for controller in controllers
+        if controller not in left_out
     )
     return JobState(
         namespace=namespace,
         job=job,
         workloads=tuple(views),
-        pods=tuple(pod_views),
+        pods=pod_views,
+        facts=facts,
         service=_owned(services, job),
         podgroup=_owned(podgroups, job),
         coscheduling_podgroup=_owned(coscheduling_podgroups, job),
@@ -547,30 +529,6 @@ def _job_status(obj: Mapping[str, Any]) -> JobStatus:
         suspended=bool((obj.get("spec") or {}).get("suspend")),
         started=bool(status.get("startTime")),
     )
-
-
-def parse_indexes(text: str) -> frozenset[int]:
-    """A Job's completedIndexes, e.g. "1,3-5,7"."""
-    found: set[int] = set()
-    for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            found.update(range(int(low), int(high or low) + 1))
-    return frozenset(found)
-
-
-def format_indexes(indexes: Iterable[int]) -> str:
-    """The inverse of parse_indexes: runs of consecutive indexes as ranges."""
-    parts: list[str] = []
-    ordered = sorted(set(indexes))
-    start = 0
-    for i, index in enumerate(ordered):
-        if i + 1 < len(ordered) and ordered[i + 1] == index + 1:
-            continue
-        low = ordered[start]
-        parts.append(str(low) if low == index else f"{low}-{index}")
-        start = i + 1
-    return ",".join(parts)
 
 
 def _owned(objects: Iterable[Mapping[str, Any]], name: str, content: bool = False) -> Owned | None:

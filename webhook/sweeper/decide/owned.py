@@ -318,12 +318,15 @@ def _made_before_digests(state: JobState, secret: Owned) -> bool:
         and bool(secret.digest)
         and _owned_by_job(state, secret)
         and not any(contract.SSH_KEYS_DIGEST in w.annotations for w in state.workloads)
-        and any(
-            p.owner_kind in ("StatefulSet", "Job")
-            and not p.terminating
-            and not p.waiting_for_owned_objects
-            and not p.waiting_for_roles
-            for p in state.pods
+        and (
+            state.pod_facts.plain > 0  # a plain pod is one of those, ungated
+            or any(
+                p.owner_kind in ("StatefulSet", "Job")
+                and not p.terminating
+                and not p.waiting_for_owned_objects
+                and not p.waiting_for_roles
+                for p in state.pod_facts.notable
+            )
         )
     )
 
@@ -413,7 +416,7 @@ def peers_actions(state: JobState) -> Iterable[Action]:
                 "the sweeper deletes it and makes the job's own",
             )
             yield Delete(CONFIGMAPS, state.namespace, name, found.uid)
-    mounted = {pod.peers for pod in state.pods if not pod.terminating}
+    mounted = state.pod_facts.mounted_peers  # of the pods not terminating
     for owned in state.peers:
         if owned.name not in wanted and owned.name not in mounted:
             yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
@@ -440,9 +443,9 @@ def proven_peers(state: JobState) -> set[str]:
 def owned_gate_actions(state: JobState) -> Iterable[Action]:
     """Let the pods held for the job's ConfigMap or Secret be scheduled once each is proven the
     job's own (a pod also held for missing roles keeps this gate until that one is lifted)."""
-    held = [
+    held = [  # gated pods are notable
         pod
-        for pod in state.pods
+        for pod in state.pod_facts.notable
         if pod.waiting_for_owned_objects and not pod.waiting_for_roles and not pod.terminating
     ]
     if not held:
@@ -485,7 +488,11 @@ def owned_recheck(state: JobState, now: datetime, actions: list[Action]) -> date
     when this decision makes one they wait for (its write is no news to the sweeper's watches,
     and the Secret is not watched), else within a minute (an unlabelled ConfigMap or someone
     else's Secret is not watched, so its deletion comes as no event)."""
-    held = [pod for pod in state.pods if pod.waiting_for_owned_objects and not pod.terminating]
+    held = [  # gated pods are notable
+        pod
+        for pod in state.pod_facts.notable
+        if pod.waiting_for_owned_objects and not pod.terminating
+    ]
     if not held:
         return None
     awaited = {pod.peers for pod in held}

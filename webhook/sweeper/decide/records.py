@@ -22,8 +22,10 @@ from webhook.sweeper.failures import (
     disruption_of,
     restarts_whole_job,
 )
+from webhook.sweeper.pods import WAITING_PROBLEMS
 from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, tally
-from webhook.sweeper.state import JobState, attempt_of, format_indexes, format_time
+from webhook.sweeper.recorded import format_indexes
+from webhook.sweeper.state import JobState, attempt_of, format_time
 
 WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
 # The reason of a job whose pods wait for a ConfigMap or Secret someone else made under its names.
@@ -143,16 +145,6 @@ def restarts_of(
 SUSPENDED = "Suspended"
 
 
-# Why a container cannot start, as the kubelet says it.
-WAITING_PROBLEMS = (
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-)
-
-
 def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]:
     """(state, reason, message) of a job that has not finished, from its pods."""
     missing = state.missing_roles()
@@ -167,7 +159,10 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
             f"the job's pods wait for {' and '.join(foreign)}, which Trainhook did not make for "
             "the job and never lets them mount: delete it so the sweeper makes the job's own",
         )
-    pods = [p for p in state.pods if (p.role, p.index) not in succeeded]
+    # Plain pods (PodFacts) have not failed, are not stopped and wait for nothing: of them, only
+    # whether one runs matters.
+    facts = state.pod_facts
+    pods = [p for p in facts.notable if (p.role, p.index) not in succeeded]
     counted = [p for p in pods if p.counts]
     for pod in counted:
         training = pod.training
@@ -201,7 +196,7 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     for pod in counted:
         if pod.phase == "Pending" and pod.scheduling:
             return "Pending", "Unschedulable", f"pod {pod.name}: {pod.scheduling}"
-    if any(p.phase == "Running" for p in counted):
+    if any(p.phase == "Running" for p in counted) or facts.any_running_besides(succeeded):
         return "Running", "Running", ""
     return "Pending", "Pending", ""
 

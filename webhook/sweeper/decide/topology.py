@@ -95,8 +95,11 @@ def topology_actions(state: JobState) -> Iterable[Action]:
             )
         return current[stamped]
 
-    if complete:
-        yield from _lift_gates(state, [p for p in state.pods if is_current(p.topology)])
+    facts = state.pod_facts
+    if complete:  # gated pods are notable
+        yield from _lift_gates(state, [p for p in facts.notable if is_current(p.topology)])
+    if all(is_current(stamped) for stamped in facts.topologies):
+        return
     stale = [
         pod
         for pod in state.pods

@@ -102,10 +102,15 @@ def kueue_finished_marker(state: JobState) -> Iterable[Action]:
     """Mark one pod of a finished Kueue job (one is enough; another once that one is gone)."""
     if not any(w.settings.scheduler == "kueue" for w in state.workloads):
         return
-    pods = [p for p in state.pods if p.owner_kind in ("StatefulSet", "Job", "Pod")]
-    if not pods or any(
-        p.annotations.get(contract.KUEUE_RETRIABLE_IN_GROUP) == NOT_RETRIABLE for p in pods
+    kinds = ("StatefulSet", "Job", "Pod")
+    if any(  # a pod carrying the marker is notable
+        p.annotations.get(contract.KUEUE_RETRIABLE_IN_GROUP) == NOT_RETRIABLE
+        for p in state.pod_facts.notable
+        if p.owner_kind in kinds
     ):
+        return
+    pods = [p for p in state.pods if p.owner_kind in kinds]
+    if not pods:
         return
     first = min(pods, key=lambda p: (p.terminating, p.name))
     yield Patch(
@@ -119,7 +124,10 @@ def kueue_finished_marker(state: JobState) -> Iterable[Action]:
 def _release_gang(state: JobState) -> Iterable[Action]:
     """A finished job's PodGroup goes once none of its pods is pending or running, so the job
     no longer holds its place (and its resources) in the scheduler's queue until its TTL."""
-    if any(not pod.terminating and pod.phase in ("Pending", "Running") for pod in state.pods):
+    facts = state.pod_facts  # plain pods are pending or running
+    if facts.plain or any(
+        not pod.terminating and pod.phase in ("Pending", "Running") for pod in facts.notable
+    ):
         return
     for resource, owned in podgroups(state).items():
         if owned is not None and owned.managed:
@@ -144,7 +152,8 @@ def _delete_job(state: JobState) -> Iterable[Action]:
 
 def orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
     """The sweeper's own objects of a job that is gone (or expired); never anyone else's."""
-    if only_orphans and any(not pod.terminating for pod in state.pods):
+    facts = state.pod_facts  # plain pods are not terminating
+    if only_orphans and (facts.plain or any(not pod.terminating for pod in facts.notable)):
         return
     for resource, owned in (
         (SERVICES, state.service),

@@ -109,17 +109,20 @@ class Step:
 
 
 def in_place_actions(state: JobState, in_place: InPlace, now: datetime) -> Step:
-    pods = members(state)
     attempt = str(in_place.attempt)
     if in_place.released:
-        # Repair a release that reached only some pods before a failed write.
+        # Repair a release that reached only some pods before a failed write (such a pod is
+        # notable: a plain pod's release matches its attempt).
         repair = tuple(
             _annotate(state, pod, contract.RELEASED_ATTEMPT, attempt)
-            for pod in pods
-            if pod.annotations.get(contract.ATTEMPT) == attempt
+            for pod in state.pod_facts.notable
+            if pod.owner_kind == "StatefulSet"
+            and not pod.terminating
+            and pod.annotations.get(contract.ATTEMPT) == attempt
             and pod.annotations.get(contract.RELEASED_ATTEMPT) != attempt
         )
         return Step(repair, in_place)
+    pods = members(state)
     why = why_not_in_place(state)
     if why is not None:
         return Step((), in_place, fallback=why)

@@ -1,0 +1,204 @@
+"""One job's pods as the sweeper decides on them, kept up to date pod event by pod event.
+
+A watch hands each pod change to the job's table (`changed`, through informers.PodTables, which
+hands them over from the watches' threads); the reconcile of the job reads the table (`read`),
+which reads again only the pods that changed since (or all of a workload's, when what their
+reading takes from it changed) and updates the job's PodFacts as it goes. A pod event costs its
+own reading, not the job's.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook.core.frameworks import Framework
+from webhook.core.objects import metadata_of
+from webhook.sweeper.pods import (
+    PodFacts,
+    PodOwner,
+    PodView,
+    controller_of,
+    is_plain,
+    plain_replica,
+    pod_peers,
+    read_pod_once,
+)
+
+Controller = tuple[str, str]  # (kind, name) of the controller owning a pod
+
+
+class PodTable:
+    """The pods of one job: the objects the watch holds, their readings, and their facts."""
+
+    def __init__(self, pods: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._pending: dict[str, Mapping[str, Any] | None] = {}
+        self._objects: dict[str, Mapping[str, Any]] = {}
+        self._controller: dict[str, Controller] = {}
+        self._by_controller: dict[Controller, set[str]] = {}
+        # The readings, in name order, and what they were read with.
+        self._names: list[str] = []
+        self._views: list[PodView] = []
+        self._framework = ""
+        self._owners: dict[Controller, tuple[str, str, int]] = {}
+        self._dirty: set[str] = set()
+        # The facts, kept as the readings change.
+        self._notable: set[str] = set()
+        self._plain = 0
+        self._running = 0
+        self._plain_running: dict[tuple[str, int], int] = {}
+        self._topologies: dict[str | None, int] = {}
+        self._peers: dict[str | None, int] = {}
+        self._uid8s: dict[str, frozenset[str]] = {}
+        self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
+        for pod in pods:
+            self.changed(metadata_of(pod).get("name") or "", pod)
+
+    def changed(self, name: str, pod: Mapping[str, Any] | None) -> None:
+        """A pod's new version (None: it is gone). The same object again changes nothing."""
+        self._pending[name] = pod
+
+    def __len__(self) -> int:
+        self._apply()
+        return len(self._objects)
+
+    # --- read by the reconcile ---------------------------------------------------------------
+
+    def controllers(self) -> list[Controller]:
+        """The controllers of the job's pods (("Pod", name) for a bare pod), the pending
+        changes applied first."""
+        self._apply()
+        return sorted(self._by_controller)
+
+    def mounting(self) -> Mapping[str, int]:
+        """How many pods mount each of the job's peers ConfigMaps, the pending changes applied
+        first (a copy: the few names a job's pods mount)."""
+        self._apply()
+        return dict(self._mounting)
+
+    def objects_of(self, controller: Controller) -> list[Mapping[str, Any]]:
+        """The pods of one controller, by name."""
+        return [self._objects[name] for name in sorted(self._by_controller.get(controller, ()))]
+
+    def read(
+        self,
+        framework: Framework | None,
+        owners: Mapping[Controller, PodOwner],
+        leave_out: set[Controller],
+    ) -> tuple[tuple[PodView, ...], PodFacts]:
+        """Every pod's reading in name order, and their facts; those of the controllers in
+        `leave_out` (not the job's) left out."""
+        self._apply()
+        self._reread_if_owners_changed(framework, owners)
+        for name in sorted(self._dirty):
+            self._forget_view(name)
+            pod = self._objects.get(name)
+            if pod is not None:
+                self._add_view(read_pod_once(pod, framework, owners))
+        self._dirty.clear()
+        left_out = [c for c in leave_out if self._by_controller.get(c)]
+        if left_out:  # rare: pods of others carrying the job's label, or of a role going away
+            kept = tuple(v for v in self._views if (v.owner_kind, v.owner_name) not in leave_out)
+            return kept, PodFacts.of(kept)
+        return tuple(self._views), self._facts()
+
+    # --- keeping it ----------------------------------------------------------------------------
+
+    def _apply(self) -> None:
+        pending, self._pending = self._pending, {}
+        for name, pod in pending.items():
+            if pod is not None and self._objects.get(name) is pod:
+                continue
+            if (held := self._objects.get(name)) is not None and (old := pod_peers(held)):
+                _bump(self._mounting, old, -1)
+            if pod is not None and (new := pod_peers(pod)):
+                _bump(self._mounting, new, 1)
+            before = self._controller.pop(name, None)
+            if before is not None:
+                names = self._by_controller[before]
+                names.discard(name)
+                if not names:
+                    del self._by_controller[before]
+            if pod is None:
+                self._objects.pop(name, None)
+            else:
+                self._objects[name] = pod
+                controller = controller_of(pod)
+                self._controller[name] = controller
+                self._by_controller.setdefault(controller, set()).add(name)
+            self._dirty.add(name)
+
+    def _reread_if_owners_changed(
+        self, framework: Framework | None, owners: Mapping[Controller, PodOwner]
+    ) -> None:
+        reader = framework.name if framework else ""
+        facts = {
+            controller: (owner.name, owner.role, owner.ordinal_start)
+            for controller, owner in owners.items()
+        }
+        if reader != self._framework:
+            self._dirty.update(self._objects)
+        else:
+            for controller in set(facts) | set(self._owners):
+                if facts.get(controller) != self._owners.get(controller):
+                    self._dirty.update(self._by_controller.get(controller, ()))
+        self._framework, self._owners = reader, facts
+
+    def _forget_view(self, name: str) -> None:
+        at = bisect_left(self._names, name)
+        if at == len(self._names) or self._names[at] != name:
+            return
+        view = self._views[at]
+        del self._names[at]
+        del self._views[at]
+        self._count(view, -1)
+
+    def _add_view(self, view: PodView) -> None:
+        at = bisect_left(self._names, view.name)
+        self._names.insert(at, view.name)
+        self._views.insert(at, view)
+        self._count(view, 1)
+
+    def _count(self, view: PodView, step: int) -> None:
+        _bump(self._topologies, view.topology, step)
+        if not view.terminating:
+            _bump(self._peers, view.peers, step)
+        names = self._uid8s.get(view.uid8, frozenset())
+        names = names | {view.name} if step > 0 else names - {view.name}
+        if names:
+            self._uid8s[view.uid8] = names
+        else:
+            self._uid8s.pop(view.uid8, None)
+        if not is_plain(view):
+            if step > 0:
+                self._notable.add(view.name)
+            else:
+                self._notable.discard(view.name)
+            return
+        self._plain += step
+        if view.phase == "Running":
+            self._running += step
+            _bump(self._plain_running, plain_replica(view), step)
+
+    def _facts(self) -> PodFacts:
+        notable = []
+        for name in sorted(self._notable):
+            notable.append(self._views[bisect_left(self._names, name)])
+        return PodFacts(
+            notable=tuple(notable),
+            plain=self._plain,
+            running=self._running,
+            plain_running=self._plain_running,
+            topologies=frozenset(self._topologies),
+            mounted_peers=frozenset(self._peers),
+            uid8s=self._uid8s,
+        )
+
+
+def _bump(counts: dict[Any, int], key: Any, step: int) -> None:
+    number = counts.get(key, 0) + step
+    if number:
+        counts[key] = number
+    else:
+        counts.pop(key, None)
