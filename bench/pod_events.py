@@ -31,10 +31,9 @@ from typing import Any
 from bench.sweeper import NOW, pytorch_pods
 from bench.tables import table
 from webhook.core import contract
-from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
-from webhook.sweeper.informers import PodTables, same_pod, slim_pod
+from webhook.sweeper.informers import PodTables, watch_of
 from webhook.sweeper.state import JobKey, job_key, read_job_state
 
 GOAL_MS = 1.0
@@ -54,17 +53,13 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
     burst = min(burst, pods)
     queued: set[JobKey] = set()
     tables = PodTables()
-    cache: Informer[JobKey] = Informer(
-        None,  # type: ignore[arg-type]  # never lists: the pods are handed to it
+    # Never lists: the pods are handed to it.
+    cache = watch_of(
+        None,  # type: ignore[arg-type]
         PODS,
-        namespace=None,
-        selector=contract.JOB,
-        index=lambda obj: job_key(PODS, obj),
+        contract.JOB,
         on_change=queued.add,
-        resync_seconds=60,
-        keep=slim_pod,
-        unchanged=same_pod,
-        on_object=tables.changed,
+        pod_tables=tables,
     )
     for ordinal, pod in enumerate(held):
         if ordinal % 2:  # half the pods not Ready yet, to turn Ready one by one

@@ -29,11 +29,10 @@ from bench.inprocess import answer, patch_of
 from bench.reviews import Case, admitted, apply, container, controller_pod, review, statefulset
 from bench.tables import table
 from webhook.core import contract
-from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Decision, Delete
 from webhook.sweeper.decide import decide
-from webhook.sweeper.informers import slim_pod
+from webhook.sweeper.informers import slim_pod, watch_of
 from webhook.sweeper.state import job_key, read_job_state
 
 NOW = datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC)
@@ -133,15 +132,7 @@ def _median_ms(function: Callable[[], object], rounds: int) -> float:
 def measure(case: str, jobs: int, pods: int, rounds: int) -> SweeperCost:
     gc.collect()
     before = _rss()
-    cache: Informer[Any] = Informer(
-        None,  # type: ignore[arg-type]  # never lists: the pods are handed to it
-        PODS,
-        namespace=None,
-        selector=contract.JOB,
-        index=lambda obj: job_key(PODS, obj),
-        resync_seconds=60,
-        keep=slim_pod,
-    )
+    cache = watch_of(None, PODS, contract.JOB)  # type: ignore[arg-type]  # never lists
     workloads: dict[tuple[str, str], list[dict[str, Any]]] = {}
     whole_bytes = held_bytes = 0
     for index in range(jobs):

@@ -13,13 +13,12 @@ from hypothesis import strategies as st
 
 from tests.support.stored import NAMESPACE, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.kube.informer import Informer
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
-from webhook.sweeper.informers import PodTables, same_pod, slim_pod
+from webhook.sweeper.informers import PodTables, slim_pod, watch_of
 from webhook.sweeper.pods import PodFacts
 from webhook.sweeper.recorded import FailedRuns
-from webhook.sweeper.state import JobState, format_time, job_key, read_job_state
+from webhook.sweeper.state import JobState, format_time, read_job_state
 
 from .helpers import NOW, evicted, terminated
 
@@ -167,17 +166,7 @@ events = st.lists(
 def test_pods_kept_event_by_event_decide_as_every_pod_read_afresh(policy, ledger, events):
     workloads = job(policy, ledger)
     tables = PodTables()
-    informer: Informer[Any] = Informer(
-        None,  # type: ignore[arg-type]  # never lists: the pods are handed to it
-        PODS,
-        namespace=None,
-        selector=contract.JOB,
-        index=lambda obj: job_key(PODS, obj),
-        resync_seconds=60,
-        keep=slim_pod,
-        unchanged=same_pod,
-        on_object=tables.changed,
-    )
+    informer = watch_of(None, PODS, contract.JOB, pod_tables=tables)  # type: ignore[arg-type]
     held: dict[str, dict[str, Any]] = {}
     for index in range(WORKERS + 1):
         made = changed(workloads, index, "running", 0)

@@ -110,23 +110,49 @@ def watches(
     sweeper needs permissions only in the namespaces it watches; the pods' watches keep each
     job's PodTable in `pod_tables`."""
     return {
-        (resource, namespace): Informer(
+        (resource, namespace): watch_of(
             kube,
             resource,
+            selector,
             namespace=namespace,
-            selector=selector,
-            index=partial(job_key, resource),
             on_change=on_change,
             resync_seconds=resync_seconds,
             backoff_base=backoff_base,
-            optional=resource in OPTIONAL,
-            keep=slim_pod if resource == PODS else _whole,
-            unchanged=same_pod if resource == PODS else None,
-            on_object=pod_tables.changed if resource == PODS and pod_tables else None,
+            pod_tables=pod_tables,
         )
         for resource, selector in watched.items()
         for namespace in (namespaces or (None,))
     }
+
+
+def watch_of(
+    kube: Kube,
+    resource: Resource,
+    selector: str,
+    *,
+    namespace: str | None = None,
+    on_change: Callable[[JobKey], None] = lambda key: None,
+    resync_seconds: float = 60.0,
+    backoff_base: float = 1.0,
+    pod_tables: PodTables | None = None,
+) -> Informer[JobKey]:
+    """One resource's watch as the sweeper keeps it: pods slimmed (a change of what slim_pod
+    drops is no change) and handed to their jobs' PodTables, other objects whole."""
+    pods = resource == PODS
+    return Informer(
+        kube,
+        resource,
+        namespace=namespace,
+        selector=selector,
+        index=partial(job_key, resource),
+        on_change=on_change,
+        resync_seconds=resync_seconds,
+        backoff_base=backoff_base,
+        optional=resource in OPTIONAL,
+        keep=slim_pod if pods else _whole,
+        unchanged=same_pod if pods else None,
+        on_object=pod_tables.changed if pods and pod_tables else None,
+    )
 
 
 def _whole(obj: dict[str, Any]) -> dict[str, Any]:
