@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from webhook.core import contract
 from webhook.core.render import render
 
 from .harness import run_job
-from .test_mpi import IMAGE_ENV, PROGRAM
-from .workloads import NAMESPACE, reports, ssh_secret, statefulset
+from .test_mpi import IMAGE_ENV
+from .workloads import NAMESPACE, open_mpi_program, reports, ssh_secret, statefulset
 
 pytestmark = pytest.mark.e2e
 
@@ -63,8 +62,7 @@ def test_volcanos_mpi_plugin_example_runs_its_own_mpiexec_of_mpi_host_unchanged(
     # report.
     results = tmp_path / "results"
     results.mkdir()
-    program = tmp_path / "allreduce"
-    subprocess.run(["/usr/bin/mpicc.openmpi", str(PROGRAM), "-o", str(program)], check=True)
+    program = open_mpi_program(tmp_path)
     hello = f"#!/bin/sh\nexec {program} {results}\n"
     compat = {contract.COMPAT: "volcano"}
     name = "lm-mpi-job"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from webhook.core.migrate import migrate
 from webhook.core.render import render
 
 from .harness import Cluster, run_job
-from .workloads import reports, ssh_secret
+from .workloads import open_mpi_program, reports, ssh_secret
 
 pytestmark = pytest.mark.e2e
 
@@ -156,11 +155,7 @@ def test_mpi_operators_pi_example_runs_mpirun_over_its_images_sshd_on_port_2222(
 ) -> None:
     if shutil.which("sshd", path="/usr/sbin") is None:
         pytest.fail("sshd is missing: `make e2e` installs it")
-    program = tmp_path / "allreduce"
-    subprocess.run(
-        ["/usr/bin/mpicc.openmpi", str(CLIENTS / "mpi_allreduce.c"), "-o", str(program)],
-        check=True,
-    )
+    program = open_mpi_program(tmp_path)
     results = tmp_path / "results"
     results.mkdir()
     results.chmod(0o777)  # mpiuser's ranks write their reports there

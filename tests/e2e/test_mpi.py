@@ -21,11 +21,11 @@ from webhook.core import contract
 from webhook.core.render import render
 
 from .harness import run_job
-from .workloads import NAMESPACE, reports, ssh_secret, statefulset
+from .workloads import MPI_PROGRAM, NAMESPACE, open_mpi_program, reports, ssh_secret, statefulset
 
 pytestmark = pytest.mark.e2e
 
-PROGRAM = Path(__file__).with_name("clients") / "mpi_allreduce.c"
+
 VENV_BIN = str(Path(sys.executable).parent)
 # Intel MPI's runtime (PyPI impi-rt), in a prefix of its own: its mpirun would replace Open MPI
 # 5's in the virtualenv. `make e2e` installs it there.
@@ -87,7 +87,7 @@ def test_a_plain_mpirun_on_the_launcher_runs_every_slot_on_the_workers_and_all_r
     if not os.access(mpi.launcher[0], os.X_OK) or shutil.which("sshd", path="/usr/sbin") is None:
         pytest.fail(f"{name} or sshd is missing: `make e2e` installs them")
     program = tmp_path / "allreduce"
-    subprocess.run([mpi.compiler, str(PROGRAM), "-o", str(program)], check=True)
+    subprocess.run([mpi.compiler, str(MPI_PROGRAM), "-o", str(program)], check=True)
     results = tmp_path / "results"
     results.mkdir()
     job = "mpi"
@@ -164,8 +164,7 @@ def test_an_mpi_job_whose_ranks_run_as_a_non_root_user_logs_in_with_the_keys_in_
 ) -> None:
     if shutil.which("sshd", path="/usr/sbin") is None:
         pytest.fail("sshd is missing: `make e2e` installs it")
-    program = tmp_path / "allreduce"
-    subprocess.run(["/usr/bin/mpicc.openmpi", str(PROGRAM), "-o", str(program)], check=True)
+    program = open_mpi_program(tmp_path)
     results = tmp_path / "results"
     results.mkdir()
     results.chmod(0o777)  # the user's ranks write their reports there

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from webhook.core import contract
 from webhook.sweeper import sshkeys
 
 NAMESPACE = "train"
+MPI_PROGRAM = Path(__file__).with_name("clients") / "mpi_allreduce.c"
 
 
 def statefulset(
@@ -69,3 +71,11 @@ def ssh_secret(
         keys=sshkeys.new_key_pair(f"{job}@trainhook"),
     )
     return {name: base64.b64decode(value).decode() for name, value in body["data"].items()}
+
+
+def open_mpi_program(folder: Path) -> Path:
+    """clients/mpi_allreduce.c built by Open MPI's mpicc into `folder`: what the examples'
+    images run."""
+    program = folder / "allreduce"
+    subprocess.run(["/usr/bin/mpicc.openmpi", str(MPI_PROGRAM), "-o", str(program)], check=True)
+    return program
