@@ -84,7 +84,7 @@ def plan_restart(
     in_place = InPlace.read(recorded)
     if in_place is not None and not in_place.released:
         # Every rank is on its way back to the barrier: what happens meanwhile is the restart's.
-        return _current_plan(state, recorded, since, handled, restarts, in_place), None
+        return _current_plan(state, recorded, since, same_second, handled, restarts, in_place), None
     runs_since = in_place.released_at if in_place is not None else since
     cause = restart_cause(
         state,
@@ -97,7 +97,7 @@ def plan_restart(
         same_second=same_second,
     )
     if cause is None:
-        plan = _current_plan(state, recorded, since, handled, restarts, in_place)
+        plan = _current_plan(state, recorded, since, same_second, handled, restarts, in_place)
         return plan, None
     count = restarts + (1 if cause.counted else 0)
     limit = state.settings.backoff_limit
@@ -164,6 +164,7 @@ def _current_plan(
     state: JobState,
     recorded: dict[str, Any],
     since: datetime | None,
+    same_second: frozenset[str],
     handled: str,
     restarts: int,
     in_place: InPlace | None,
@@ -184,7 +185,7 @@ def _current_plan(
         pod if isinstance(pod, str) else None,
         in_place,
         attempt_began=state.attempt_began,
-        same_second=recorded_same_second(recorded),
+        same_second=same_second,
     )
 
 
