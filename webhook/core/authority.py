@@ -18,6 +18,8 @@ from webhook.core.workload import WORKLOAD_KINDS, job_of
 # end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
 # come from reports the sweeper verified; schedulers and people read them, so nobody else writes
 # them either. The SSH keys' digest is what proves the job's Secret the one the sweeper made.
+_MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
+
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
@@ -98,7 +100,7 @@ def forged_outcome(
     whatever the object carried before (the sweeper only ever patches them onto existing
     members), and so is any other UPDATE of a labelled object, or one that unlabels it, that
     changes them, unless it comes from the sweeper's user."""
-    if kind not in (*WORKLOAD_KINDS, "Pod"):
+    if kind not in _MEMBER_KINDS:
         return None
     previous = old if operation == "UPDATE" else None
     member = member or membership(obj, old, operation)

@@ -296,14 +296,14 @@ def _restart(step: object, previous: Mapping[str, Any], now: str) -> dict[str, A
 
 def human_duration(seconds: float) -> str:
     """A duration as kubectl shows ages: 45s, 13m, 5h, 2d."""
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 120 * 60:
-        return f"{seconds // 60}m"
-    if seconds < 48 * 3600:
-        return f"{seconds // 3600}h"
-    return f"{seconds // 86400}d"
+    whole = max(0, int(seconds))
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 120 * 60:
+        return f"{whole // 60}m"
+    if whole < 48 * 3600:
+        return f"{whole // 3600}h"
+    return f"{whole // 86400}d"
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ LOOPBACK = "127.0.0.1"
 # A `master` is a parameter server, as in the training-operator's PaddleJob (which runs PS mode
 # whenever a Master replica exists); `ps` is the paddle-operator's name for the same.
 SERVER_ROLES = ("master", "ps")
+_PS_ROLES = (*SERVER_ROLES, "heter")
 TRAINING_ROLES = {"master": "PSERVER", "ps": "PSERVER", "worker": "TRAINER", "heter": "HETER"}
 
 
@@ -23,7 +24,7 @@ def lists(topology: Topology, port: int | None) -> dict[str, str]:
         return ",".join(host + suffix for host in topology.hosts(role))
 
     result = {"PADDLE_TRAINER_ENDPOINTS": endpoints("worker")}
-    if any(topology.has(role) for role in (*SERVER_ROLES, "heter")):
+    if any(topology.has(role) for role in _PS_ROLES):
         result["PADDLE_PSERVERS_IP_PORT_LIST"] = ",".join(
             endpoints(role) for role in SERVER_ROLES if topology.has(role)
         )
@@ -58,7 +59,7 @@ def env(placement: Placement) -> dict[str, str]:
         "PADDLE_PORT": str(placement.port_of(placement.role)),
         "POD_IP": placement.host,
     }
-    parameter_server = any(topology.has(role) for role in (*SERVER_ROLES, "heter"))
+    parameter_server = any(topology.has(role) for role in _PS_ROLES)
     if not parameter_server:
         # Collective: paddle.distributed.launch starts this many trainers in the pod.
         result["PADDLE_NPROC_PER_NODE"] = str(placement.nproc)
