@@ -124,28 +124,21 @@ def indexed_job_pods(completions: int) -> list[Obj]:
 
 
 @pytest.mark.parametrize("made_by", ["StatefulSet", "Indexed Job"])
-def test_a_workloads_later_pods_are_not_mutated_in_full(
-    made_by: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_workloads_later_pods_are_not_mutated_in_full(made_by: str) -> None:
     pods = pods_of(4) if made_by == "StatefulSet" else indexed_job_pods(4)
     pod_patches.forget()
-    calls: list[str] = []
 
-    def counted(pod: Obj, *args: Any, **kwargs: Any) -> Any:
-        calls.append(pod["metadata"].get("name") or pod["metadata"]["generateName"])
-        return mutate_pod(pod, *args, **kwargs)
+    first = reused(pods[0], "default", "")
+    after_first = pod_patches.counts()
+    later = [reused(pod, "default", "") for pod in pods[1:]]
 
-    monkeypatch.setattr(pod_patches, "mutate_pod", counted)
-    answers = [reused(pod, "default", "") for pod in pods]
-
-    assert calls == ["llm-worker-0" if made_by == "StatefulSet" else "ernie-0-"]
-    assert answers == [full(pod, "default", "") for pod in pods]
-    assert len(set(answers)) == 4
+    assert after_first == pod_patches.Counts(digested=1, reused=0, full=1)
+    assert pod_patches.counts() == pod_patches.Counts(digested=4, reused=3, full=1)
+    assert [first, *later] == [full(pod, "default", "") for pod in pods]
+    assert len({first, *later}) == 4
 
 
-def test_a_crowded_pod_is_mutated_in_full_and_never_digested(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_crowded_pod_is_mutated_in_full_and_never_digested() -> None:
     pods = pods_of(2)
     sidecars = [
         {"name": f"side-{n}", "image": "s:1"} for n in range(pod_patches.MAX_SHARED_CONTAINERS)
@@ -153,17 +146,10 @@ def test_a_crowded_pod_is_mutated_in_full_and_never_digested(
     for pod in pods:
         pod["spec"]["containers"] += copy.deepcopy(sidecars)
     pod_patches.forget()
-    digested: list[Obj] = []
-
-    def digest(pod: Obj) -> bytes:
-        digested.append(pod)
-        return b""
-
-    monkeypatch.setattr(pod_patches, "_digest", digest)
 
     answers = [reused(pod, "default", "") for pod in pods]
 
-    assert digested == []
+    assert pod_patches.counts() == pod_patches.Counts(digested=0, reused=0, full=2)
     assert answers == [full(pod, "default", "") for pod in pods]
 
 
@@ -176,9 +162,7 @@ def test_kept_patches_are_bounded() -> None:
     assert pod_patches.kept_count() == pod_patches.MAX_KEPT
 
 
-def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint() -> None:
     endpoint = ProgressEndpoint("https://trainhook.trainhook-system.svc:8443", "CA PEM")
     pods = pods_of(3, {contract.REPORT_PROGRESS: "true"})
     expected = [
@@ -187,18 +171,11 @@ def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint(
         for m in [mutate_pod(pod, "default", progress=endpoint)]
     ]
     pod_patches.forget()
-    calls: list[str] = []
-
-    def counted(pod: Obj, *args: Any, **kwargs: Any) -> Any:
-        calls.append(pod["metadata"]["name"])
-        return mutate_pod(pod, *args, **kwargs)
-
-    monkeypatch.setattr(pod_patches, "mutate_pod", counted)
     answers = []
     for pod in pods:
         patch, warnings = pod_patches.pod_patch(pod, "default", progress=endpoint)
         answers.append(jsoncodec.dumps([patch, warnings]))
 
     assert answers == expected
-    assert calls == ["llm-worker-0", "llm-worker-1", "llm-worker-2"]
+    assert pod_patches.counts() == pod_patches.Counts(digested=3, reused=0, full=3)
     assert b"trainhook.trainhook-system.svc:8443" in answers[1]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -75,6 +76,18 @@ def _containers(pod: Mapping[str, Any]) -> int:
     )
 
 
+@dataclass(frozen=True)
+class Counts:
+    """How the pods seen so far were answered (counted without a lock: exact in one thread)."""
+
+    digested: int  # pods whose digest was made to look for a kept patch
+    reused: int  # pods answered by filling in a kept patch
+    full: int  # pods mutated in full
+
+
+_counts: Counter[str] = Counter()
+
+
 @functools.lru_cache(maxsize=MAX_KEPT)
 def _slot(key: Key) -> list[_Kept | None]:
     """The place of one kept patch: lru_cache bounds them and drops the least recently used,
@@ -109,11 +122,14 @@ def pod_patch(
         and review_bytes <= MAX_SHARED_BYTES
     ):
         key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
+        _counts["digested"] += 1
         kept = _slot(key)[0]
         if kept is not None and _owner(kept.reading.identity) == _owner(identity):
             filled = _fill(kept, identity, pod)
             if filled is not None:
+                _counts["reused"] += 1
                 return filled
+    _counts["full"] += 1
     own: list[tuple[list[PatchOp], bytes, int]] = []
 
     def own_written(written: Mapping[str, Any], warnings: list[str]) -> None:
@@ -144,9 +160,14 @@ def kept_count() -> int:
     return _slot.cache_info().currsize
 
 
+def counts() -> Counts:
+    return Counts(_counts["digested"], _counts["reused"], _counts["full"])
+
+
 def forget() -> None:
-    """Drop every kept patch (for measuring a job's first pod)."""
+    """Drop every kept patch (for measuring a job's first pod) and the counts."""
     _slot.cache_clear()
+    _counts.clear()
 
 
 def _owner(identity: PodIdentity) -> tuple[str, str]:
