@@ -3,18 +3,21 @@
 # sweeper), as the Helm chart in charts/trainhook runs them.
 #   docker build -t ghcr.io/trainhook/trainhook:0.1.0 .
 
-# Both stages use the same interpreter, so the virtualenv built in the first runs in the second.
+# Both stages use the same interpreter, so the virtualenv built in the first runs in the second;
+# the first is the full image for its C compiler, which compiles the admission path (setup.py).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG BUILD_IMAGE=python:3.11-bookworm
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${BUILD_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/trainhook
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY webhook ./webhook
-# Every dependency ships wheels, so nothing is compiled; pip byte-compiles the modules here,
-# because the running container's root filesystem is read-only.
+# Every dependency ships wheels; only Trainhook's admission path is compiled (mypyc). pip
+# byte-compiles the other modules here, because the running container's root filesystem is
+# read-only.
 RUN /opt/trainhook/bin/pip install --only-binary=:all: . \
     && /opt/trainhook/bin/pip uninstall --yes pip setuptools
 
