@@ -7,8 +7,7 @@ STAMP  := $(VENV)/.installed
 # again whenever the core's source or setup.py changes. Installs leave it to this step
 # (TRAINHOOK_PURE=1), so it is built once.
 COMPILED  := $(VENV)/.compiled
-ADMISSION := setup.py $(shell find webhook/core -name '*.py') webhook/server/admission.py \
-	webhook/server/reviews.py
+ADMISSION := setup.py $(shell find webhook/core -name '*.py')
 
 .PHONY: demo test lint e2e e2e-debs bench chart-check wheel clean
 
@@ -100,4 +99,4 @@ wheel: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(MS_VENV) $(IMPI) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
-	find webhook -name '*.so' -delete; rm -f *__mypyc*.so
+	find webhook -name '*.so' -delete

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, stale_compiled_modules
+from tests.support.compiled import stale_compiled_modules
+from tests.support.serving import ROOT
 
 COMPILED_BY_MAKE = ROOT / ".venv" / ".compiled"
 

@@ -14,12 +14,12 @@ from webhook.core.limits import one_line, shown
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.workload import WORKLOAD_KINDS, job_of
 
+_MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
+
 # What the sweeper records and decides on: a forged success, failure count or start time would
 # end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
 # come from reports the sweeper verified; schedulers and people read them, so nobody else writes
 # them either. The SSH keys' digest is what proves the job's Secret the one the sweeper made.
-_MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
-
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
