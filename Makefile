@@ -5,7 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The admission path, compiled in place with mypyc (setup.py says which modules), and compiled
 # again whenever the core's source or setup.py changes. Installs leave it to this step
-# (TRAINHOOK_PURE=1), so it is built once.
+# (TRAINHOOK_PURE=1), so it is built once. --force: every module is rewritten, so none keeps an
+# older time than its source (tests/conftest.py stops on one that does).
 COMPILED  := $(VENV)/.compiled
 ADMISSION := setup.py $(shell find webhook/core -name '*.py')
 
@@ -18,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(COMPILED): $(STAMP) $(ADMISSION)
-	$(BIN)/python setup.py --quiet build_ext --inplace
+	$(BIN)/python setup.py --quiet build_ext --inplace --force
 	touch $(COMPILED)
 
 # The real admission path: certificates, gunicorn with TLS, every example's workloads and pods as
