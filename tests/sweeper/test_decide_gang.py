@@ -77,6 +77,16 @@ def test_a_coscheduling_job_gets_a_scheduler_plugins_podgroup_of_every_role():
     assert custom_resource_problems(create.body) == []
 
 
+def test_a_job_seen_before_all_its_roles_gets_its_podgroup_once_the_last_role_is_there():
+    """Applied in order, the launcher Job can be listed before the workers' StatefulSet: a
+    PodGroup of the launcher alone would tell the scheduler a gang of one."""
+    launcher, worker = mpi_job(COSCHEDULING)
+    early = decision("hvd", [launcher]).actions
+    assert creates(early, COSCHEDULING_PODGROUPS) == []
+    [create] = creates(decision("hvd", [launcher, worker]).actions, COSCHEDULING_PODGROUPS)
+    assert create.body["spec"]["minMember"] == 3
+
+
 def test_an_init_container_counts_alone_when_it_runs_before_the_sidecar():
     launcher, worker = mpi_job(COSCHEDULING, workers=1)
     init = worker["spec"]["template"]["spec"]["initContainers"]

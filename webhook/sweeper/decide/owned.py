@@ -218,6 +218,11 @@ def podgroup_actions(state: JobState) -> Iterable[Action]:
     if existing is not None and not existing.managed:
         return
     if existing is None:
+        if state.missing_roles():
+            # Its size and requests are not known before every role is there, and no pod of
+            # the job is scheduled meanwhile (held Jobs, gated pods): a PodGroup made now
+            # would tell a queue a smaller gang than the job is.
+            return
         body_spec = {k: v for k, v in spec.items() if v is not None}
         body = _body(state, resource.api_version, "PodGroup", state.job, body_spec)
         yield Create(resource, state.namespace, body)
