@@ -338,18 +338,31 @@ def grown(seed: dict[str, Any], grows: list[Grow], n: int) -> dict[str, Any]:
 
 def largest(seed: dict[str, Any], grows: list[Grow], update: bool) -> int:
     """The largest n whose review fits the API server's body limit (0: none does)."""
+    sizes: dict[int, int] = {}
 
     def fits(n: int) -> bool:
-        return len(encoded(_document(grown(seed, grows, n), update))) <= LIMIT
+        if n not in sizes:
+            sizes[n] = len(encoded(_document(grown(seed, grows, n), update)))
+        return sizes[n] <= LIMIT
 
+    if not fits(0):
+        return 0
     low, high = 0, 1
     while fits(high):
         low, high = high, high * 2
         if high > 10_000_000:
             return low
+    # The size grows about linearly with n, so the limit is crossed close to where the line
+    # through low and high crosses it: try there and its neighbour, halving where that misses.
     while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if fits(middle) else (low, middle)
+        slope = (sizes[high] - sizes[low]) / (high - low)
+        guess = low + int((LIMIT - sizes[low]) / slope) if slope > 0 else (low + high) // 2
+        for middle in (guess, guess + 1, (low + high) // 2):
+            if low < middle < high:
+                if fits(middle):
+                    low = middle
+                else:
+                    high = middle
     return low
 
 
