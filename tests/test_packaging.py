@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -40,6 +42,7 @@ def test_one_version_for_the_package_the_command_and_the_chart() -> None:
     assert (shown.returncode, shown.stdout) == (0, f"trainhook {version}\n")
 
 
+@pytest.mark.e2e  # installs the wheel's dependencies from the registries: about a minute
 def test_the_wheel_make_builds_installs_the_commands_in_a_fresh_venv(tmp_path: Path) -> None:
     """README's install without PyPI: `make wheel`, then pip install of the wheel alone."""
     import os
