@@ -45,6 +45,10 @@ class Cluster:
     started: dict[PodKey, list[dict[str, str]]] = field(default_factory=dict)
     names: itertools.count[int] = field(default_factory=itertools.count)
 
+    def __post_init__(self) -> None:
+        # Hundreds of jobs' requests: kmock would scan every one kept on each new request.
+        self.emulator.emulator.keep_requests = False
+
     def apply(self, obj: Mapping[str, Any]) -> None:
         """`kubectl apply` of a new workload: the webhook mutates it, seeing its siblings."""
         namespace = namespace_of(obj)
@@ -60,10 +64,9 @@ class Cluster:
         return self.kube.list(resource, namespace)[0]
 
     def step(self) -> None:
-        """One pass of the StatefulSet and Job controllers and of the kubelet (every half
-        second: the emulator slows with every request it keeps)."""
+        """One pass of the StatefulSet and Job controllers and of the kubelet, every half
+        second."""
         time.sleep(0.5)
-        self.emulator.forget_requests()
         pods = self.list(PODS)
         live = {self.key(p) for p in pods}
         for sts in self.list(STATEFULSETS):
@@ -131,13 +134,17 @@ class Cluster:
 
     def status_of(self, workload: Mapping[str, Any]) -> dict[str, Any]:
         """The job state the sweeper wrote on `workload`."""
-        name = workload["metadata"]["name"]
+        return self.statuses().get(_key(workload), {})
+
+    def statuses(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The job state the sweeper wrote on each workload, by (namespace, name): two lists
+        for every job at once, as the emulator slows with each request."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
         for resource in (STATEFULSETS, JOBS):
-            for obj in self.list(resource, namespace_of(workload)):
-                if obj["metadata"]["name"] == name:
-                    raw = (obj["metadata"].get("annotations") or {}).get(contract.STATUS)
-                    return json.loads(raw) if raw else {}
-        return {}
+            for obj in self.list(resource):
+                raw = (obj["metadata"].get("annotations") or {}).get(contract.STATUS)
+                found[(namespace_of(obj), obj["metadata"]["name"])] = json.loads(raw) if raw else {}
+        return found
 
 
 def rendered(workloads: Sequence[Mapping[str, Any]]) -> dict[PodKey, dict[str, str]]:
@@ -148,6 +155,10 @@ def rendered(workloads: Sequence[Mapping[str, Any]]) -> dict[PodKey, dict[str, s
         owner = labels.get(contract.JOB_NAME) or pod.pod["metadata"]["name"].rsplit("-", 1)[0]
         found[(namespace_of(pod.pod), owner, pod.index)] = training_env(pod.pod)
     return found
+
+
+def _key(workload: Mapping[str, Any]) -> tuple[str, str]:
+    return namespace_of(workload), workload["metadata"]["name"]
 
 
 def apply_one_by_one(cluster: Cluster, jobs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
@@ -162,10 +173,11 @@ def apply_one_by_one(cluster: Cluster, jobs: Mapping[str, Sequence[Mapping[str, 
         waiting = [job for job, workloads in jobs.items() if step + 1 < len(workloads)]
 
         def not_waiting(waiting: list[str] = waiting) -> list[str]:
+            statuses = cluster.statuses()
             return [
                 job
                 for job in waiting
-                if cluster.status_of(jobs[job][0]).get("reason") != "WaitingForRoles"
+                if statuses.get(_key(jobs[job][0]), {}).get("reason") != "WaitingForRoles"
             ]
 
         def everyone_waits() -> bool:
