@@ -7,7 +7,7 @@ webhook's own prefix included, whose unknown keys it names), long values of ever
 affinity terms, tolerations, spread constraints, resources, owner references, host aliases. Each
 is grown until the review is as large as the API server lets through, and measured there (and
 at a sixteenth of it) as a CREATE and there as an UPDATE (whose old object takes half the body);
-a review over budget is measured up to nine rounds more and keeps its least cost. Then random
+a review over budget is measured again as `cost_past_decoding` says. Then random
 mixes of two or three families share a body. What is measured is what the handler costs past
 decoding the body (`cost_past_decoding`, the budget tests/server/test_bounded_reviews.py holds
 every review to): decoding is bounded by the body itself.

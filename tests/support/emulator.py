@@ -662,11 +662,6 @@ class EmulatorThread:
     def requests(self) -> list[kmock.Request]:
         return self.run(lambda: list(self.emulator))
 
-    def forget_requests(self) -> None:
-        """Drop the requests kept so far: kmock scans them all on each new one, so a test that
-        runs a cluster for minutes would otherwise slow to a halt. Objects and watches stay."""
-        self.run(lambda: self.emulator._requests.clear())
-
     def send(self, method: str, path: str, body: object = None, content_type: str = "") -> Any:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": content_type or "application/json"}
