@@ -7,13 +7,14 @@ import io
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import REGISTRY
 
 from tests.server.test_logs import served_alone, stream  # noqa: F401  (the fixture)
-from webhook.server import bookkeeping
+from webhook.server import bookkeeping, gunicorn_conf
 from webhook.server.admission import Record
 
 
@@ -47,6 +48,23 @@ def held() -> Iterator[HeldStream]:
                 handler.setStream(previous)
 
 
+@pytest.fixture
+def unhurried(held: HeldStream, monkeypatch: pytest.MonkeyPatch) -> HeldStream:
+    """Writes go through at once, but the writer, once woken, waits a minute for more."""
+    monkeypatch.setattr(bookkeeping, "WRITE_EVERY", 60.0)
+    held.release.set()
+    return held
+
+
+def note_allowed(uid: str) -> None:
+    bookkeeping.note(Record("allowed", uid=uid, kind="Job", operation="CREATE"), 0.001)
+
+
+def written_uids(held: HeldStream) -> list[list[str]]:
+    """The uids of each write's lines."""
+    return [[json.loads(line)["uid"] for line in text.splitlines()] for text in held.writes]
+
+
 def admissions() -> float:
     labels = {"kind": "Job", "operation": "CREATE", "result": "allowed"}
     return REGISTRY.get_sample_value("trainhook_admissions_total", labels) or 0.0
@@ -61,7 +79,7 @@ def test_a_serving_thread_answers_while_the_log_write_is_held(
 
     def serve() -> None:
         for uid in uids:
-            bookkeeping.note(Record("allowed", uid=uid, kind="Job", operation="CREATE"), 0.001)
+            note_allowed(uid)
 
     noting = threading.Thread(target=serve)
     noting.start()
@@ -80,9 +98,7 @@ def test_what_queued_behind_a_write_goes_out_in_one_write_and_is_counted(
     held: HeldStream,
 ) -> None:
     before = admissions()
-
-    def note(uid: str) -> None:
-        bookkeeping.note(Record("allowed", uid=uid, kind="Job", operation="CREATE"), 0.001)
+    note = note_allowed
 
     with served_alone():  # pytest's own handler, added once the test runs, is taken off
         note("first")
@@ -92,11 +108,43 @@ def test_what_queued_behind_a_write_goes_out_in_one_write_and_is_counted(
         held.release.set()
         assert bookkeeping.written()
 
-    assert [[json.loads(line)["uid"] for line in text.splitlines()] for text in held.writes] == [
-        ["first"],
-        [f"queued-{i}" for i in range(5)],
-    ]
+    assert written_uids(held) == [["first"], [f"queued-{i}" for i in range(5)]]
     assert admissions() == before + 6
+
+
+def test_a_burst_of_requests_waits_for_the_writer_and_goes_out_in_one_write(
+    stream: io.StringIO,  # noqa: F811
+    unhurried: HeldStream,
+) -> None:
+    # The writer, woken by the first, waits for the requests after it rather than writing
+    # each as it comes; a scrape (`written`) does not wait that long.
+    before = admissions()
+    uids = [f"burst-{i}" for i in range(20)]
+
+    with served_alone():
+        for uid in uids:
+            note_allowed(uid)
+            time.sleep(0.002)  # as requests come: the writer could run between them
+        assert unhurried.writes == []
+        assert bookkeeping.written()
+
+    assert written_uids(unhurried) == [uids]
+    assert admissions() == before + 20
+
+
+def test_a_worker_writes_what_waits_as_it_exits(
+    stream: io.StringIO,  # noqa: F811
+    unhurried: HeldStream,
+) -> None:
+    uids = [f"last-{i}" for i in range(3)]
+
+    with served_alone():
+        for uid in uids:
+            note_allowed(uid)
+        gunicorn_conf.worker_exit(server=None, worker=None)  # as gunicorn calls it in the worker
+        written = written_uids(unhurried)
+
+    assert [uid for write in written for uid in write] == uids
 
 
 class Unformattable(str):

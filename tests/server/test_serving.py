@@ -18,7 +18,7 @@ import pytest
 
 from tests.server.test_review import BAD_REQUESTS, labelled_pod
 from tests.support.reviews import encoded, patched, review, validate
-from tests.support.serving import Webhook
+from tests.support.serving import Webhook, serving
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.server.admission import MAX_BODY_BYTES, Context
@@ -209,6 +209,12 @@ def test_metrics_count_every_admission_whichever_worker_answered(webhook: Webhoo
             break
     assert len(pids) == 2
 
+    # A worker writes its counts within a twentieth of a second of answering (a scrape waits
+    # only for the counts of the worker that answers it).
+    eventually(
+        lambda: admissions(webhook.get("/metrics")[1]) - before == len(uids),
+        what="every admission counted",
+    )
     scrapes = {admissions(webhook.get("/metrics")[1]) - before for _ in range(6)}
 
     assert scrapes == {len(uids)}
@@ -310,3 +316,20 @@ def test_metrics_show_when_the_served_certificate_expires(webhook: Webhook) -> N
     found = re.search(r"^trainhook_certificate_expiry_timestamp_seconds (\S+)$", text, re.MULTILINE)
     assert found is not None
     assert float(found.group(1)) == served.not_valid_after_utc.timestamp()
+
+
+def test_admissions_answered_just_before_shutdown_all_leave_their_log_line(
+    certs: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "webhook.log"
+    uids = []
+    with serving(certs, log, "--workers=1") as webhook:
+        connection = webhook.connect()
+        for _ in range(30):
+            document = review(labelled_pod())
+            uids.append(document["request"]["uid"])
+            assert webhook.post(encoded(document), connection=connection)[0] == 200
+        assert webhook.stop() == 0  # at once: the last lines still wait for the writer
+
+    logged = [line["uid"] for line in webhook.log_lines() if line.get("uid") in uids]
+    assert logged == uids

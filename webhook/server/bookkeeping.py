@@ -3,9 +3,13 @@
 A serving thread hands its request's record over and answers at once: it takes no lock that is
 held across a write (the log handler's, the metrics files'), so threads that answer do not queue
 behind one that writes. The writer thread starts in the process that first records (a gunicorn
-worker, after the fork). What queued while it wrote is written together: the lines in one
-write, each counter incremented once per batch. Should it fall this far behind, a serving
-thread writes its own line, so what waits stays bounded and nothing is dropped.
+worker, after the fork). Woken by a request, it waits `WRITE_EVERY` for the requests that follow
+and writes them together: the lines in one write, each counter incremented once per batch. So a
+busy worker wakes it a few times a second rather than once per request; each wake-up cost the
+serving threads more than the line it wrote (a thread switch, and their code and data pushed out
+of the CPU's caches). Should it fall `MAX_WAITING` behind, a serving thread writes its own line,
+so what waits stays bounded; what waits when the worker exits is written before it does
+(`written`, from gunicorn's `worker_exit`).
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from webhook.server.admission import Record
 from webhook.server.logs import log_admission, log_admissions
 
 MAX_WAITING: Final = 10_000
-# What the writer takes from the queue at once, and writes in one system call.
-MAX_BATCH: Final = 64
+# How long a noted request may wait for the ones after it to be written with it (seconds).
+WRITE_EVERY = 0.05
+# The most lines written in one system call.
+MAX_BATCH: Final = 256
 
 log = logging.getLogger("trainhook.server")
 
 _Item = tuple[Record, float] | threading.Event
 _waiting: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+_hurry = threading.Event()  # set by one waiting for the writes: the writer waits no longer
 _writer_pid = 0
 _start = threading.Lock()
 
@@ -49,25 +56,31 @@ def written(timeout: float = 2.0) -> bool:
         return True  # nothing noted in this process
     done = threading.Event()
     _waiting.put(done)
+    _hurry.set()
     return done.wait(timeout)
 
 
 def _start_writer() -> None:
-    global _waiting, _writer_pid
+    global _waiting, _hurry, _writer_pid
     with _start:
         if _writer_pid == os.getpid():
             return
         _waiting = queue.SimpleQueue()  # a forked child does not inherit the parent's writer
+        _hurry = threading.Event()
         threading.Thread(
-            target=_write_forever, args=(_waiting,), name="bookkeeping", daemon=True
+            target=_write_forever, args=(_waiting, _hurry), name="bookkeeping", daemon=True
         ).start()
         _writer_pid = os.getpid()
 
 
-def _write_forever(waiting: queue.SimpleQueue[_Item]) -> None:
+def _write_forever(waiting: queue.SimpleQueue[_Item], hurry: threading.Event) -> None:
     while True:
-        batch = [waiting.get()]
-        while len(batch) < MAX_BATCH and not waiting.empty():
+        first = waiting.get()
+        if not isinstance(first, threading.Event):
+            hurry.wait(WRITE_EVERY)
+        hurry.clear()
+        batch = [first]
+        while not waiting.empty():
             batch.append(waiting.get())
         answered: list[tuple[Record, float]] = []
         for item in batch:
@@ -75,8 +88,11 @@ def _write_forever(waiting: queue.SimpleQueue[_Item]) -> None:
                 _write_all(answered)
                 answered = []
                 item.set()
-            else:
-                answered.append(item)
+                continue
+            answered.append(item)
+            if len(answered) == MAX_BATCH:
+                _write_all(answered)
+                answered = []
         _write_all(answered)
 
 

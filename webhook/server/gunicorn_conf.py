@@ -45,3 +45,10 @@ def ssl_context(
 
 def child_exit(server: Any, worker: Any) -> None:
     multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """In the worker, as it exits: the lines and counts of its last requests are written."""
+    from webhook.server import bookkeeping  # imported by the worker's app already
+
+    bookkeeping.written()
