@@ -73,6 +73,9 @@ BAD_REQUESTS = [
     ),
     pytest.param(b"", JSON, 400, "request body is empty; expected an AdmissionReview", id="empty"),
     pytest.param(
+        b" \r\n\t ", JSON, 400, "request body is empty; expected an AdmissionReview", id="blank"
+    ),
+    pytest.param(
         b'{"kind": "Adm\xffssionReview"}',
         JSON,
         400,

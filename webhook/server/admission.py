@@ -167,7 +167,7 @@ def _parse(body: bytes, content_type: str | None) -> _Decoded:
         raise BadRequest(415, "content_type", f"Content-Type must be application/json, got {got}")
     if len(body) > MAX_BODY_BYTES:
         raise too_large(len(body))
-    if not body.strip():
+    if not body or body.isspace():  # read to the first character, not copied
         raise BadRequest(400, "not_json", "request body is empty; expected an AdmissionReview")
     try:
         document = jsoncodec.loads(body)
