@@ -1,0 +1,97 @@
+"""`make` compiles the admission path once per set of inputs on a machine: a fresh clone of a
+commit built before takes the kept build (scripts/compile.py), and any change to what the build
+reads makes a new one."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compile_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compile_script", ROOT / "scripts/compile.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The script, working on a copy of the tree's build inputs with two built extensions."""
+    tree = tmp_path / "clone"
+    shutil.copytree(
+        ROOT / "webhook/core",
+        tree / "webhook/core",
+        ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+    )
+    shutil.copyfile(ROOT / "setup.py", tree / "setup.py")
+    (tree / "webhook/admission__mypyc.so").write_bytes(b"the group")
+    (tree / "webhook/core/patch.so").write_bytes(b"a module")
+    script = compile_script()
+    monkeypatch.setattr(script, "ROOT", tree)
+    return script
+
+
+def test_a_fresh_clone_takes_the_kept_build_dated_now(clone: ModuleType, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    clone.keep(cache, "k1")
+    for kept in (cache / "k1").rglob("*.so"):
+        os.utime(kept, (0, 0))  # kept long ago
+    for built in clone.built_extensions():
+        (clone.ROOT / built).unlink()
+    before = time.time() - 1
+
+    assert clone.take(cache / "k1")
+
+    extensions = {p.as_posix(): (clone.ROOT / p).read_bytes() for p in clone.built_extensions()}
+    assert extensions == {
+        "webhook/admission__mypyc.so": b"the group",
+        "webhook/core/patch.so": b"a module",
+    }
+    assert all((clone.ROOT / p).stat().st_mtime > before for p in clone.built_extensions())
+
+
+def test_a_build_kept_only_in_part_is_not_taken(clone: ModuleType, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    clone.keep(cache, "k1")
+    (cache / "k1" / "complete").unlink()
+
+    assert not clone.take(cache / "k1")
+    assert not clone.take(cache / "never-built")
+    assert len(clone.built_extensions()) == 2  # the tree's own build is left alone
+
+
+def test_any_change_to_what_the_build_reads_changes_the_key(clone: ModuleType) -> None:
+    source = clone.ROOT / "webhook/core/patch.py"
+    first = clone.build_key()
+    text = source.read_text()
+
+    source.write_text(text + "\n")
+    changed = clone.build_key()
+    source.write_text(text)
+
+    assert changed != first
+    assert clone.build_key() == first
+    (clone.ROOT / "setup.py").write_text((clone.ROOT / "setup.py").read_text() + "#\n")
+    assert clone.build_key() != first
+
+
+def test_only_the_newest_builds_are_kept(clone: ModuleType, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    for number in range(clone.KEEP + 2):
+        clone.keep(cache, f"k{number}")
+        os.utime(cache / f"k{number}", (number * 100, number * 100))
+
+    clone.keep(cache, "newest")
+
+    kept = sorted(p.name for p in cache.iterdir())
+    assert kept == sorted(["newest"] + [f"k{n}" for n in range(3, clone.KEEP + 2)])
