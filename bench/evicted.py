@@ -8,7 +8,7 @@ measures the other end, where every line a call touches is read from memory. Eac
 includes the ones above it, so what a part adds is its own cost:
 
 * the do-nothing app's work: decode the body, encode an answer with its uid;
-* the core: the body decoded, the review read into the core's request, `admit` on it;
+* the core: the body decoded and read as the server reads it, `admit` on its request;
 * the handler: `webhook.server.admission.review` and its answer encoded, as `/mutate` does.
 
 Run as `python -m bench.evicted [calls]`; thread CPU time, median of `calls` (default 200).
@@ -28,6 +28,7 @@ from bench.reviews import Case, headline_cases
 from webhook.core import jsoncodec
 from webhook.core.admit import Found, Outcome, Request, admit, lookups
 from webhook.server.admission import Context, review
+from webhook.server.admission import _parse as read_review
 
 PARTS = ("do-nothing app's work", "+ the core (admit)", "+ the server's answer (handler)")
 
@@ -72,20 +73,9 @@ def parts(case: Case) -> Parts:
         return jsoncodec.dumps({"response": {"uid": uid, "allowed": True}})
 
     def core() -> Outcome | None:
-        request = jsoncodec.loads(body)["request"]
-        user = request.get("userInfo") or {}
-        core_request = Request(
-            kind=request["kind"]["kind"],
-            operation=request["operation"],
-            object=request["object"],
-            namespace=request.get("namespace", ""),
-            name=request.get("name", ""),
-            old=request.get("oldObject"),
-            username=user.get("username", ""),
-            dry_run=request.get("dryRun") is True,
-            size=len(body),
-        )
-        return admit(core_request, found_for(core_request, context), context.policy)
+        request = read_review(body, JSON).request  # decoded and read as the server does
+        assert request is not None
+        return admit(request, found_for(request, context), context.policy)
 
     def handler() -> bytes:
         return jsoncodec.dumps(review(body, JSON, context).body)
@@ -143,14 +133,13 @@ def main(argv: Sequence[str]) -> int:
     for result in measure(headline_cases(), calls):
         print(f"\n{result.case}")
         print(f"  {'part':34} {'warm':>6} {'adds':>6} {'evicted':>8} {'adds':>6}")
-        for position, part in enumerate(PARTS):
-            before = (result.warm_us[position - 1], result.evicted_us[position - 1])
-            adds = (0.0, 0.0) if position == 0 else before
+        warm_before = evicted_before = 0.0
+        for part, warm, evicted in zip(PARTS, result.warm_us, result.evicted_us, strict=True):
             print(
-                f"  {part:34} {result.warm_us[position]:6.0f} "
-                f"{result.warm_us[position] - adds[0]:6.0f} "
-                f"{result.evicted_us[position]:8.0f} {result.evicted_us[position] - adds[1]:6.0f}"
+                f"  {part:34} {warm:6.0f} {warm - warm_before:6.0f} "
+                f"{evicted:8.0f} {evicted - evicted_before:6.0f}"
             )
+            warm_before, evicted_before = warm, evicted
     return 0
 
 

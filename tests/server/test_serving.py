@@ -329,7 +329,7 @@ def test_admissions_answered_just_before_shutdown_all_leave_their_log_line(
             document = review(labelled_pod())
             uids.append(document["request"]["uid"])
             assert webhook.post(encoded(document), connection=connection)[0] == 200
-        assert webhook.stop() == 0  # at once: the last lines still wait for the writer
+        assert webhook.stop() == 0  # SIGTERM right after the last answer
 
     logged = [line["uid"] for line in webhook.log_lines() if line.get("uid") in uids]
     assert logged == uids
