@@ -45,7 +45,7 @@ from webhook.sweeper.informers import (
 from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.pods import pod_peers
 from webhook.sweeper.queue import WorkQueue
-from webhook.sweeper.state import JobKey, JobState, job_key, read_job_state
+from webhook.sweeper.state import JobKey, JobState, WorkloadViews, job_key, read_job_state
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
 
 log = logging.getLogger("trainhook.sweeper")
@@ -205,6 +205,7 @@ class Sweeper:
         self.kubernetes_podgroup_api = discover_podgroup_api(kube)
         self.selectors = selectors(self.kubernetes_podgroup_api)
         self.pod_tables = PodTables()
+        self.workload_views = WorkloadViews()
         self.watches = watches(
             kube,
             namespaces=config.namespaces,
@@ -342,6 +343,7 @@ class Sweeper:
             key[1],
             workloads=workloads,
             pod_table=pods,
+            workload_views=self.workload_views,
             services=objects[SERVICES],
             podgroups=objects[PODGROUPS],
             coscheduling_podgroups=objects[COSCHEDULING_PODGROUPS],

@@ -231,6 +231,56 @@ def is_bare_pod(obj: Mapping[str, Any]) -> bool:
     return contract.FRAMEWORK in labels_of(obj)
 
 
+class WorkloadViews:
+    """The readings of each job's workloads as its last look found them, so that a look after
+    a pod event reads again only a workload whose object changed.
+
+    A job's StatefulSets and Jobs seldom change with its pods: a reading (framework, settings,
+    stamp, a pod's requests, what is recorded on it) is kept by the object's uid and
+    resourceVersion and made again once either differs. What a look at a job read replaces what
+    the job kept, so a workload that is gone is dropped, and a job found with none keeps
+    nothing. An object without a uid or a resourceVersion is read every time.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: dict[JobKey, dict[str, tuple[str, WorkloadView]]] = {}
+
+    def __len__(self) -> int:
+        """How many readings are kept."""
+        return sum(len(kept) for kept in list(self._jobs.values()))
+
+    def look(self, key: JobKey) -> WorkloadLook:
+        return WorkloadLook(self._jobs, key)
+
+
+class WorkloadLook:
+    """One look at a job's workloads: kept readings where the object is the same version,
+    fresh ones elsewhere; `done` keeps what this look read for the next."""
+
+    def __init__(self, jobs: dict[JobKey, dict[str, tuple[str, WorkloadView]]], key: JobKey):
+        self._jobs, self._key = jobs, key
+        self._kept = jobs.get(key, {})
+        self._read: dict[str, tuple[str, WorkloadView]] = {}
+
+    def read(self, obj: Mapping[str, Any], namespace: str) -> WorkloadView:
+        metadata = metadata_of(obj)
+        uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+        if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
+            return _read_workload(obj, namespace)
+        kept = self._kept.get(uid)
+        view = kept[1] if kept is not None and kept[0] == version else None
+        if view is None:
+            view = _read_workload(obj, namespace)  # raises for a workload it refuses: not kept
+        self._read[uid] = (version, view)
+        return view
+
+    def done(self) -> None:
+        if self._read:
+            self._jobs[self._key] = self._read
+        else:
+            self._jobs.pop(self._key, None)
+
+
 def read_job_state(
     namespace: str,
     job: str,
@@ -247,10 +297,14 @@ def read_job_state(
     configmaps: Iterable[Mapping[str, Any]] = (),
     cluster_domain: str = "",
     pod_table: PodTable | None = None,
+    workload_views: WorkloadViews | None = None,
 ) -> JobState:
     """Assemble the state of one job from its objects (StatefulSets and Jobs in `workloads`);
-    its pods from `pods`, or from the job's PodTable, which reads only what changed since."""
+    its pods from `pods`, or from the job's PodTable, which reads only what changed since; its
+    workloads read again only where they changed since `workload_views` read them."""
     table = PodTable(pods) if pod_table is None else pod_table
+    look = workload_views.look((namespace, job)) if workload_views is not None else None
+    read_view = _read_workload if look is None else look.read
     workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
@@ -294,7 +348,7 @@ def read_job_state(
             deleting = deleting or obj.get("kind") != "Pod"
             continue
         try:
-            views.append(_read_workload(obj, namespace))
+            views.append(read_view(obj, namespace))
         except (TrainhookError, ValueError) as error:
             metadata = metadata_of(obj)
             problems.append(
@@ -305,6 +359,8 @@ def read_job_state(
                     str(error),
                 )
             )
+    if look is not None:
+        look.done()
     views.sort(key=_role_order(views))
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
