@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import tables
+from bench.sweeper import merge_patch, new_version
 from tests.support.emulator import EmulatorThread
 from tests.support.played_cluster import NAMESPACE, PlayedCluster, in_place_pod
 from tests.support.stored import stamped, statefulset
@@ -154,16 +155,16 @@ def in_memory(pods: int, policy: str) -> RestartCost:
                 body["metadata"]["uid"] = str(uuid.uuid4())
                 store[name] = body
             else:
-                _merge(store[name], body)
-                _new_version(store[name])
+                merge_patch(store[name], body)
+                new_version(store[name])
         return spent
 
     for _ in range(5):  # the job's Service and first status, before the failure
         reconcile()
     sweeper.clear()
     cluster.writes.clear()
-    _merge(store["pt-worker-1"], {"status": _crashed()})
-    _new_version(store["pt-worker-1"])
+    merge_patch(store["pt-worker-1"], {"status": _crashed()})
+    new_version(store["pt-worker-1"])
     spent, rounds = 0.0, 0
     resumed = _resumed_in_place if policy == "RestartJobInPlace" else _resumed_recreated
     while not resumed(list(store.values()), before):
@@ -192,27 +193,10 @@ def _apply(action: Any, workloads: list[dict[str, Any]], store: dict[str, Any]) 
         else:
             target = next((w for w in workloads if w["metadata"]["name"] == action.name), None)
         if target is not None:
-            _merge(target, action.patch)
-            _new_version(target)
+            merge_patch(target, action.patch)
+            new_version(target)
     elif isinstance(action, Delete) and action.resource == PODS:
         store.pop(action.name, None)
-
-
-def _merge(target: dict[str, Any], patch: Any) -> None:
-    """A JSON merge patch, in place."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-def _new_version(obj: dict[str, Any]) -> None:
-    """Every write is a new resourceVersion, as the API server makes it."""
-    metadata = obj["metadata"]
-    metadata["resourceVersion"] = str(int(metadata.get("resourceVersion") or 0) + 1)
 
 
 def _crashed() -> dict[str, Any]:
