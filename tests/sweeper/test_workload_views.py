@@ -196,7 +196,7 @@ def test_a_running_sweeper_restamps_a_scaled_statefulset_and_keeps_nothing_of_a_
 
 
 def topology_of_object(workload: dict[str, Any]) -> str:
-    return workload["spec"]["template"]["metadata"]["annotations"][contract.TOPOLOGY]
+    return str(workload["spec"]["template"]["metadata"]["annotations"][contract.TOPOLOGY])
 
 
 def topology_of(emulator) -> str | None:
