@@ -81,6 +81,10 @@ def test_any_change_to_what_the_build_reads_changes_the_key(clone: ModuleType) -
 
     assert changed != first
     assert clone.build_key() == first
+    interpreted = clone.ROOT / "webhook/core/errors.py"  # compiled against, not compiled
+    interpreted.write_text(interpreted.read_text() + "\n")
+    assert clone.build_key() != first
+    interpreted.write_text(interpreted.read_text()[:-1])
     (clone.ROOT / "setup.py").write_text((clone.ROOT / "setup.py").read_text() + "#\n")
     assert clone.build_key() != first
 
