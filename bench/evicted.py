@@ -8,7 +8,8 @@ measures the other end, where every line a call touches is read from memory. Eac
 includes the ones above it, so what a part adds is its own cost:
 
 * the do-nothing app's work: decode the body, encode an answer with its uid;
-* the core: the body decoded and read as the server reads it, `admit` on its request;
+* the core: the body decoded and read, and what it asks for looked up, as the server does;
+  `admit` on its request;
 * the handler: `webhook.server.admission.review` and its answer encoded, as `/mutate` does.
 
 Run as `python -m bench.evicted [calls]`; thread CPU time, median of `calls` (default 200).
@@ -26,8 +27,9 @@ from pathlib import Path
 from bench.inprocess import JSON, body_of, context_of, patch_of
 from bench.reviews import Case, headline_cases
 from webhook.core import jsoncodec
-from webhook.core.admit import Found, Outcome, Request, admit, lookups
-from webhook.server.admission import Context, review
+from webhook.core.admit import Outcome, admit
+from webhook.server.admission import Record, review
+from webhook.server.admission import _look_up as look_up
 from webhook.server.admission import _parse as read_review
 
 PARTS = ("do-nothing app's work", "+ the core (admit)", "+ the server's answer (handler)")
@@ -75,7 +77,8 @@ def parts(case: Case) -> Parts:
     def core() -> Outcome | None:
         request = read_review(body, JSON).request  # decoded and read as the server does
         assert request is not None
-        return admit(request, found_for(request, context), context.policy)
+        found = look_up(request, context.lookup, [], Record("allowed"))  # as the server reads
+        return admit(request, found, context.policy)
 
     def handler() -> bytes:
         return jsoncodec.dumps(review(body, JSON, context).body)
@@ -84,16 +87,6 @@ def parts(case: Case) -> Parts:
     if outcome is None or patch_of(review(body, JSON, context)) != outcome.patch:
         raise SystemExit(f"bench: {case.name}: the core alone does not patch as the handler does")
     return Parts(nothing, core, handler)
-
-
-def found_for(request: Request, context: Context) -> Found:
-    """What the server reads for a workload's review (pods of the headline cases carry their
-    topology stamp and read nothing)."""
-    wanted = lookups(request)
-    if context.lookup is None or wanted.job is None:
-        return Found()
-    siblings = context.lookup.siblings(request.namespace, wanted.job, exclude=wanted.itself)
-    return Found(siblings or ())
 
 
 def median_us(call: Callable[[], object], calls: int, before: Callable[[], None] | None) -> float:
