@@ -4,11 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The admission path, compiled in place with mypyc (setup.py says which modules), and compiled
-# again whenever the core's source or setup.py changes. Installs leave it to this step
+# again whenever a source its build reads changes (setup.py's `build_inputs`). Installs leave it to this step
 # (TRAINHOOK_PURE=1), so it is built once. --force: every module is rewritten, so none keeps an
 # older time than its source (tests/conftest.py stops on one that does).
 COMPILED  := $(VENV)/.compiled
-ADMISSION := setup.py $(shell find webhook/core -name '*.py')
+ADMISSION := setup.py $(shell find webhook/core -name '*.py') webhook/server/admission.py \
+             webhook/server/reviews.py webhook/server/shape.py
 # What a fresh clone need not redo, kept outside it: the compiled admission path, by a digest of
 # everything its build reads (scripts/compile.py), and mypy's cache (it checks each entry against
 # the source it reads).

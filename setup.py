@@ -21,15 +21,27 @@ INTERPRETED = ("webhook/core/migrate/", "webhook/core/render.py", "webhook/core/
 # package is (an editable install maps only `webhook`). The packages' `__init__.py` stay Python:
 # a compiled one would look for its modules beside that library rather than beside itself.
 GROUP = "webhook.admission"
+# Beyond the core, the server's handler of one review (decoding it, calling the core, building the
+# answer: no Flask, no I/O), which every request runs; and the server modules it is compiled
+# against, which stay Python.
+SERVER = ("webhook/server/admission.py",)
+SERVER_IMPORTS = ("webhook/server/reviews.py", "webhook/server/shape.py")
 
 
 def admission_path() -> list[str]:
     core = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
-    return [
+    compiled = [
         module
         for module in core
         if not module.startswith(INTERPRETED) and not module.endswith("/__init__.py")
     ]
+    return compiled + list(SERVER)
+
+
+def build_inputs() -> list[str]:
+    """Every source the build reads: what it compiles and what that is compiled against."""
+    core = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
+    return ["setup.py", *core, *SERVER, *SERVER_IMPORTS]
 
 
 def extensions() -> list[Extension]:

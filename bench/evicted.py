@@ -29,8 +29,9 @@ from bench.reviews import Case, headline_cases
 from webhook.core import jsoncodec
 from webhook.core.admit import Outcome, admit
 from webhook.server.admission import Record, review
+from webhook.server.admission import _decode as decode
 from webhook.server.admission import _look_up as look_up
-from webhook.server.admission import _parse as read_review
+from webhook.server.admission import _read_review as read_review
 
 PARTS = ("do-nothing app's work", "+ the core (admit)", "+ the server's answer (handler)")
 
@@ -75,7 +76,7 @@ def parts(case: Case) -> Parts:
         return jsoncodec.dumps({"response": {"uid": uid, "allowed": True}})
 
     def core() -> Outcome | None:
-        request = read_review(body, JSON).request  # decoded and read as the server does
+        request = read_review(decode(body, JSON), len(body)).request  # as the server reads it
         assert request is not None
         found = look_up(request, context.lookup, [], Record("allowed"))  # as the server reads
         return admit(request, found, context.policy)

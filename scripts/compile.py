@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Compile the admission path in place (setup.py), or take the same build from the cache.
 
-mypyc takes a minute and a half for the core; a fresh clone of a commit already built on this
-machine gets the very same extensions from `<cache>/<key>/`, where the key is a digest of every
-input of the build: setup.py, each core module's path and source (the compiled ones and those
-they are compiled against), mypy (which ships mypyc), this Python and its C compiler. Anything
-else is compiled and then kept there (the newest `KEEP` builds). Extensions taken from the cache
-are dated now, as a build's would be, so that none looks older than its source
-(tests/conftest.py stops on one that does).
+mypyc takes a minute and a half for the admission path; a fresh clone of a commit already built
+on this machine gets the very same extensions from `<cache>/<key>/`, where the key is a digest of
+every input of the build: setup.py, each module's path and source (the compiled ones and those
+they are compiled against, as setup.py's `build_inputs` names them), mypy (which ships mypyc),
+this Python and its C compiler. Anything else is compiled and then kept there (the newest `KEEP`
+builds). Extensions taken from the cache are dated now, as a build's would be, so that none looks
+older than its source (tests/conftest.py stops on one that does).
 
 Usage: python scripts/compile.py CACHE_DIR     (run it with the project's virtualenv Python)
 """
@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import runpy
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = 5
@@ -38,11 +40,15 @@ def build_key() -> str:
         _compiler(),
     ):
         digest.update(part.encode() + b"\0")
-    # Every core module, compiled or not: mypyc compiles against the ones it leaves interpreted.
-    core = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
-    for path in ["setup.py", *core]:
+    # Every core module, compiled or not (mypyc compiles against the ones it leaves interpreted),
+    # and the server's compiled module with those it imports: setup.py names them.
+    for path in _setup()["build_inputs"]():
         digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     return digest.hexdigest()[:32]
+
+
+def _setup() -> dict[str, Any]:
+    return runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
 
 
 def _compiler() -> str:

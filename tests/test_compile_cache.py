@@ -4,8 +4,10 @@ reads makes a new one."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
+import runpy
 import shutil
 import time
 from pathlib import Path
@@ -28,12 +30,15 @@ def compile_script() -> ModuleType:
 def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """The script, working on a copy of the tree's build inputs with two built extensions."""
     tree = tmp_path / "clone"
+    (tree / "webhook/server").mkdir(parents=True)
     shutil.copytree(
         ROOT / "webhook/core",
         tree / "webhook/core",
         ignore=shutil.ignore_patterns("*.so", "__pycache__"),
     )
     shutil.copyfile(ROOT / "setup.py", tree / "setup.py")
+    for module in ("admission", "reviews", "shape"):
+        shutil.copyfile(ROOT / f"webhook/server/{module}.py", tree / f"webhook/server/{module}.py")
     (tree / "webhook/admission__mypyc.so").write_bytes(b"the group")
     (tree / "webhook/core/patch.so").write_bytes(b"a module")
     script = compile_script()
@@ -85,8 +90,44 @@ def test_any_change_to_what_the_build_reads_changes_the_key(clone: ModuleType) -
     interpreted.write_text(interpreted.read_text() + "\n")
     assert clone.build_key() != first
     interpreted.write_text(interpreted.read_text()[:-1])
+    imported = clone.ROOT / "webhook/server/reviews.py"  # the compiled server module imports it
+    imported.write_text(imported.read_text() + "\n")
+    assert clone.build_key() != first
+    imported.write_text(imported.read_text()[:-1])
+    assert clone.build_key() == first
     (clone.ROOT / "setup.py").write_text((clone.ROOT / "setup.py").read_text() + "#\n")
     assert clone.build_key() != first
+
+
+def test_make_compiles_again_when_any_source_the_build_reads_changes() -> None:
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
+    makefile = (ROOT / "Makefile").read_text()
+    listed = makefile.partition("ADMISSION :=")[2].partition("\n#")[0]
+
+    assert "$(shell find webhook/core -name '*.py')" in listed
+    beyond_core = [p for p in setup["build_inputs"]() if not p.startswith("webhook/core/")]
+    assert beyond_core == [
+        "setup.py",
+        "webhook/server/admission.py",
+        "webhook/server/reviews.py",
+        "webhook/server/shape.py",
+    ]
+    assert [p for p in beyond_core if p not in listed.split()] == []
+
+
+def test_the_build_reads_every_server_module_the_compiled_one_imports() -> None:
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
+    compiled = [p for p in setup["admission_path"]() if p.startswith("webhook/server/")]
+    modules = [
+        node.module or ""
+        for path in compiled
+        for node in ast.walk(ast.parse((ROOT / path).read_text()))
+        if isinstance(node, ast.ImportFrom)
+    ]
+    imported = {f"{m.replace('.', '/')}.py" for m in modules if m.startswith("webhook.server")}
+
+    assert imported == {"webhook/server/reviews.py", "webhook/server/shape.py"}
+    assert imported <= set(setup["build_inputs"]())
 
 
 def test_only_the_newest_builds_are_kept(clone: ModuleType, tmp_path: Path) -> None:

@@ -113,10 +113,19 @@ class BadRequest(Exception):
 def review(body: bytes, content_type: str | None, context: Context) -> Answer:
     """Answer one POST /mutate: a 200 AdmissionReview, or a 4xx Status for a bad request."""
     try:
-        parsed = _parse(body, content_type)
+        document = _decode(body, content_type)
     except BadRequest as bad:
         return rejected(bad)
-    return _admit(parsed, context)
+    return review_document(document, len(body), context)
+
+
+def review_document(document: object, size: int, context: Context) -> Answer:
+    """`review` of a body of `size` bytes once it is decoded into `document`."""
+    try:
+        decoded = _read_review(document, size)
+    except BadRequest as bad:
+        return rejected(bad)
+    return _admit(decoded, context)
 
 
 def too_large(size: int | None) -> BadRequest:
@@ -160,7 +169,7 @@ class _Decoded:
     request: Request | None
 
 
-def _parse(body: bytes, content_type: str | None) -> _Decoded:
+def _decode(body: bytes, content_type: str | None) -> object:
     media_type = (content_type or "").partition(";")[0].strip().lower()
     if media_type != "application/json":
         got = repr(content_type) if content_type else "none"
@@ -170,7 +179,7 @@ def _parse(body: bytes, content_type: str | None) -> _Decoded:
     if not body or body.isspace():  # read to the first character, not copied
         raise BadRequest(400, "not_json", "request body is empty; expected an AdmissionReview")
     try:
-        document = jsoncodec.loads(body)
+        return jsoncodec.loads(body)
     except UnicodeDecodeError as error:
         raise BadRequest(
             400, "not_json", f"request body is not UTF-8 text: {error.reason}"
@@ -183,7 +192,6 @@ def _parse(body: bytes, content_type: str | None) -> _Decoded:
         ) from None
     except RecursionError:
         raise BadRequest(400, "not_json", "request body is JSON nested too deeply") from None
-    return _read_review(document, len(body))
 
 
 def _read_review(document: object, size: int = 0) -> _Decoded:
