@@ -49,9 +49,11 @@ class JsonLines(logging.StreamHandler[TextIO]):
         """Several lines' fields (level, logger, message, fields) in one write and one flush:
         one system call for what queued while the last write went out."""
         now, pid = time.time(), os.getpid()
+        heads: dict[tuple[int, str, str], dict[str, Any]] = {}  # the same for each line alike
         try:
             text = "".join(
-                _encode(_head(now, level, logger, pid, message) | fields) + self.terminator
+                _encode(_head_of(heads, now, level, logger, pid, message) | fields)
+                + self.terminator
                 for level, logger, message, fields in lines
             )
             with self.lock:  # type: ignore[union-attr]
@@ -96,6 +98,20 @@ def _head(created: float, level: int, logger: str, pid: int | None, message: str
         "pid": pid,
         "message": message,
     }
+
+
+def _head_of(
+    heads: dict[tuple[int, str, str], dict[str, Any]],
+    created: float,
+    level: int,
+    logger: str,
+    pid: int,
+    message: str,
+) -> dict[str, Any]:
+    head = heads.get((level, logger, message))
+    if head is None:
+        head = heads[level, logger, message] = _head(created, level, logger, pid, message)
+    return head
 
 
 def _encode(line: dict[str, Any]) -> str:
