@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The admission path, compiled in place with mypyc (setup.py says which modules), and compiled
-# again whenever a source its build reads changes (setup.py's `build_inputs`). Installs leave it to this step
+# again whenever a source its build reads changes (setup.py's `build_inputs`, listed here too and
+# held to it by tests/test_compile_cache.py). Installs leave it to this step
 # (TRAINHOOK_PURE=1), so it is built once. --force: every module is rewritten, so none keeps an
 # older time than its source (tests/conftest.py stops on one that does).
 COMPILED  := $(VENV)/.compiled

@@ -28,11 +28,14 @@ SERVER = ("webhook/server/admission.py",)
 SERVER_IMPORTS = ("webhook/server/reviews.py", "webhook/server/shape.py")
 
 
+def _core() -> list[str]:
+    return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
+
+
 def admission_path() -> list[str]:
-    core = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
     compiled = [
         module
-        for module in core
+        for module in _core()
         if not module.startswith(INTERPRETED) and not module.endswith("/__init__.py")
     ]
     return compiled + list(SERVER)
@@ -40,8 +43,7 @@ def admission_path() -> list[str]:
 
 def build_inputs() -> list[str]:
     """Every source the build reads: what it compiles and what that is compiled against."""
-    core = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "webhook/core").rglob("*.py"))
-    return ["setup.py", *core, *SERVER, *SERVER_IMPORTS]
+    return ["setup.py", *_core(), *SERVER, *SERVER_IMPORTS]
 
 
 def extensions() -> list[Extension]:

@@ -23,7 +23,6 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KEEP = 5
@@ -41,14 +40,11 @@ def build_key() -> str:
     ):
         digest.update(part.encode() + b"\0")
     # Every core module, compiled or not (mypyc compiles against the ones it leaves interpreted),
-    # and the server's compiled module with those it imports: setup.py names them.
-    for path in _setup()["build_inputs"]():
+    # and the server's compiled module with those it imports: setup.py (this tree's) names them.
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
+    for path in setup["build_inputs"]():
         digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     return digest.hexdigest()[:32]
-
-
-def _setup() -> dict[str, Any]:
-    return runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
 
 
 def _compiler() -> str:
