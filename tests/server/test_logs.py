@@ -22,6 +22,7 @@ from webhook.server.logs import (
     GunicornLogger,
     _only_handler,
     log_admission,
+    log_admissions,
     logging_config,
 )
 
@@ -118,6 +119,25 @@ def test_an_admission_leaves_one_line_with_what_was_admitted_and_how_long_it_too
         "warnings": 1,
         "duration_ms": 0.183,
     }
+
+
+def test_a_batch_of_lines_at_different_levels_gives_each_line_its_own_level_and_fields(
+    stream: io.StringIO,
+) -> None:
+    refused = Record("rejected", uid="u-2", error="not_json", detail="body is not JSON")
+    with served_alone():
+        log_admissions([(mutated_pod(), 0.001), (refused, 0.002), (mutated_pod(), 0.003)])
+
+    written = lines(stream)
+    assert [(line["level"], line["result"], line["duration_ms"]) for line in written] == [
+        ("info", "mutated", 1.0),
+        ("warning", "rejected", 2.0),
+        ("info", "mutated", 3.0),
+    ]
+    assert [line["uid"] for line in written] == [mutated_pod().uid, "u-2", mutated_pod().uid]
+    assert [line["patch_bytes"] for line in written] == [4098, 0, 4098]
+    assert written[1]["error"] == "not_json" and "error" not in written[0]
+    assert len({line["time"] for line in written}) == 1  # one batch, one time
 
 
 def test_the_line_written_directly_is_the_line_the_formatter_makes_of_a_record(
