@@ -3,15 +3,30 @@ imports a compiled module older than its source."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import inspect
 import os
 import runpy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.compiled import stale_compiled_modules
 from tests.support.serving import ROOT
+from webhook.core.admit import Found, Lookups, Outcome, Request
+from webhook.core.authority import Membership
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.frameworks.base import Placement
+from webhook.core.peers import PeerFiles
+from webhook.core.pod_mutation import Place
+from webhook.core.pods import PodIdentity
+from webhook.core.settings import Settings
+from webhook.core.topology import Role, Topology
+from webhook.core.workload import Workload
+from webhook.core.workload_mutation import WorkloadMutation
+from webhook.server.admission import Answer, Record, _Decoded
 
 COMPILED_BY_MAKE = ROOT / ".venv" / ".compiled"
 
@@ -58,3 +73,143 @@ def test_a_source_changed_after_its_module_was_compiled_is_named(tmp_path: Path)
     os.utime(core / "topology.cpython-311-x86_64-linux-gnu.so", (1_000_000, 1_000_000))
 
     assert stale_compiled_modules(tmp_path) == ["webhook/core/topology.py"]
+
+
+# Made on every admission, each with an `__init__` written out for mypyc (docs/architecture.md).
+WRITTEN_OUT_INITS = [
+    Request,
+    Found,
+    Outcome,
+    Lookups,
+    PodIdentity,
+    Membership,
+    Placement,
+    Place,
+    Workload,
+    WorkloadMutation,
+    Record,
+    Answer,
+    _Decoded,
+]
+
+
+TOPOLOGY = Topology("llm", "ml", "pytorch", (Role("worker", 4, "llm-worker", 0, "llm"),))
+REQUEST = Request("Pod", "CREATE", {"kind": "Pod"}, "ml", "llm-worker-2", None, "alice", True, 9)
+RECORD = Record(
+    "mutated", "uid-1", "Pod", "ml", "llm-worker-2", "CREATE", True, 120, 2, "", "", True
+)
+PLACEMENT = Placement(TOPOLOGY, "worker", 2, "llm-worker-2", 29500)
+
+
+def distinct_values(cls: type) -> list[Any]:
+    """A value of each field of `cls`, in order, each unlike the field's default."""
+    values: dict[type, list[Any]] = {
+        Request: [
+            "Pod",
+            "CREATE",
+            {"kind": "Pod"},
+            "ml",
+            "llm-worker-2",
+            {"kind": "Pod"},
+            "al",
+            True,
+            9,
+        ],
+        Found: [[{"kind": "StatefulSet"}], {"kind": "Job"}],
+        Outcome: [[{"op": "add", "path": "/spec/hostname", "value": "a"}], ["env RANK was set"]],
+        Lookups: ["llm", ("StatefulSet", "llm-worker"), ("Job", "llm-launcher")],
+        PodIdentity: ["StatefulSet", "llm-worker", 2],
+        Membership: ["llm", "old-job", True],
+        Placement: [
+            TOPOLOGY,
+            "worker",
+            2,
+            "llm-worker-2",
+            29500,
+            4,
+            (1, 8),
+            8,
+            False,
+            "llm-peers",
+            3,
+            "MPICH",
+            "/home/user/.ssh",
+            1,
+        ],
+        Place: [PLACEMENT, {"RANK": "2"}, {"POD_IP": "status.podIP"}, PeerFiles("llm-peers", {})],
+        Workload: [
+            "StatefulSet",
+            "llm-worker",
+            "ml",
+            FRAMEWORKS["pytorch"],
+            "llm",
+            "worker",
+            4,
+            Settings(),
+            "llm-worker",
+            1,
+            "llm",
+            8,
+            "high",
+        ],
+        WorkloadMutation: [{"kind": "StatefulSet"}, ["a warning"], TOPOLOGY],
+        Record: [
+            "mutated",
+            "uid-1",
+            "Pod",
+            "ml",
+            "llm-worker-2",
+            "CREATE",
+            True,
+            120,
+            2,
+            "why",
+            "bad",
+            True,
+        ],
+        Answer: [200, {"apiVersion": "admission.k8s.io/v1"}, RECORD],
+        _Decoded: ["admission.k8s.io/v1", "uid-1", "Pod", "CREATE", "ml", "p", True, REQUEST],
+    }
+    return values[cls]
+
+
+@pytest.mark.parametrize("cls", WRITTEN_OUT_INITS, ids=lambda cls: cls.__name__)
+def test_a_written_out_init_sets_each_field_from_its_own_argument_by_position_or_name(
+    cls: type,
+) -> None:
+    names = [field.name for field in dataclasses.fields(cls)]
+    values = distinct_values(cls)
+
+    by_position = cls(*values)
+    by_name = cls(**dict(zip(names, values, strict=True)))
+
+    assert [getattr(by_position, name) for name in names] == values
+    assert by_name == by_position
+
+
+@pytest.mark.parametrize("cls", WRITTEN_OUT_INITS, ids=lambda cls: cls.__name__)
+def test_a_written_out_init_gives_each_field_left_out_its_declared_default(cls: type) -> None:
+    fields = dataclasses.fields(cls)
+    required = [f for f in fields if f.default is dataclasses.MISSING]
+    made = cls(*distinct_values(cls)[: len(required)])
+
+    assert {f.name: getattr(made, f.name) for f in fields[len(required) :]} == {
+        f.name: f.default for f in fields[len(required) :]
+    }
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in WRITTEN_OUT_INITS if c is not Record], ids=lambda cls: cls.__name__
+)
+def test_a_class_with_a_written_out_init_stays_frozen(cls: type) -> None:
+    made = cls(*distinct_values(cls))
+    name = dataclasses.fields(cls)[0].name
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, name, "changed")
+
+
+@pytest.mark.skipif(not COMPILED_BY_MAKE.exists(), reason="run by `make test`, which compiles")
+@pytest.mark.parametrize("cls", WRITTEN_OUT_INITS, ids=lambda cls: cls.__name__)
+def test_a_written_out_init_is_compiled_not_a_python_function(cls: type) -> None:
+    assert not inspect.isfunction(vars(cls)["__init__"])

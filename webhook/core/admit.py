@@ -48,7 +48,7 @@ HANDLED = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Request:
     """One admission request as the API server sends it (the AdmissionReview's request)."""
 
@@ -63,6 +63,43 @@ class Request:
     dry_run: bool = False
     size: int = 0  # the review's bytes, 0 when unknown
 
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        kind: str,
+        operation: str,
+        object: Mapping[str, Any],
+        namespace: str = "",
+        name: str = "",
+        old: Mapping[str, Any] | None = None,
+        username: str = "",
+        dry_run: bool = False,
+        size: int = 0,
+    ) -> None:
+        self._set(kind, operation, object, namespace, name, old, username, dry_run, size)
+
+    def _set(
+        self,
+        kind: str,
+        operation: str,
+        obj: Mapping[str, Any],
+        namespace: str,
+        name: str,
+        old: Mapping[str, Any] | None,
+        username: str,
+        dry_run: bool,
+        size: int,
+    ) -> None:  # apart from __init__, whose argument `object` hides the builtin
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "object", obj)
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "old", old)
+        object.__setattr__(self, "username", username)
+        object.__setattr__(self, "dry_run", dry_run)
+        object.__setattr__(self, "size", size)
+
     @property
     def object_name(self) -> str:
         """The request's name, else the object's name or generateName."""
@@ -73,13 +110,20 @@ class Request:
         return name if isinstance(name, str) else ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Found:
     """What the server read for a request, as `lookups()` asked: the other workloads of the job
     and, for a pod without a topology stamp, the StatefulSet or Job that owns it."""
 
     siblings: Sequence[Mapping[str, Any]] = ()
     owner: Mapping[str, Any] | None = None
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self, siblings: Sequence[Mapping[str, Any]] = (), owner: Mapping[str, Any] | None = None
+    ) -> None:
+        object.__setattr__(self, "siblings", siblings)
+        object.__setattr__(self, "owner", owner)
 
 
 @dataclass(frozen=True)
@@ -96,17 +140,20 @@ class Policy:
     progress: ProgressEndpoint | None = None  # where pods of jobs that report progress report
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Outcome:
     patch: list[PatchOp]
     warnings: list[str]
 
-    def __post_init__(self) -> None:
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(self, patch: list[PatchOp], warnings: list[str]) -> None:
         # Each warning one line of at most 120 characters, the key that it is about first.
-        self.warnings[:] = [one_line(w, WARNING_AT_MOST) for w in self.warnings]
+        warnings[:] = [one_line(w, WARNING_AT_MOST) for w in warnings]
+        object.__setattr__(self, "patch", patch)
+        object.__setattr__(self, "warnings", warnings)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Lookups:
     """What to read before admitting: the job whose workloads are siblings (leaving out
     `itself`), and the owner (kind, name) of a pod to read first, whose job then names them."""
@@ -114,6 +161,17 @@ class Lookups:
     job: str | None = None
     itself: tuple[str, str] | None = None
     owner: tuple[str, str] | None = None
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        job: str | None = None,
+        itself: tuple[str, str] | None = None,
+        owner: tuple[str, str] | None = None,
+    ) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "itself", itself)
+        object.__setattr__(self, "owner", owner)
 
 
 def lookups(request: Request) -> Lookups:

@@ -50,7 +50,7 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     return changed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Membership:
     """Which job a request's object is labelled for, which it was before an UPDATE, and whether
     the request brings it into a job (`joins`): read once per review, for every rule below."""
@@ -58,6 +58,12 @@ class Membership:
     job: str | None
     before: str | None
     joins: bool
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(self, job: str | None, before: str | None, joins: bool) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "before", before)
+        object.__setattr__(self, "joins", joins)
 
 
 def membership(obj: Mapping[str, Any], old: Mapping[str, Any] | None, operation: str) -> Membership:

@@ -89,7 +89,7 @@ class PodReading:
     service_links: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Place:
     """One pod's place and the env it gets there."""
 
@@ -97,6 +97,19 @@ class Place:
     env: dict[str, str]
     field_env: dict[str, str]
     files: PeerFiles | None
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        placement: Placement,
+        env: dict[str, str],
+        field_env: dict[str, str],
+        files: PeerFiles | None,
+    ) -> None:
+        object.__setattr__(self, "placement", placement)
+        object.__setattr__(self, "env", env)
+        object.__setattr__(self, "field_env", field_env)
+        object.__setattr__(self, "files", files)
 
 
 def mutate_pod(

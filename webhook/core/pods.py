@@ -21,13 +21,19 @@ from webhook.core.objects import annotations_of, labels_of
 ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PodIdentity:
     """Where a pod comes from and its index in its role."""
 
     owner_kind: str  # StatefulSet, Job or Pod (a bare pod)
     owner_name: str
     index: int | None  # None: a bare pod with no index label
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(self, owner_kind: str, owner_name: str, index: int | None) -> None:
+        object.__setattr__(self, "owner_kind", owner_kind)
+        object.__setattr__(self, "owner_name", owner_name)
+        object.__setattr__(self, "index", index)
 
 
 def identify(pod: Mapping[str, Any]) -> PodIdentity:

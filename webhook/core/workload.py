@@ -30,7 +30,7 @@ from webhook.core.topology import Role, Topology
 WORKLOAD_KINDS = ("StatefulSet", "Job")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Workload:
     """One role of a job, as played by a StatefulSet or an Indexed Job."""
 
@@ -47,6 +47,37 @@ class Workload:
     service: str  # the headless Service its pods live under
     nproc: int = 1  # processes per pod (trainhook.io/nproc-per-node, else one per GPU)
     priority_class: str | None = None  # its pod template's priorityClassName
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        namespace: str,
+        framework: Framework,
+        job: str,
+        role: str,
+        replicas: int,
+        settings: Settings,
+        pod_prefix: str,
+        ordinal_start: int,
+        service: str,
+        nproc: int = 1,
+        priority_class: str | None = None,
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "framework", framework)
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "settings", settings)
+        object.__setattr__(self, "pod_prefix", pod_prefix)
+        object.__setattr__(self, "ordinal_start", ordinal_start)
+        object.__setattr__(self, "service", service)
+        object.__setattr__(self, "nproc", nproc)
+        object.__setattr__(self, "priority_class", priority_class)
 
     def describe(self) -> str:
         return f"{self.kind} {self.name}"

@@ -31,11 +31,17 @@ from webhook.core.workload import (
 FINISHED = ("Succeeded", "Failed")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class WorkloadMutation:
     workload: dict[str, Any]
     warnings: list[str]
     topology: Topology
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(self, workload: dict[str, Any], warnings: list[str], topology: Topology) -> None:
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "warnings", warnings)
+        object.__setattr__(self, "topology", topology)
 
 
 def mutate_workload(

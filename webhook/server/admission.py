@@ -77,7 +77,7 @@ class Context:
         object.__setattr__(self, "policy", policy)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Record:
     """What one request was and what became of it: the log line and the metrics."""
 
@@ -94,12 +94,47 @@ class Record:
     error: str = ""  # a short reason for requests that were not AdmissionReviews
     lookup_unavailable: bool = False
 
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        result: Result,
+        uid: str = "",
+        kind: str = "",
+        namespace: str = "",
+        name: str = "",
+        operation: str = "",
+        dry_run: bool = False,
+        patch_bytes: int = 0,
+        warnings: int = 0,
+        detail: str = "",
+        error: str = "",
+        lookup_unavailable: bool = False,
+    ) -> None:
+        self.result = result
+        self.uid = uid
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.operation = operation
+        self.dry_run = dry_run
+        self.patch_bytes = patch_bytes
+        self.warnings = warnings
+        self.detail = detail
+        self.error = error
+        self.lookup_unavailable = lookup_unavailable
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Answer:
     status: int
     body: AdmissionReview | Status
     record: Record
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(self, status: int, body: AdmissionReview | Status, record: Record) -> None:
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "record", record)
 
 
 class BadRequest(Exception):
@@ -154,7 +189,7 @@ _REASONS: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class _Decoded:
     """A decoded AdmissionReview: what the answer echoes, and the request for the core (None
     for operations without an object)."""
@@ -167,6 +202,27 @@ class _Decoded:
     name: str
     dry_run: bool
     request: Request | None
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        api_version: str,
+        uid: str,
+        kind: str,
+        operation: str,
+        namespace: str,
+        name: str,
+        dry_run: bool,
+        request: Request | None,
+    ) -> None:
+        object.__setattr__(self, "api_version", api_version)
+        object.__setattr__(self, "uid", uid)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "operation", operation)
+        object.__setattr__(self, "namespace", namespace)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "dry_run", dry_run)
+        object.__setattr__(self, "request", request)
 
 
 def _decode(body: bytes, content_type: str | None) -> object:

@@ -11,7 +11,7 @@ from webhook.core.peers import Lists, file_path
 from webhook.core.topology import Topology
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Placement:
     """One pod's place in a job: what its framework env is computed from."""
 
@@ -30,6 +30,39 @@ class Placement:
     mpi_implementation: str = "OpenMPI"  # the MPI that reads the hostfile, as its format
     ssh_auth_mount_path: str | None = None  # where the training container's user finds ~/.ssh
     training: int | None = None  # the training container's position in spec.containers
+
+    # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
+    def __init__(
+        self,
+        topology: Topology,
+        role: str,
+        index: int,
+        hostname: str,
+        port: int | None,
+        nproc: int = 1,
+        elastic: tuple[int, int] | None = None,
+        gpus: int = 0,
+        service_links: bool = True,
+        peers: str | None = None,
+        max_restarts: int | None = None,
+        mpi_implementation: str = "OpenMPI",
+        ssh_auth_mount_path: str | None = None,
+        training: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "topology", topology)
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "hostname", hostname)
+        object.__setattr__(self, "port", port)
+        object.__setattr__(self, "nproc", nproc)
+        object.__setattr__(self, "elastic", elastic)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "service_links", service_links)
+        object.__setattr__(self, "peers", peers)
+        object.__setattr__(self, "max_restarts", max_restarts)
+        object.__setattr__(self, "mpi_implementation", mpi_implementation)
+        object.__setattr__(self, "ssh_auth_mount_path", ssh_auth_mount_path)
+        object.__setattr__(self, "training", training)
 
     @property
     def rank(self) -> int:
