@@ -213,3 +213,19 @@ def test_a_class_with_a_written_out_init_stays_frozen(cls: type) -> None:
 @pytest.mark.parametrize("cls", WRITTEN_OUT_INITS, ids=lambda cls: cls.__name__)
 def test_a_written_out_init_is_compiled_not_a_python_function(cls: type) -> None:
     assert not inspect.isfunction(vars(cls)["__init__"])
+
+
+def test_equal_topologies_hash_alike_and_a_changed_role_hashes_apart() -> None:
+    def topology(replicas: int, port: int | None = None) -> Topology:
+        return Topology(
+            "llm", "ml", "pytorch", (Role("worker", replicas, "llm-worker", 0, "llm", 1, port),)
+        )
+
+    assert hash(topology(4)) == hash(topology(4))
+    assert {topology(4): "kept"}[topology(4)] == "kept"
+    assert len({hash(topology(4)), hash(topology(5)), hash(topology(4, 23456))}) == 3
+
+
+@pytest.mark.skipif(not COMPILED_BY_MAKE.exists(), reason="run by `make test`, which compiles")
+def test_a_topology_is_hashed_by_compiled_code_not_a_python_function() -> None:
+    assert not inspect.isfunction(vars(Topology)["__hash__"])

@@ -68,7 +68,7 @@ MAX_SHARED_BYTES = 256 * 1024
 
 def _containers(pod: Mapping[str, Any]) -> int:
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):  # as decoded (isinstance of an ABC runs Python code)
         return 0
     return sum(
         len(items) if isinstance(items, list) else 0

@@ -63,10 +63,13 @@ class Topology:
     cluster_domain: str = ""
     _by_name: dict[str, Role] = field(init=False, repr=False, compare=False)
     _hosts: dict[str, list[str]] = field(init=False, repr=False, compare=False)
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
         object.__setattr__(self, "_hosts", {})
+        fields = (self.job, self.namespace, self.framework, self.roles, self.cluster_domain)
+        object.__setattr__(self, "_hash", hash(fields))
         # What the job's lists will cost is known from the counts and names alone: refuse a
         # job whose host names alone cannot fit its peers ConfigMap before any list is built.
         total = sum(role.replicas for role in self.roles)
@@ -99,6 +102,11 @@ class Topology:
                 f"than one ConfigMap holds ({contract.CONFIGMAP_DATA_LIMIT}); use fewer "
                 "replicas or shorter names"
             )
+
+    def __hash__(self) -> int:
+        # Made once: the caches of a job's lists look a topology up for every pod, and a
+        # dataclass's own __hash__ runs as Python, hashing every role again.
+        return self._hash
 
     @cached_property
     def stamped(self) -> dict[str, str]:
