@@ -89,7 +89,8 @@ class Request:
         username: str,
         dry_run: bool,
         size: int,
-    ) -> None:  # apart from __init__, whose argument `object` hides the builtin
+    ) -> None:
+        """`__init__`'s work, apart from it: its argument `object` hides the builtin."""
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "operation", operation)
         object.__setattr__(self, "object", obj)
