@@ -132,13 +132,13 @@ def test_a_workloads_later_pods_are_not_mutated_in_full(made_by: str) -> None:
     after_first = pod_patches.counts()
     later = [reused(pod, "default", "") for pod in pods[1:]]
 
-    assert after_first == pod_patches.Counts(digested=1, reused=0, full=1)
-    assert pod_patches.counts() == pod_patches.Counts(digested=4, reused=3, full=1)
+    assert after_first == pod_patches.Counts(keyed=1, reused=0, full=1)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=4, reused=3, full=1)
     assert [first, *later] == [full(pod, "default", "") for pod in pods]
     assert len({first, *later}) == 4
 
 
-def test_a_crowded_pod_is_mutated_in_full_and_never_digested() -> None:
+def test_a_crowded_pod_is_mutated_in_full_and_never_keyed() -> None:
     pods = pods_of(2)
     sidecars = [
         {"name": f"side-{n}", "image": "s:1"} for n in range(pod_patches.MAX_SHARED_CONTAINERS)
@@ -149,7 +149,7 @@ def test_a_crowded_pod_is_mutated_in_full_and_never_digested() -> None:
 
     answers = [reused(pod, "default", "") for pod in pods]
 
-    assert pod_patches.counts() == pod_patches.Counts(digested=0, reused=0, full=2)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=0, reused=0, full=2)
     assert answers == [full(pod, "default", "") for pod in pods]
 
 
@@ -177,5 +177,5 @@ def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint() -> N
         answers.append(jsoncodec.dumps([patch, warnings]))
 
     assert answers == expected
-    assert pod_patches.counts() == pod_patches.Counts(digested=3, reused=0, full=3)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=3, reused=0, full=3)
     assert b"trainhook.trainhook-system.svc:8443" in answers[1]

@@ -298,7 +298,7 @@ def test_a_denial_naming_a_value_with_newlines_is_one_line() -> None:
 
 # What tests/support/costly.py found over budget at the API server's largest body, before the
 # webhook read only the training container's user, checked lengths before patterns, quoted only
-# what a message shows, read env and volume names in C and left crowded pods undigested.
+# what a message shows, read env and volume names in C and left crowded pods unkeyed.
 FOUND_OVER_BUDGET = [
     ("mpi-horovod.yaml StatefulSet", "containers", "CREATE"),
     ("mpi-horovod.yaml StatefulSet", "containers", "UPDATE"),
@@ -404,8 +404,8 @@ def test_an_mpi_sidecar_running_as_another_user_needs_no_ssh_mount_path() -> Non
     )
 
 
-def test_a_pod_just_small_enough_to_share_its_patch_is_digested_within_5_mib() -> None:
-    """Below MAX_SHARED_BYTES a pod is digested for the patch its siblings share: encoding it
+def test_a_pod_just_small_enough_to_share_its_patch_is_keyed_within_5_mib() -> None:
+    """Below MAX_SHARED_BYTES a pod is keyed for the patch its siblings share: encoding it
     takes several times its size, which the bound keeps under the budget."""
     seed = admitted_seeds()["pytorch.yaml pod"]
     grow = costly.long_value(contract.FAILURE_POLICY)

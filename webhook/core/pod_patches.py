@@ -3,8 +3,8 @@
 Every pod of a StatefulSet revision or an Indexed Job reaches the webhook with the same template,
 and differs only by what its index makes (its name, index labels, hostname and the name the API
 server gives its token volume). Its patch differs only in the ops that `write_own` makes (the
-rank labels, the hostname, the env). So the patch of a job's first pod is kept, keyed by a digest
-of the pod with those fields left out, and each later pod computes its own place and env, makes
+rank labels, the hostname, the env). So the patch of a job's first pod is kept, keyed by the pod
+encoded with those fields left out, and each later pod computes its own place and env, makes
 those ops alone and takes every other op from the kept patch.
 
 A kept patch is used only where it provably gives the bytes a full mutation would: each own op
@@ -15,7 +15,6 @@ a later pod's own ops have the same paths in the same order; anything else is mu
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from webhook.core.pods import PodIdentity, annotation_bytes, check_annotation_si
 from webhook.core.progress import ProgressEndpoint
 
 # One entry per workload revision being rolled out, with room for many jobs at once; an entry
-# holds one patch and the reading of one pod (a few KB).
+# holds one patch, the reading of one pod and its key, the pod encoded (a few KB).
 MAX_KEPT: Final = 256
 # What the API server names the projected service-account token volume: a prefix and five
 # random characters, different for every pod.
@@ -59,9 +58,9 @@ class _Kept:
 Key = tuple[bytes, str, str, str]
 
 # A pod with more containers than this, or sent in a review larger than MAX_SHARED_BYTES, is
-# mutated in full, never digested: the digest costs in proportion to the pod (encoding a pod of
-# megabytes takes several times its size), and a crowded pod is no training job's usual shape,
-# but a hostile one.
+# mutated in full, never keyed: its key costs in proportion to the pod (encoding a pod of
+# megabytes takes several times its size) and is as large, and a crowded pod is no training
+# job's usual shape, but a hostile one.
 MAX_SHARED_CONTAINERS = 16
 MAX_SHARED_BYTES = 256 * 1024
 
@@ -80,7 +79,7 @@ def _containers(pod: Mapping[str, Any]) -> int:
 class Counts:
     """How the pods seen so far were answered (counted without a lock: exact in one thread)."""
 
-    digested: int  # pods whose digest was made to look for a kept patch
+    keyed: int  # pods whose key was made to look for a kept patch
     reused: int  # pods answered by filling in a kept patch
     full: int  # pods mutated in full
 
@@ -116,13 +115,16 @@ def pod_patch(
         identity = None  # refused below, by the full mutation, with its checks in their order
     if (
         owner is None
+        and isinstance(pod, dict)  # as decoded: read through dict's own methods
         and identity is not None
         and identity.owner_kind != "Pod"
         and _containers(pod) <= MAX_SHARED_CONTAINERS
         and review_bytes <= MAX_SHARED_BYTES
     ):
-        key = (_digest(pod), namespace, cluster_domain, coscheduling_scheduler)
-        _counts["digested"] += 1
+        # The encoding itself, not a hash of it: equal keys are equal pods, and no hash
+        # function is set up (OpenSSL's) or lets go of the interpreter lock (for long data).
+        key = (_shared_encoding(pod), namespace, cluster_domain, coscheduling_scheduler)
+        _counts["keyed"] += 1
         kept = _slot(key)[0]
         if kept is not None and _owner(kept.reading.identity) == _owner(identity):
             filled = _fill(kept, identity, pod)
@@ -161,7 +163,7 @@ def kept_count() -> int:
 
 
 def counts() -> Counts:
-    return Counts(_counts["digested"], _counts["reused"], _counts["full"])
+    return Counts(_counts["keyed"], _counts["reused"], _counts["full"])
 
 
 def forget() -> None:
@@ -277,35 +279,38 @@ def _is_token(volume: object) -> bool:
     return isinstance(name, str) and name.startswith(TOKEN_VOLUME_PREFIX)
 
 
-def _digest(pod: Mapping[str, Any]) -> bytes:
-    """A digest of everything in the pod but what differs by its index; keys keep their order
-    (the patch follows it). Its cost is bounded by the pod's size, whatever the pod claims."""
+def _shared_encoding(pod: dict[str, Any]) -> bytes:
+    """The pod encoded less what differs by its index; keys keep their order (the patch follows
+    it). Its cost is bounded by the pod's size, whatever the pod claims."""
     same = dict(pod)
     metadata = pod.get("metadata")
     if isinstance(metadata, dict):
-        metadata = same["metadata"] = dict(metadata)
+        copied: dict[str, Any] = dict(metadata)
         for key in _PER_POD_METADATA:
-            metadata.pop(key, None)
-        metadata["labels"] = _without(pod["metadata"].get("labels"), _PER_POD_LABELS)
-        metadata["annotations"] = _without(pod["metadata"].get("annotations"), _PER_POD_ANNOTATIONS)
+            copied.pop(key, None)
+        copied["labels"] = _without(metadata.get("labels"), _PER_POD_LABELS)
+        copied["annotations"] = _without(metadata.get("annotations"), _PER_POD_ANNOTATIONS)
+        same["metadata"] = copied
     spec = pod.get("spec")
     if isinstance(spec, dict):
-        spec = same["spec"] = dict(spec)
-        spec.pop("hostname", None)
+        shared: dict[str, Any] = dict(spec)
+        shared.pop("hostname", None)
         volumes = spec.get("volumes")
         tokens = {v["name"] for v in volumes if _is_token(v)} if isinstance(volumes, list) else ()
         if tokens and isinstance(volumes, list):
-            spec["volumes"] = _renamed(volumes, tokens)
+            shared["volumes"] = _renamed(volumes, tokens)
             for field in ("initContainers", "containers"):
-                if isinstance(spec.get(field), list):
-                    spec[field] = [_mounts_renamed(c, tokens) for c in spec[field]]
-    return hashlib.sha256(jsoncodec.dumps(same)).digest()
+                containers = spec.get(field)
+                if isinstance(containers, list):
+                    shared[field] = [_mounts_renamed(c, tokens) for c in containers]
+        same["spec"] = shared
+    return jsoncodec.dumps(same)
 
 
 def _without(pairs: object, keys: frozenset[str]) -> object:
     if not isinstance(pairs, dict) or keys.isdisjoint(pairs):
         return pairs
-    kept = dict(pairs)
+    kept: dict[str, Any] = dict(pairs)
     for key in keys:
         kept.pop(key, None)
     return kept
