@@ -7,6 +7,7 @@ gthread (keep-alive) and keeps idle connections longer than the API server's cli
 
 from __future__ import annotations
 
+import gc
 import ssl
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,15 @@ def ssl_context(
 ) -> ssl.SSLContext:
     """TLS 1.2 or newer, with the certificate as it is on disk now."""
     return serving_certificate(config.certfile, config.keyfile).context()
+
+
+def post_worker_init(worker: Any) -> None:
+    """In the worker, once the app is loaded: what exists by then (modules, the app, the
+    compiled tables) lives as long as the worker, so the cyclic garbage collector stops walking
+    it. A full collection then walks what requests made, not every object the worker imported:
+    it had cost a pod's admission as much as a tenth of its served CPU."""
+    gc.collect()
+    gc.freeze()
 
 
 def child_exit(server: Any, worker: Any) -> None:
