@@ -9,6 +9,7 @@ import pytest
 from tests.support.builders import bare_pod, mpi_job, pods, statefulset
 from webhook.core.admit import Found, Request, admit, owner_to_resolve
 from webhook.core.errors import Refused, TrainhookError
+from webhook.core.pods import env_by_name
 from webhook.core.render import expand, training_env
 from webhook.core.workload_mutation import mutate_workload
 
@@ -97,6 +98,17 @@ def test_env_the_user_set_is_kept_and_a_warning_names_it() -> None:
         "env MASTER_PORT in container pytorch was set by the user and is kept"
     ]
     assert all(len(w) < 120 for w in rendered.warnings)
+
+
+def test_env_the_user_set_twice_is_read_as_its_last_item() -> None:
+    env = [
+        {"name": "RANK", "value": "7"},
+        {"name": "DATA", "value": "/data"},
+        {"name": "RANK", "value": "0"},
+        {"value": "nameless"},
+    ]
+
+    assert env_by_name(env, {"RANK", "WORLD_SIZE"}) == {"RANK": {"name": "RANK", "value": "0"}}
 
 
 def test_env_from_a_secret_is_kept_too() -> None:

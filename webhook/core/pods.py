@@ -146,15 +146,16 @@ def _listed(names: list[Any], most: int = 10) -> str:
 
 def env_by_name(env: list[Any], names: set[str]) -> dict[str, Any]:
     """The items of a container's `env` named one of `names`, by name (the last of a name wins).
-    A container may carry tens of thousands of entries: their names are read in C, and only the
-    items sharing a name with `names` are looked at."""
-    try:
-        found = names.intersection(map(dict.get, env, repeat("name")))
-    except TypeError:  # an item that is no object: the server names it in a 422
-        found = names.intersection(item.get("name") for item in env)
-    if not found:
-        return {}
-    return {name: item for item in env if (name := item.get("name")) in found}
+    One compiled pass: a container may carry tens of thousands of entries, and an item that is
+    no object raises (the server names it in a 422)."""
+    found: dict[str, Any] = {}
+    for item in env:
+        if not isinstance(item, dict):  # tested first: then read by dict's own `get`
+            raise TypeError("an env item is not an object")
+        name = item.get("name")
+        if name in names:
+            found[name] = item
+    return found
 
 
 def _holds(items: list[Any], key: str, value: object) -> bool:
