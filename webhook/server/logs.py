@@ -64,7 +64,10 @@ def log_admissions(answered: Sequence[tuple[Record, float]]) -> None:
     """The lines of several requests, in their order: where one JSON lines handler alone reads
     them, made into one write. Raises what making a line raises, for the first that fails."""
     lines = [line for record, seconds in answered if (line := admission_line(record, seconds))]
-    handlers = {level: _only_handler(_admissions, level) for level, _ in lines}
+    handlers: dict[int, JsonLines | None] = {}
+    for level, _ in lines:  # found once per level, not once per line
+        if level not in handlers:
+            handlers[level] = _only_handler(_admissions, level)
     direct = [handlers[level] for level, _ in lines]
     if lines and all(handler is direct[0] for handler in direct) and direct[0] is not None:
         direct[0].write_many([(level, ADMISSION_LOGGER, "admission", f) for level, f in lines])
