@@ -47,8 +47,8 @@ def ssl_context(
 def post_worker_init(worker: Any) -> None:
     """In the worker, once the app is loaded: what exists by then (modules, the app, the
     compiled tables) lives as long as the worker, so the cyclic garbage collector stops walking
-    it. A full collection then walks what requests made, not every object the worker imported:
-    it had cost a pod's admission as much as a tenth of its served CPU."""
+    it. A full collection then walks what requests made, not every object the worker imported
+    (served, a PyTorch pod's request costs 80 to 100 us less CPU: docs/performance.md)."""
     gc.collect()
     gc.freeze()
 
