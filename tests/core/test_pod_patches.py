@@ -86,7 +86,12 @@ def test_every_pod_gets_the_answer_of_a_full_mutation_whichever_pod_came_first(
 REALISTIC = PodRealism(owner_reference=True, generate_name=True, defaults=True)
 
 
-def pods_of(replicas: int, annotations: dict[str, str] | None = None) -> list[Obj]:
+def pods_of(
+    replicas: int,
+    annotations: dict[str, str] | None = None,
+    env: list[Obj] | None = None,
+) -> list[Obj]:
+    containers = [{"name": "pytorch", "image": "trainer:1", "env": env}] if env else None
     workload = statefulset(
         "llm-worker",
         "pytorch",
@@ -94,6 +99,7 @@ def pods_of(replicas: int, annotations: dict[str, str] | None = None) -> list[Ob
         job="llm",
         replicas=replicas,
         annotations=annotations,
+        containers=containers,
     )
     stored = mutate_workload(workload, "CREATE", "default", [workload]).workload
     return [
@@ -114,6 +120,45 @@ def test_a_pod_whose_spec_differs_from_the_kept_one_gets_its_own_patch() -> None
     assert warnings == ["env RANK in container pytorch was set by the user and is kept"]
 
 
+def test_a_later_pod_gets_the_first_pods_patch_with_its_own_rank_and_env_put_in() -> None:
+    first, second = pods_of(2, env=[{"name": "DATA_DIR", "value": "/data"}])
+    pod_patches.forget()
+    reused(first, "default", "")
+
+    patch, warnings = pod_patches.pod_patch(second, "default")
+
+    assert pod_patches.counts() == pod_patches.Counts(keyed=2, reused=1, full=1, drafted=0)
+    assert jsoncodec.dumps([patch, warnings]) == full(second, "default", "")
+    labels = {op["path"]: op["value"] for op in patch if op["path"].startswith("/metadata/labels")}
+    assert labels == {
+        "/metadata/labels/trainhook.io~1rank": "1",
+        "/metadata/labels/trainhook.io~1role-index": "1",
+    }
+    [env] = [op["value"] for op in patch if op["path"] == "/spec/containers/0/env"]
+    by_name = {item["name"]: item.get("value") for item in env}
+    assert (by_name["RANK"], by_name["TRAINHOOK_RANK"], by_name["DATA_DIR"]) == ("1", "1", "/data")
+    assert env[-1] == {"name": "DATA_DIR", "value": "/data"}
+
+
+@pytest.mark.parametrize("first_rank", [0, 1, 2])
+def test_env_the_user_set_on_every_pod_is_warned_of_for_each_pod_whose_value_differs(
+    first_rank: int,
+) -> None:
+    pods = pods_of(3, env=[{"name": "RANK", "value": "1"}])
+    pod_patches.forget()
+
+    answers = {
+        rank: reused(pods[rank], "default", "")
+        for rank in (first_rank, *(r for r in range(3) if r != first_rank))
+    }
+
+    assert pod_patches.counts() == pod_patches.Counts(keyed=3, reused=2, full=1, drafted=2)
+    assert answers == {rank: full(pod, "default", "") for rank, pod in enumerate(pods)}
+    kept = "env RANK in container pytorch was set by the user and is kept"
+    warned = {rank for rank, answer in answers.items() if kept in jsoncodec.loads(answer)[1]}
+    assert warned == {0, 2}
+
+
 def indexed_job_pods(completions: int) -> list[Obj]:
     workload = indexed_job("ernie", "paddle", completions=completions)
     stored = mutate_workload(workload, "CREATE", "default", [workload]).workload
@@ -132,8 +177,8 @@ def test_a_workloads_later_pods_are_not_mutated_in_full(made_by: str) -> None:
     after_first = pod_patches.counts()
     later = [reused(pod, "default", "") for pod in pods[1:]]
 
-    assert after_first == pod_patches.Counts(keyed=1, reused=0, full=1)
-    assert pod_patches.counts() == pod_patches.Counts(keyed=4, reused=3, full=1)
+    assert after_first == pod_patches.Counts(keyed=1, reused=0, full=1, drafted=0)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=4, reused=3, full=1, drafted=0)
     assert [first, *later] == [full(pod, "default", "") for pod in pods]
     assert len({first, *later}) == 4
 
@@ -149,7 +194,7 @@ def test_a_crowded_pod_is_mutated_in_full_and_never_keyed() -> None:
 
     answers = [reused(pod, "default", "") for pod in pods]
 
-    assert pod_patches.counts() == pod_patches.Counts(keyed=0, reused=0, full=2)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=0, reused=0, full=2, drafted=0)
     assert answers == [full(pod, "default", "") for pod in pods]
 
 
@@ -177,5 +222,5 @@ def test_a_pod_that_reports_progress_is_mutated_in_full_with_its_endpoint() -> N
         answers.append(jsoncodec.dumps([patch, warnings]))
 
     assert answers == expected
-    assert pod_patches.counts() == pod_patches.Counts(keyed=3, reused=0, full=3)
+    assert pod_patches.counts() == pod_patches.Counts(keyed=3, reused=0, full=3, drafted=0)
     assert b"trainhook.trainhook-system.svc:8443" in answers[1]

@@ -379,12 +379,7 @@ def _set_identity(
     identity: PodIdentity,
     warnings: list[str],
 ) -> None:
-    wanted = {
-        contract.JOB: placement.topology.job,
-        contract.ROLE: placement.role,
-        contract.RANK: str(placement.rank),
-        contract.ROLE_INDEX: str(placement.index),
-    }
+    wanted = identity_labels(placement)
     labels = labels_of(pod)
     if any(labels.get(key) != value for key, value in wanted.items()):
         draft.dict_at("metadata", "labels").update(wanted)
@@ -395,7 +390,21 @@ def _set_identity(
             draft.dict_at("spec")["hostname"] = placement.hostname
         if spec.get("subdomain") is None:
             draft.dict_at("spec")["subdomain"] = service
-    hostname = draft.root.get("spec", {}).get("hostname")
+    check_hostname(draft.root.get("spec", {}).get("hostname"), placement)
+
+
+def identity_labels(placement: Placement) -> dict[str, str]:
+    """The labels that say which job, role, rank and role index a pod is."""
+    return {
+        contract.JOB: placement.topology.job,
+        contract.ROLE: placement.role,
+        contract.RANK: str(placement.rank),
+        contract.ROLE_INDEX: str(placement.index),
+    }
+
+
+def check_hostname(hostname: object, placement: Placement) -> None:
+    """Raises Refused for a hostname other than the one the pod's peers reach it by."""
     if hostname is not None and hostname != placement.hostname:
         raise Refused(
             f"pod hostname {hostname} does not match {placement.hostname}, the name its peers "
@@ -428,14 +437,8 @@ def _set_env(
     kept: list[str] = []
     for field, position, container in equipped(pod, training):
         existing = env_by_name(container.get("env") or [], wanted.keys() | field_env.keys())
-        missing: list[dict[str, Any]] = [
-            {"name": k, "value": v} for k, v in wanted.items() if k not in existing
-        ]
-        missing += [
-            {"name": k, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-            for k, path in field_env.items()
-            if k not in existing
-        ]
+        missing = [env_item(k, v) for k, v in wanted.items() if k not in existing]
+        missing += [field_env_item(k, path) for k, path in field_env.items() if k not in existing]
         for name, value in wanted.items():
             item = existing.get(name)
             if item is not None and (item.get("value") != value or "valueFrom" in item):
@@ -450,6 +453,15 @@ def _set_env(
                 container.get("env") or []
             )
     warnings.extend(f"env {item} was set by the user and is kept" for item in kept)
+
+
+def env_item(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def field_env_item(name: str, path: str) -> dict[str, Any]:
+    """An env item the kubelet fills in from the pod's own fields."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def _field_path(item: Mapping[str, Any]) -> object:

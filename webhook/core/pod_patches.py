@@ -10,6 +10,10 @@ those ops alone and takes every other op from the kept patch.
 A kept patch is used only where it provably gives the bytes a full mutation would: each own op
 of the first pod sits unchanged in its patch, no other op carries a value that varies by pod, and
 a later pod's own ops have the same paths in the same order; anything else is mutated in full.
+
+Where the user set none of the env Trainhook gives (the usual case), a later pod's own ops are
+the first pod's with its own values put in (`_Values`): its rank labels, and in each env list
+the items whose value differs. Otherwise they are written on a draft and diffed.
 """
 
 from __future__ import annotations
@@ -23,9 +27,27 @@ from typing import Any, Final
 from webhook.core import contract, jsoncodec
 from webhook.core.draft import Draft
 from webhook.core.errors import TrainhookError
-from webhook.core.patch import PatchOp, diff
-from webhook.core.pod_mutation import PodReading, mutate_pod, place_pod, write_own
-from webhook.core.pods import PodIdentity, annotation_bytes, check_annotation_size, identify
+from webhook.core.objects import labels_of
+from webhook.core.patch import PatchOp, diff, escape
+from webhook.core.pod_mutation import (
+    Place,
+    PodReading,
+    check_hostname,
+    env_item,
+    field_env_item,
+    identity_labels,
+    mutate_pod,
+    place_pod,
+    write_own,
+)
+from webhook.core.pods import (
+    PodIdentity,
+    annotation_bytes,
+    check_annotation_size,
+    env_by_name,
+    equipped,
+    identify,
+)
 from webhook.core.progress import ProgressEndpoint
 
 # One entry per workload revision being rolled out, with room for many jobs at once; an entry
@@ -46,6 +68,17 @@ _PER_POD_METADATA: Final = frozenset(
 
 
 @dataclass(frozen=True)
+class _Values:
+    """Where the first pod's own values sit in its patch, and what they were."""
+
+    labels: tuple[tuple[int, str], ...]  # (position in the patch, label key) of each label op
+    envs: tuple[int, ...]  # positions of the env ops: each list starts with the env, in order
+    env: dict[str, str]
+    env_names: tuple[str, ...]
+    field_env: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class _Kept:
     reading: PodReading
     ops: list[PatchOp]
@@ -53,6 +86,7 @@ class _Kept:
     own_shape: tuple[tuple[str, str], ...]  # their (op, path), which a later pod's must match
     shared_warnings: list[str]
     added_annotation_bytes: int
+    values: _Values | None  # None where a later pod's own ops must be written and diffed
 
 
 Key = tuple[bytes, str, str, str]
@@ -82,6 +116,7 @@ class Counts:
     keyed: int  # pods whose key was made to look for a kept patch
     reused: int  # pods answered by filling in a kept patch
     full: int  # pods mutated in full
+    drafted: int  # of the reused, those whose own ops were written on a draft and diffed
 
 
 _counts: Counter[str] = Counter()
@@ -163,7 +198,7 @@ def kept_count() -> int:
 
 
 def counts() -> Counts:
-    return Counts(_counts["keyed"], _counts["reused"], _counts["full"])
+    return Counts(_counts["keyed"], _counts["reused"], _counts["full"], _counts["drafted"])
 
 
 def forget() -> None:
@@ -182,6 +217,10 @@ def _fill(
     place = place_pod(kept.reading, identity, pod)
     if place.placement.topology is not kept.reading.topology:
         return None  # an elastic pod beyond the stamp: its job's lists differ
+    ops = _with_values(kept, kept.values, pod, place) if kept.values is not None else None
+    if ops is not None:
+        check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
+        return ops, list(kept.shared_warnings)
     draft = Draft(pod)
     warnings: list[str] = []
     write_own(draft, pod, identity, place, kept.reading.training, warnings)
@@ -192,7 +231,35 @@ def _fill(
     ops = list(kept.ops)
     for position, op in zip(kept.own_at, own, strict=True):
         ops[position] = op
+    _counts["drafted"] += 1
     return ops, warnings + kept.shared_warnings
+
+
+def _with_values(
+    kept: _Kept, values: _Values, pod: Mapping[str, Any], place: Place
+) -> list[PatchOp] | None:
+    """The kept patch with this pod's labels and env put in, as `write_own` and the diff would
+    make them; None when its env names or changed labels are not the first pod's."""
+    env = place.env
+    if tuple(env) != values.env_names or tuple(place.field_env.items()) != values.field_env:
+        return None
+    wanted = identity_labels(place.placement)
+    labels = labels_of(pod)
+    changed = {key for key, value in wanted.items() if labels.get(key) != value}
+    if changed != {key for _, key in values.labels}:
+        return None
+    check_hostname((pod.get("spec") or {}).get("hostname"), place.placement)
+    ops = list(kept.ops)
+    for position, key in values.labels:
+        ops[position] = {**ops[position], "value": wanted[key]}
+    first = values.env
+    differ = [(i, name) for i, name in enumerate(env) if env[name] != first[name]]
+    for position in values.envs:
+        items = list(ops[position]["value"])
+        for i, name in differ:
+            items[i] = env_item(name, env[name])
+        ops[position] = {**ops[position], "value": items}
+    return ops
 
 
 def _own_ops(pod: Mapping[str, Any], mutated: Mapping[str, Any]) -> list[PatchOp] | None:
@@ -250,6 +317,45 @@ def _keep(
         tuple((op["op"], op["path"]) for op in own),
         warnings[own_warnings:],
         annotation_bytes(_annotations(mutated)) - annotation_bytes(_annotations(pod)),
+        _values(pod, reading, own, own_at) if own_warnings == 0 else None,
+    )
+
+
+def _values(
+    pod: Mapping[str, Any], reading: PodReading, own: list[PatchOp], own_at: list[int]
+) -> _Values | None:
+    """Where the first pod's own values sit, when its own ops are only its rank labels and the
+    env put ahead of containers' env lists that have none of the same names; else None."""
+    place = place_pod(reading, reading.identity, pod)
+    wanted = identity_labels(place.placement)
+    label_at = {f"/metadata/labels/{escape(key)}": key for key in wanted}
+    names = {*place.env, *place.field_env}
+    items = [env_item(k, v) for k, v in place.env.items()]
+    items += [field_env_item(k, path) for k, path in place.field_env.items()]
+    env_at: dict[str, None] = {}
+    for field, position, container in equipped(pod, reading.training):
+        if env_by_name(container.get("env") or [], names):
+            return None  # the user's own items decide what is added, and what is warned of
+        if items:
+            env_at[f"/spec/{field}/{position}/env"] = None
+    labels: list[tuple[int, str]] = []
+    envs: list[int] = []
+    for op, position in zip(own, own_at, strict=True):
+        path = op["path"]
+        if path in label_at and op["value"] == wanted[label_at[path]]:
+            labels.append((position, label_at[path]))
+        elif path in env_at and op["value"][: len(items)] == items:
+            envs.append(position)
+        else:
+            return None
+    if len(envs) != len(env_at):
+        return None
+    return _Values(
+        tuple(labels),
+        tuple(envs),
+        dict(place.env),
+        tuple(place.env),
+        tuple(place.field_env.items()),
     )
 
 
