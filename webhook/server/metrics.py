@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from prometheus_client import (
@@ -78,8 +79,10 @@ def observe(record: Record, seconds: float) -> None:
 
 
 def observe_all(answered: Iterable[tuple[Record, float]]) -> None:
-    """Count answered requests: each counter once per label set, however many it counts."""
+    """Count answered requests: each counter once per label set, and each kind's durations
+    into its histogram at once, however many it counts."""
     counts: dict[tuple[str, ...], int] = {}
+    durations: dict[str, list[float]] = {}
     for record, seconds in answered:
         if record.result == "rejected":
             key: tuple[str, ...] = ("error", record.error)
@@ -88,9 +91,11 @@ def observe_all(answered: Iterable[tuple[Record, float]]) -> None:
         kind = record.kind if record.kind in KINDS else "other"
         key = (kind, record.operation, record.result)
         counts[key] = counts.get(key, 0) + 1
-        _child(DURATION, kind).observe(seconds)
+        durations.setdefault(kind, []).append(seconds)
         if record.lookup_unavailable:
             counts["lookup_unavailable",] = counts.get(("lookup_unavailable",), 0) + 1
+    for kind, seconds in durations.items():
+        observe_many(_child(DURATION, kind), seconds)
     for labels, count in counts.items():
         if labels[0] == "error":
             _child(ERRORS, labels[1]).inc(count)
@@ -98,6 +103,28 @@ def observe_all(answered: Iterable[tuple[Record, float]]) -> None:
             LOOKUP_UNAVAILABLE.inc(count)
         else:
             _child(ADMISSIONS, *labels).inc(count)
+
+
+def observe_many(histogram: Any, amounts: Sequence[float]) -> None:
+    """What `histogram.observe` gives for each amount, with its sum and each bucket written
+    once: in multiprocess mode every write takes a lock and packs the value into the worker's
+    file, two writes per observation. Uses the child's `_upper_bounds`, `_sum` and `_buckets`
+    (prometheus_client's own, unchanged since 0.4); a client without them observes one by one."""
+    try:
+        bounds, total, buckets = histogram._upper_bounds, histogram._sum, histogram._buckets
+    except AttributeError:
+        for amount in amounts:
+            histogram.observe(amount)
+        return
+    counts = [0] * len(bounds)
+    for amount in amounts:
+        position = bisect_left(bounds, amount)  # the first bound the amount is not above
+        if position < len(bounds):
+            counts[position] += 1
+    total.inc(sum(amounts))
+    for bucket, count in zip(buckets, counts, strict=True):
+        if count:
+            bucket.inc(count)
 
 
 _children: dict[tuple[object, ...], Any] = {}
