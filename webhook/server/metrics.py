@@ -94,8 +94,8 @@ def observe_all(answered: Iterable[tuple[Record, float]]) -> None:
         durations.setdefault(kind, []).append(seconds)
         if record.lookup_unavailable:
             counts["lookup_unavailable",] = counts.get(("lookup_unavailable",), 0) + 1
-    for kind, seconds in durations.items():
-        observe_many(_child(DURATION, kind), seconds)
+    for kind, amounts in durations.items():
+        observe_many(_child(DURATION, kind), amounts)
     for labels, count in counts.items():
         if labels[0] == "error":
             _child(ERRORS, labels[1]).inc(count)
