@@ -74,7 +74,6 @@ class _Values:
     labels: tuple[tuple[int, str], ...]  # (position in the patch, label key) of each label op
     envs: tuple[int, ...]  # positions of the env ops: each list starts with the env, in order
     env: dict[str, str]
-    env_names: tuple[str, ...]
     field_env: tuple[tuple[str, str], ...]
 
 
@@ -241,8 +240,16 @@ def _with_values(
     """The kept patch with this pod's labels and env put in, as `write_own` and the diff would
     make them; None when its env names or changed labels are not the first pod's."""
     env = place.env
-    if tuple(env) != values.env_names or tuple(place.field_env.items()) != values.field_env:
+    if len(env) != len(values.env) or tuple(place.field_env.items()) != values.field_env:
         return None
+    differ: list[tuple[int, str, str]] = []  # where this pod's env item differs, and its value
+    for i, ((name, value), (first_name, first_value)) in enumerate(
+        zip(env.items(), values.env.items(), strict=True)
+    ):
+        if name != first_name:
+            return None
+        if value != first_value:
+            differ.append((i, name, value))
     wanted = identity_labels(place.placement)
     labels = labels_of(pod)
     changed = {key for key, value in wanted.items() if labels.get(key) != value}
@@ -252,12 +259,10 @@ def _with_values(
     ops = list(kept.ops)
     for position, key in values.labels:
         ops[position] = {**ops[position], "value": wanted[key]}
-    first = values.env
-    differ = [(i, name) for i, name in enumerate(env) if env[name] != first[name]]
     for position in values.envs:
         items = list(ops[position]["value"])
-        for i, name in differ:
-            items[i] = env_item(name, env[name])
+        for i, name, value in differ:
+            items[i] = env_item(name, value)
         ops[position] = {**ops[position], "value": items}
     return ops
 
@@ -332,12 +337,12 @@ def _values(
     names = {*place.env, *place.field_env}
     items = [env_item(k, v) for k, v in place.env.items()]
     items += [field_env_item(k, path) for k, path in place.field_env.items()]
-    env_at: dict[str, None] = {}
+    env_at: set[str] = set()
     for field, position, container in equipped(pod, reading.training):
         if env_by_name(container.get("env") or [], names):
             return None  # the user's own items decide what is added, and what is warned of
         if items:
-            env_at[f"/spec/{field}/{position}/env"] = None
+            env_at.add(f"/spec/{field}/{position}/env")
     labels: list[tuple[int, str]] = []
     envs: list[int] = []
     for op, position in zip(own, own_at, strict=True):
@@ -354,7 +359,6 @@ def _values(
         tuple(labels),
         tuple(envs),
         dict(place.env),
-        tuple(place.env),
         tuple(place.field_env.items()),
     )
 
