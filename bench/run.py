@@ -440,13 +440,25 @@ def goals(
         for r in results
     ]
     found += [
-        Goal(f"burst of a {ours.pods:,}-pod job, time", ours.seconds, null.seconds, 1.25)
+        Goal(
+            f"burst of {_article(ours.pods)} {ours.pods:,}-pod job, time",
+            ours.seconds,
+            null.seconds,
+            1.25,
+        )
         for ours, null in bursts
     ]
     found += [
         Goal(f"handler vs JSON floor, {c.case}", c.handler_us, c.floor_us, 1.5) for c in costs
     ]
     return found
+
+
+def _article(number: int) -> str:
+    """The article read before a number: "an 8,192", "an 18", "an 800", "a 1,000"."""
+    spoken = str(number)
+    eleven_or_eighteen = len(spoken) % 3 == 2 and spoken[:2] in ("11", "18")
+    return "an" if spoken[0] == "8" or eleven_or_eighteen else "a"
 
 
 def event_goals(events: Sequence[EventCost]) -> list[Goal]:
@@ -467,15 +479,25 @@ def goals_table(reached: Sequence[Goal]) -> str:
     rows = [
         [
             g.goal,
-            f"{g.ours:,.3g}",
-            f"{g.reference:,.3g}",
+            _figure(g.ours),
+            _figure(g.reference),
             f"{g.ratio:.2f}x",
             f"<= {g.bar:.2f}x",
-            "met" if g.met else f"missed by {g.ratio / g.bar - 1:.0%}",
+            "met" if g.met else f"missed by {_excess(g.ratio / g.bar - 1)}",
         ]
         for g in reached
     ]
     return table(["goal", "ours", "reference", "ratio", "bar", "result"], rows)
+
+
+def _figure(value: float) -> str:
+    """Three significant digits, whole numbers from 100 up (1,045 rather than 1.04e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _excess(fraction: float) -> str:
+    """How far over its bar a goal is; under 1% in tenths, so a miss never reads as 0%."""
+    return f"{fraction:.0%}" if fraction >= 0.01 else f"{fraction:.1%}"
 
 
 def burst_table(pairs: Sequence[tuple[Burst, Burst]]) -> str:
