@@ -67,6 +67,8 @@ def emulated(pods: int, policy: str) -> RestartCost:
         statefulset("pt-worker", role="worker", job="pt", replicas=pods - 1, annotations=settings),
     )
     served = EmulatorThread()
+    # The played cluster polls every 0.1 s; kmock would scan every kept request on each new one.
+    served.emulator.keep_requests = False
     served.start()
     try:
         kube = served.api()
@@ -205,8 +207,9 @@ def _crashed() -> dict[str, Any]:
     return {"containerStatuses": [{**training, "lastState": {"terminated": crashed}}]}
 
 
-def _writes(served: EmulatorThread) -> list[Any]:
-    return [r for r in served.requests() if getattr(r.method, "value", r.method) in WRITES]
+def _writes(served: EmulatorThread) -> list[tuple[str, str, int, float]]:
+    """Every write the emulator answered so far, from its own log of (method, path, status)."""
+    return served.run(lambda: [e for e in served.emulator.log if e[0] in WRITES])
 
 
 def _placement(served: EmulatorThread) -> dict[str, tuple[str, str]]:
