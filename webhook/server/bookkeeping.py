@@ -5,12 +5,11 @@ held across a write (the log handler's, the metrics files'), so threads that ans
 behind one that writes. The writer thread starts in the process that first records (a gunicorn
 worker, after the fork). Woken by a request, it waits `WRITE_EVERY` for the requests that follow
 and writes them together: the lines in one write, each counter incremented and each histogram
-bucket written once per batch. So a
-busy worker wakes it a few times a second rather than once per request; each wake-up cost the
-serving threads more than the line it wrote (a thread switch, and their code and data pushed out
-of the CPU's caches). Should it fall `MAX_WAITING` behind, a serving thread writes its own line,
-so what waits stays bounded; what waits when the worker exits is written before it does
-(`written`, from gunicorn's `worker_exit`).
+bucket written once per batch. So a busy worker wakes it a few times a second rather than once
+per request; each wake-up cost the serving threads more than the line it wrote (a thread switch,
+and their code and data pushed out of the CPU's caches). Should it fall `MAX_WAITING` behind, a
+serving thread writes its own line, so what waits stays bounded; what waits when the worker
+exits is written before it does (`written`, from gunicorn's `worker_exit`).
 """
 
 from __future__ import annotations
