@@ -27,7 +27,7 @@ from pathlib import Path
 from bench.inprocess import JSON, body_of, context_of, patch_of
 from bench.reviews import Case, headline_cases
 from webhook.core import jsoncodec
-from webhook.core.admit import Outcome, admit
+from webhook.core.mutation.admit import Outcome, admit
 from webhook.server.admission import Record, review
 from webhook.server.admission import _decode as decode
 from webhook.server.admission import _look_up as look_up

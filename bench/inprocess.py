@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.reviews import Case, apply, tensorflow_statefulset, tensorflow_worker_pod
-from webhook.core import peers, pod_patches, topology
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.jsoncodec import dumps as encode  # as /mutate encodes its answer
-from webhook.core.pod_mutation import mutate_pod
+from webhook.core.mutation import pod_patches
+from webhook.core.mutation.pod_mutation import mutate_pod
+from webhook.core.shape import peers, topology
 from webhook.server.admission import Answer, Context, review
 
 JSON = "application/json"

@@ -39,7 +39,7 @@ from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Patch
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import PodTables, watch_of
-from webhook.sweeper.state import JobKey, WorkloadViews, job_key, read_job_state
+from webhook.sweeper.job.state import JobKey, WorkloadViews, job_key, read_job_state
 
 GOAL_MS = 1.0
 

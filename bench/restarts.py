@@ -34,13 +34,13 @@ from bench.sweeper import merge_patch, new_version
 from tests.support.emulator import EmulatorThread
 from tests.support.played_cluster import NAMESPACE, PlayedCluster, in_place_pod
 from tests.support.stored import stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
-from tests.sweeper.live import sweeping
 from webhook.core import contract
 from webhook.kube.resources import PODS, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Patch
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import format_time, read_job_state
+from webhook.sweeper.job.state import format_time, read_job_state
 
 DEFAULT_PODS = 1000
 DEFAULT_EMULATED_PODS = 32

@@ -18,8 +18,8 @@ from typing import Any
 import jsonpatch
 
 from webhook.core import contract
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand
-from webhook.core.workload_mutation import mutate_workload
 
 NAMESPACE = "research"
 _uids = itertools.count(1)

@@ -29,8 +29,8 @@ from tests.support.shards import (
     jobs_of_shard,
     services,
 )
+from tests.support.sweeping import SweeperProcess
 from tests.support.waiting import eventually
-from tests.sweeper.live import SweeperProcess
 
 LEASE_SECONDS = 6
 DEFAULT_REPLICAS = 3

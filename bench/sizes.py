@@ -4,8 +4,8 @@
 
 For each framework a job of N pods (its usual roles, the rest workers) is expanded into its
 pods the way the controllers create them; every pod goes through the webhook's pure admission
-(`webhook.core.admit`, what a request costs without HTTP), and the sweeper's pure decision runs
-on the job's objects as its caches hold them. Printed per job:
+(`webhook.core.mutation.admit`, what a request costs without HTTP), and the sweeper's pure
+decision runs on the job's objects as its caches hold them. Printed per job:
 
 * pod B: the largest pod object (compact JSON) as stored after admission, and what Trainhook
   added to it;
@@ -32,13 +32,13 @@ from typing import Any
 
 from bench import tables
 from bench.fresh import in_fresh_process
-from webhook.core.admit import Request, admit
-from webhook.core.peers import configmap
-from webhook.core.pod_mutation import mutate_pod
+from webhook.core.mutation.admit import Request, admit
+from webhook.core.mutation.pod_mutation import mutate_pod
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.shape.peers import configmap
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import read_job_state
+from webhook.sweeper.job.state import read_job_state
 
 LATER = datetime(2027, 1, 1, tzinfo=UTC)  # every workload settled
 SIZES = (64, 512, 2048, 8192)

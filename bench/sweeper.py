@@ -33,7 +33,7 @@ from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Decision, Delete
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import slim_pod, watch_of
-from webhook.sweeper.state import job_key, read_job_state
+from webhook.sweeper.job.state import job_key, read_job_state
 
 NOW = datetime(2026, 3, 2, 10, 0, 0, tzinfo=UTC)
 CASES = (

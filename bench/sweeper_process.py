@@ -40,7 +40,7 @@ from bench.reviews import service_account_volume
 from bench.sizes import controller_pods, workloads
 from bench.tables import table
 from tests.support.emulator import EmulatorThread, emulator, kubeconfig
-from webhook.core.pod_mutation import mutate_pod
+from webhook.core.mutation.pod_mutation import mutate_pod
 from webhook.kube.resources import PODS, STATEFULSETS
 
 NAMESPACE = "research"

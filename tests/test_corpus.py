@@ -25,8 +25,8 @@ from tests.e2e.kubelet import expand as expand_variables
 from tests.e2e.kubelet import mapping_for
 from tests.support import operators as op
 from webhook.core import contract
-from webhook.core.admit import Found, Request, admit
 from webhook.core.migrate import migrate
+from webhook.core.mutation.admit import Found, Request, admit
 from webhook.core.render import RenderedPod, expand, render_all
 
 CORPUS = Path(__file__).parent / "corpus"

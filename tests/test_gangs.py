@@ -20,12 +20,12 @@ import yaml
 
 from tests.schemas import custom_resource_problems, kueue_group_problems
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.pods import identify
 from webhook.core.render import RenderError, Rendering, render_all
+from webhook.core.shape.pods import identify
 from webhook.kube.resources import COSCHEDULING_PODGROUPS, PODGROUPS
 from webhook.sweeper.actions import Create
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import read_job_state
+from webhook.sweeper.job.state import read_job_state
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(path.name for path in EXAMPLES.glob("*.yaml"))

@@ -22,7 +22,7 @@ from webhook.core import contract
 from webhook.core.migrate import migrate_one
 from webhook.core.render import RenderedPod, render_all
 from webhook.sweeper.decide import podgroup_spec
-from webhook.sweeper.state import read_job_state
+from webhook.sweeper.job.state import read_job_state
 
 GUIDE_PATH = Path(__file__).parent.parent / "docs" / "migrating.md"
 GUIDE = GUIDE_PATH.read_text()

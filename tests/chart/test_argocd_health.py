@@ -22,8 +22,8 @@ from tests.chart.rendering import REPO
 from tests.support.stored import indexed_job, pod, stamped, statefulset
 from tests.sweeper.helpers import decision, of_type
 from webhook.core import contract
-from webhook.core.progress import summary_text
-from webhook.core.workload import job_of
+from webhook.core.job.progress import summary_text
+from webhook.core.job.workload import job_of
 from webhook.sweeper.actions import Patch
 
 ARGOCD = REPO / "examples" / "argocd"

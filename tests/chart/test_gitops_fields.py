@@ -22,7 +22,7 @@ from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
-from webhook.core.admit import Request, admit
+from webhook.core.mutation.admit import Request, admit
 from webhook.sweeper.actions import CreateSshSecret, Delete, Patch
 
 DOC = (REPO / "docs" / "gitops.md").read_text()

@@ -20,10 +20,10 @@ import yaml
 
 from bench import reviews as bench_reviews
 from webhook.core import jsoncodec
+from webhook.core.job.workload import job_of
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.objects import labels_of
 from webhook.core.render import expand
-from webhook.core.workload import job_of
-from webhook.core.workload_mutation import mutate_workload
 from webhook.server.admission import Context, review
 
 ROOT = Path(__file__).resolve().parent.parent.parent

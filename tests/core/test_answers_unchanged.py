@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.core.answers import RECORDED, example_answers
-from webhook.core import pod_patches
+from webhook.core.mutation import pod_patches
 
 
 @pytest.mark.parametrize("first_pods_kept", [False, True])

@@ -10,8 +10,8 @@ import pytest
 
 from tests.support.builders import bare_pod, indexed_job, statefulset
 from webhook.core import contract
-from webhook.core.admit import Found, Outcome, Policy, Request, admit
 from webhook.core.errors import Refused
+from webhook.core.mutation.admit import Found, Outcome, Policy, Request, admit
 
 SWEEPER = "system:serviceaccount:trainhook:trainhook-sweeper"
 ALICE = "alice"

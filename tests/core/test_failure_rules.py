@@ -9,9 +9,8 @@ import pytest
 from tests.support.builders import statefulset
 from webhook.cli import main
 from webhook.core import contract
-from webhook.core.admit import Request, admit
 from webhook.core.errors import TrainhookError
-from webhook.core.failure_rules import (
+from webhook.core.job.failure_rules import (
     FAIL,
     IGNORE,
     RESTART_JOB,
@@ -22,6 +21,7 @@ from webhook.core.failure_rules import (
     failure_policy,
     parse_rules,
 )
+from webhook.core.mutation.admit import Request, admit
 
 POLICY = """\
 reason=OOMKilled -> fail
@@ -254,8 +254,8 @@ spec:
 
 def test_roles_that_set_different_rules_are_refused_naming_both() -> None:
     from webhook.core.frameworks import FRAMEWORKS
-    from webhook.core.settings import read_settings
-    from webhook.core.workload import Member, disagreement
+    from webhook.core.job.settings import read_settings
+    from webhook.core.job.workload import Member, disagreement
 
     def member(role: str, policy: str) -> Member:
         settings = read_settings({contract.FAILURE_POLICY: policy}, FRAMEWORKS["pytorch"])

@@ -10,10 +10,10 @@ import pytest
 
 from tests.schemas import kueue_gate, kueue_group_problems
 from tests.support.builders import bare_pod, indexed_job, pods, statefulset
-from webhook.core.admit import Found, Policy, Request, admit
 from webhook.core.errors import TrainhookError
+from webhook.core.mutation.admit import Found, Policy, Request, admit
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand, render_all
-from webhook.core.workload_mutation import mutate_workload
 
 KUEUE = {"trainhook.io/scheduler": "kueue", "trainhook.io/queue": "team-a"}
 ROLE_HASH = "kueue.x-k8s.io/role-hash"

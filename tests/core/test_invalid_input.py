@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from tests.support.builders import indexed_job, statefulset
-from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
+from webhook.core.mutation.admit import Found, Request, admit
 
 
 def refusal(obj: dict[str, Any], kind: str = "StatefulSet", **kwargs: Any) -> TrainhookError:

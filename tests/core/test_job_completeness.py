@@ -9,8 +9,8 @@ import pytest
 
 from tests.support.builders import indexed_job, statefulset
 from webhook.core import contract
-from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
+from webhook.core.mutation.admit import Found, Request, admit
 from webhook.core.render import expand
 
 GATE = [{"name": contract.WAITING_FOR_ROLES}]

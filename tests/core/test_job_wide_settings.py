@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 
 from tests.support.builders import bare_pod, env, pods, statefulset
-from webhook.core.admit import Found, Request, admit
 from webhook.core.errors import TrainhookError
+from webhook.core.job.settings import JobSettings, Settings, job_settings
+from webhook.core.mutation.admit import Found, Request, admit
 from webhook.core.render import RenderError, render_all
-from webhook.core.settings import JobSettings, Settings, job_settings
 
 VOLCANO = {"trainhook.io/scheduler": "volcano"}
 

@@ -13,8 +13,8 @@ from tests.support.builders import mpi_job, pods, statefulset
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import mpi
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import RenderError, render, table
-from webhook.core.workload_mutation import mutate_workload
 
 
 def implementation_job(implementation: str | None, **extra: str) -> list[dict[str, Any]]:

@@ -12,11 +12,11 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import statefulset
-from webhook.core.admit import Request, admit
 from webhook.core.errors import TrainhookError
-from webhook.core.pod_mutation import PodMutation, mutate_pod
+from webhook.core.mutation.admit import Request, admit
+from webhook.core.mutation.pod_mutation import PodMutation, mutate_pod
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand
-from webhook.core.workload_mutation import mutate_workload
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 # The one-liners the README gives a script of a large job, run before the framework starts.

@@ -7,11 +7,11 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import bare_pod, mpi_job, pods, statefulset
-from webhook.core.admit import Found, Request, admit, owner_to_resolve
 from webhook.core.errors import Refused, TrainhookError
-from webhook.core.pods import env_by_name
+from webhook.core.mutation.admit import Found, Request, admit, owner_to_resolve
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand, training_env
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.shape.pods import env_by_name
 
 
 def pod_of(*documents: dict[str, Any], name: str) -> dict[str, Any]:

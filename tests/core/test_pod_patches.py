@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from tests.core.strategies import Obj, PodRealism, TrainingJob, controller_pods, training_jobs
 from tests.support.builders import indexed_job, statefulset
-from webhook.core import contract, jsoncodec, pod_patches
+from webhook.core import contract, jsoncodec
 from webhook.core.errors import TrainhookError
+from webhook.core.job.progress import ProgressEndpoint
+from webhook.core.mutation import pod_patches
+from webhook.core.mutation.pod_mutation import mutate_pod
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.patch import diff
-from webhook.core.pod_mutation import mutate_pod
-from webhook.core.progress import ProgressEndpoint
-from webhook.core.workload_mutation import mutate_workload
 
 
 def full(pod: Obj, namespace: str, cluster_domain: str) -> bytes:

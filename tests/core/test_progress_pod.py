@@ -8,9 +8,9 @@ import jsonpatch
 import pytest
 
 from tests.support.builders import bare_pod
-from webhook.core.admit import Policy, Request, admit
 from webhook.core.errors import TrainhookError
-from webhook.core.progress import ProgressEndpoint
+from webhook.core.job.progress import ProgressEndpoint
+from webhook.core.mutation.admit import Policy, Request, admit
 
 ENDPOINT = ProgressEndpoint("https://trainhook-progress.trainhook-system.svc:8444", "CA-PEM\n")
 

@@ -35,8 +35,8 @@ from tests.core.strategies import (
 )
 from tests.support.builders import statefulset
 from webhook.core import contract
-from webhook.core.admit import Found, Outcome, Policy, Request, admit
 from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.mutation.admit import Found, Outcome, Policy, Request, admit
 
 OLDEST = "1.29"
 NEWEST = kubernetes_validate.latest_version()

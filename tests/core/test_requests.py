@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from webhook.core.requests import parse_quantity, pod_requests, sum_requests
+from webhook.core.shape.requests import parse_quantity, pod_requests, sum_requests
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,7 @@ import pytest
 
 from tests.support.builders import indexed_job, statefulset
 from webhook.core import contract
-from webhook.core.render import render_all
-from webhook.core.restart_in_place import (
+from webhook.core.job.restart_in_place import (
     ATTEMPT_ENV,
     BARRIER,
     BARRIER_SCRIPT,
@@ -24,7 +23,8 @@ from webhook.core.restart_in_place import (
     RESTARTER_SCRIPT,
     VOLUME,
 )
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.mutation.workload_mutation import mutate_workload
+from webhook.core.render import render_all
 
 IN_PLACE = {contract.RESTART_POLICY: "RestartJobInPlace"}
 

@@ -7,7 +7,7 @@ import pytest
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.settings import SETTING_KEYS, Settings, _parse, read_settings
+from webhook.core.job.settings import SETTING_KEYS, Settings, _parse, read_settings
 
 
 class Recording(dict[str, str]):

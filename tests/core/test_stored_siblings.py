@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.support.builders import statefulset
 from webhook.core import contract
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.mutation.workload_mutation import mutate_workload
 
 
 def stored(workload: dict[str, Any], version: str) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import jsonpatch
 
 from tests.support.builders import statefulset
-from webhook.core.admit import Request, admit
+from webhook.core.mutation.admit import Request, admit
 from webhook.core.render import expand
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import jsonpatch
 
 from tests.support.builders import indexed_job, statefulset
-from webhook.core.admit import Found, Request, admit
+from webhook.core.mutation.admit import Found, Request, admit
 
 
 def admitted(obj: dict[str, Any], operation: str = "CREATE", **kwargs: Any) -> dict[str, Any]:

@@ -34,10 +34,10 @@ from kubernetes.config import kube_config
 from tests.support.emulator import EmulatorThread, emulator, kubeconfig
 from webhook.certs.material import generate
 from webhook.cli import main
-from webhook.core.admit import Policy, Request, admit
-from webhook.core.progress import MOUNT_PATH, ProgressEndpoint
+from webhook.core.job.progress import MOUNT_PATH, ProgressEndpoint
+from webhook.core.mutation.admit import Policy, Request, admit
 from webhook.core.render import expand
-from webhook.sweeper.progress import Limits, ProgressDesk, serve
+from webhook.sweeper.serving.progress import Limits, ProgressDesk, serve
 
 from .kubelet import PodStatus, container_env, field_value
 

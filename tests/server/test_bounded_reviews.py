@@ -23,7 +23,8 @@ from tests.support.reviews import (
     is_status,
     review,
 )
-from webhook.core import contract, pod_patches
+from webhook.core import contract
+from webhook.core.mutation import pod_patches
 from webhook.server.admission import MAX_BODY_BYTES, Answer, Context
 from webhook.server.admission import review as answer_to
 

@@ -23,7 +23,7 @@ import jsonpatch
 from tests.support.emulator import EmulatorThread
 from tests.support.waiting import eventually
 from webhook.core import contract
-from webhook.core.admit import Found, Request, admit
+from webhook.core.mutation.admit import Found, Request, admit
 from webhook.core.render import expand, render, training_env
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS

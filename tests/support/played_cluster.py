@@ -12,10 +12,10 @@ from typing import Any
 
 from tests.support.stored import pod
 from webhook.core import contract
-from webhook.core.restart_in_place import BARRIER, RESTARTER
+from webhook.core.job.restart_in_place import BARRIER, RESTARTER
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import PODS
-from webhook.sweeper.state import format_time
+from webhook.sweeper.job.state import format_time
 
 NAMESPACE = "ml"
 

@@ -20,9 +20,10 @@ import kubernetes_validate
 import yaml
 
 from tests.support.emulator import EmulatorThread as Emulator
-from webhook.core import jsoncodec, pod_patches
+from webhook.core import jsoncodec
+from webhook.core.job.workload import job_of
+from webhook.core.mutation import pod_patches
 from webhook.core.render import expand
-from webhook.core.workload import job_of
 from webhook.server.admission import Context, review_document
 from webhook.server.reviews import AdmissionReview, Status
 

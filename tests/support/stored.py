@@ -9,9 +9,9 @@ from typing import Any
 
 from tests.support import builders
 from webhook.core import contract
-from webhook.core.peers import content_digest
-from webhook.core.topology import stamp
-from webhook.core.workload import build_topology, read_workload
+from webhook.core.job.workload import build_topology, read_workload
+from webhook.core.shape.peers import content_digest
+from webhook.core.shape.topology import stamp
 from webhook.kube.resources import MANAGED_BY, MANAGER
 
 NAMESPACE = "ml"

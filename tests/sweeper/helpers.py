@@ -11,7 +11,7 @@ from tests.support.stored import NAMESPACE
 from webhook.core import contract
 from webhook.sweeper.actions import Action, Decision, Emit, Patch
 from webhook.sweeper.decide import decide
-from webhook.sweeper.state import JobState, format_time, read_job_state
+from webhook.sweeper.job.state import JobState, format_time, read_job_state
 
 NOW = datetime(2025, 1, 1, 1, 0, 0, tzinfo=UTC)
 

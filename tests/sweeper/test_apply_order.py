@@ -15,10 +15,9 @@ from typing import Any
 from tests.support import builders
 from tests.support.apply_order import Cluster, apply_one_by_one
 from tests.support.emulator import EmulatorThread
+from tests.support.sweeping import sweeping
 from webhook.core import contract
 from webhook.kube.client import Kube
-
-from .live import sweeping
 
 NAMESPACE = "ml"
 

@@ -75,7 +75,7 @@ def test_the_sweeper_decides_the_same_on_what_it_holds_as_on_whole_pods():
 
 
 def test_a_pod_event_reads_only_the_pod_that_changed(monkeypatch):
-    from webhook.sweeper import pods as state_module
+    from webhook.sweeper.job import pods as state_module
 
     (workers,) = stamped(statefulset("big", role="worker", job="big", replicas=300))
     pods = [slim_pod(pod(workers, i)) for i in range(300)]
@@ -96,9 +96,8 @@ def test_a_pod_event_reads_only_the_pod_that_changed(monkeypatch):
 
 
 def test_a_busy_large_job_is_looked_at_once_for_a_burst_of_pod_events(kube):
+    from tests.support.sweeping import fast_config
     from webhook.sweeper.runner import COALESCE_FACTOR, Sweeper
-
-    from .live import fast_config
 
     sweeper = Sweeper(kube, fast_config("sweeper-a"))
     key = ("ml", "big")

@@ -11,7 +11,7 @@ from webhook.kube.resources import (
     SERVICES,
 )
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
-from webhook.sweeper.policy import judge
+from webhook.sweeper.decide.policy import judge
 
 from .helpers import decision, of_type, state_of
 

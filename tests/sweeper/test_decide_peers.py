@@ -6,9 +6,9 @@ from typing import Any
 
 from tests.support.stored import NAMESPACE, bare_pod, owned, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.core.peers import PeerFiles, configmap_prefix, digest_of
-from webhook.core.pod_mutation import mutate_pod
+from webhook.core.mutation.pod_mutation import mutate_pod
 from webhook.core.render import expand
+from webhook.core.shape.peers import PeerFiles, configmap_prefix, digest_of
 from webhook.kube.resources import CONFIGMAPS, MANAGED_BY, MANAGER, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
 

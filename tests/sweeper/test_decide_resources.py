@@ -12,7 +12,7 @@ from tests.support.stored import (
     sweepers_ssh_secret,
 )
 from webhook.core import contract
-from webhook.core.peers import content_digest
+from webhook.core.shape.peers import content_digest
 from webhook.kube.resources import JOBS, PODGROUPS, SECRETS, SERVICES, STATEFULSETS
 from webhook.sweeper.actions import Create, CreateSshSecret, Delete, Emit, Patch, Recorded
 

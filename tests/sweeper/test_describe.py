@@ -15,7 +15,7 @@ from tests.support.stored import indexed_job, pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, NODES, PODS, SERVICES, STATEFULSETS
-from webhook.sweeper.describe import JobObjects, describe
+from webhook.sweeper.report.describe import JobObjects, describe
 
 from .test_status import use_kubeconfig
 

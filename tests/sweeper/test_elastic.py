@@ -13,9 +13,9 @@ import yaml
 
 from tests.support.stored import NAMESPACE
 from webhook.core import contract
-from webhook.core.admit import Request, admit
+from webhook.core.mutation.admit import Request, admit
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand, render
-from webhook.core.workload_mutation import mutate_workload
 from webhook.sweeper.actions import Delete, Patch
 
 from .helpers import decision, of_type

@@ -11,7 +11,7 @@ from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Delete, Emit, Patch
-from webhook.sweeper.policy import Verdict, judge
+from webhook.sweeper.decide.policy import Verdict, judge
 
 from .helpers import (
     NOW,

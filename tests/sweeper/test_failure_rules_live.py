@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
-from webhook.sweeper.state import format_time
+from webhook.sweeper.job.state import format_time
 
-from .live import sweeping
 from .test_sweeper_api import annotations_on, create_pytorch_job, names
 
 NCCL = "[Rank 2] Watchdog caught collective operation timeout: NCCL timed out after 1800000ms"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from tests.support.stored import _pod, bare_pod, indexed_job, pod, stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, JOBS, PODS, SECRETS, SERVICES, STATEFULSETS
 from webhook.sweeper.decide import chain as decide
-
-from .live import sweeping
 
 
 def names(emulator, resource):

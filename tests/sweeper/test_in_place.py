@@ -9,11 +9,11 @@ from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
-from webhook.core.restart_in_place import BARRIER, RESTARTER
+from webhook.core.job.restart_in_place import BARRIER, RESTARTER
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Delete, Emit, Patch
-from webhook.sweeper.policy import judge
-from webhook.sweeper.state import format_time
+from webhook.sweeper.decide.policy import judge
+from webhook.sweeper.job.state import format_time
 
 from .helpers import NOW, decision, of_type, state_of, status_of, terminated
 

@@ -9,12 +9,12 @@ from typing import Any
 
 from tests.support.played_cluster import PlayedCluster, in_place_pod
 from tests.support.stored import stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
-from webhook.core.restart_in_place import BARRIER
+from webhook.core.job.restart_in_place import BARRIER
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
 
-from .live import sweeping
 from .test_sweeper_api import annotations_on
 
 SETTINGS = {contract.RESTART_POLICY: "RestartJobInPlace", contract.BACKOFF_LIMIT: "2"}

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from tests.support.stored import pod
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS, STATEFULSETS
-from webhook.sweeper.state import format_time
+from webhook.sweeper.job.state import format_time
 
-from .live import sweeping
 from .test_failure_rules_live import exited
 from .test_sweeper_api import annotations_on, create_pytorch_job
 

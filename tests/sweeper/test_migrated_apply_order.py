@@ -22,11 +22,10 @@ from typing import Any
 
 from tests.support.apply_order import Cluster, apply_one_by_one
 from tests.support.emulator import EmulatorThread
+from tests.support.sweeping import sweeping
 from tests.test_corpus import CASES, migrated
 from webhook.core import contract
 from webhook.kube.client import Kube
-
-from .live import sweeping
 
 MULTI_ROLE = [name for name in CASES if len(migrated(name)[0]) > 1]
 

@@ -17,14 +17,13 @@ import pytest
 
 from tests.support.emulator import EmulatorThread, kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.client import Kube
 from webhook.kube.resources import EVENTS, JOBS, PODS, STATEFULSETS
-from webhook.sweeper.describe import describe, read_job
-from webhook.sweeper.state import format_time
-
-from .live import sweeping
+from webhook.sweeper.job.state import format_time
+from webhook.sweeper.report.describe import describe, read_job
 
 README = Path(__file__).parents[2] / "README.md"
 KUBECTL = shutil.which("kubectl")

@@ -19,10 +19,11 @@ import pytest
 from tests.support import builders
 from tests.support.apply_order import Cluster, namespace_of
 from tests.support.emulator import EmulatorThread
+from tests.support.sweeping import Running, sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
-from webhook.core.peers import PeerFiles, content_digest
 from webhook.core.render import render
+from webhook.core.shape.peers import PeerFiles, content_digest
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import (
     CONFIGMAPS,
@@ -33,8 +34,6 @@ from webhook.kube.resources import (
     SECRETS,
     STATEFULSETS,
 )
-
-from .live import Running, sweeping
 
 NAMESPACE = "ml"
 MPI_JOB = "hvd"

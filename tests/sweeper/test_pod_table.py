@@ -16,9 +16,9 @@ from webhook.core import contract
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import PodTables, slim_pod, watch_of
-from webhook.sweeper.pods import PodFacts
-from webhook.sweeper.recorded import FailedRuns
-from webhook.sweeper.state import JobState, format_time, read_job_state
+from webhook.sweeper.job.pods import PodFacts
+from webhook.sweeper.job.recorded import FailedRuns
+from webhook.sweeper.job.state import JobState, format_time, read_job_state
 
 from .helpers import NOW, evicted, terminated
 

@@ -4,7 +4,7 @@ import pytest
 
 from tests.support.stored import bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.core import contract
-from webhook.sweeper.policy import Verdict, judge
+from webhook.sweeper.decide.policy import Verdict, judge
 
 from .helpers import state_of
 

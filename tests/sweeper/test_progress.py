@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 from tests.support.emulator import EmulatorThread
 from webhook.certs.material import generate
 from webhook.core import contract
-from webhook.core.progress import audience, status_path
+from webhook.core.job.progress import audience, status_path
 from webhook.kube.client import Kube
-from webhook.sweeper.metrics import ProgressFigures
-from webhook.sweeper.progress import Limits, ProgressDesk, serve
+from webhook.sweeper.serving.metrics import ProgressFigures
+from webhook.sweeper.serving.progress import Limits, ProgressDesk, serve
 
 SERVER_NAME = "127.0.0.1"  # the development certificate names the loopback address too
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 from tests.support.emulator import EmulatorThread
+from tests.support.sweeping import sweeping
 from webhook.kube.client import Kube
 from webhook.kube.resources import MANAGED_BY, MANAGER
 
 from .conftest import kube_for
-from .live import sweeping
 from .test_planted_owned_objects import (
     MPI_JOB,
     NAMESPACE,

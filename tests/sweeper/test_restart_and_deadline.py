@@ -7,7 +7,7 @@ from tests.support.stored import owned, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import PODGROUPS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Delete, Emit, Patch
-from webhook.sweeper.state import format_time
+from webhook.sweeper.job.state import format_time
 
 from .helpers import NOW, annotations_patched, decision, evicted, of_type, status_of, terminated
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
-from webhook.sweeper.describe import JobObjects, describe
-from webhook.sweeper.status import format_table, job_rows
+from webhook.sweeper.report.describe import JobObjects, describe
+from webhook.sweeper.report.status import format_table, job_rows
 
 NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 POLICY = 'reason=OOMKilled -> fail\nmessage~"NCCL*timed out" -> restart-job max=3'

@@ -15,11 +15,10 @@ from tests.support.shards import (
     jobs_of_shard,
     services,
 )
+from tests.support.sweeping import LEASE_NAMESPACE, SweeperProcess, sweeping
 from tests.support.waiting import eventually
 from webhook.kube.resources import LEASES
 from webhook.sweeper.lease import shard_of
-
-from .live import LEASE_NAMESPACE, SweeperProcess, sweeping
 
 
 def renew_time(emulator: EmulatorThread) -> str:

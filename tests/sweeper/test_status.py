@@ -12,9 +12,9 @@ from tests.support.emulator import kubeconfig
 from tests.support.stored import bare_pod, indexed_job, pod, stamped, statefulset
 from webhook.cli import main
 from webhook.core import contract
-from webhook.core.progress import human_duration
+from webhook.core.job.progress import human_duration
 from webhook.kube.resources import PODS, STATEFULSETS
-from webhook.sweeper.status import JobRow, format_table, job_rows
+from webhook.sweeper.report.status import JobRow, format_table, job_rows
 
 NOW = datetime(2025, 1, 1, 2, 0, 0, tzinfo=UTC)
 

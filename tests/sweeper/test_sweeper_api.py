@@ -14,10 +14,17 @@ from cryptography.hazmat.primitives import serialization
 
 from tests.support.emulator import kubeconfig
 from tests.support.stored import indexed_job, pod, stamped, statefulset
+from tests.support.sweeping import (
+    LEASE_NAMESPACE,
+    Running,
+    SweeperProcess,
+    fast_config,
+    sweeping,
+)
 from tests.support.waiting import eventually
 from webhook.core import contract
+from webhook.core.mutation.pod_mutation import mutate_pod
 from webhook.core.objects import parse_time
-from webhook.core.pod_mutation import mutate_pod
 from webhook.core.render import expand
 from webhook.kube.resources import (
     CONFIGMAPS,
@@ -35,13 +42,6 @@ from webhook.kube.resources import (
 )
 
 from .conftest import kube_for
-from .live import (
-    LEASE_NAMESPACE,
-    Running,
-    SweeperProcess,
-    fast_config,
-    sweeping,
-)
 
 
 def names(emulator, resource):

@@ -8,13 +8,13 @@ import re
 import urllib.error
 import urllib.request
 
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.resources import EVENTS, PODS, STATEFULSETS
-from webhook.sweeper.health import STALLED_AFTER, SweeperHealth
-from webhook.sweeper.metrics import SweeperMetrics
+from webhook.sweeper.serving.health import STALLED_AFTER, SweeperHealth
+from webhook.sweeper.serving.metrics import SweeperMetrics
 
-from .live import sweeping
 from .test_sweeper_api import annotations_on, create_pytorch_job, names
 
 

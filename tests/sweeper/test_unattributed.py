@@ -8,8 +8,8 @@ from typing import Any
 from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
-from webhook.sweeper.describe import JobObjects, describe
-from webhook.sweeper.status import format_table, job_rows
+from webhook.sweeper.report.describe import JobObjects, describe
+from webhook.sweeper.report.status import format_table, job_rows
 
 from .helpers import NOW, decision, described
 

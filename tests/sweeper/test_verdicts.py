@@ -8,7 +8,7 @@ from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
 from webhook.kube.resources import STATEFULSETS
 from webhook.sweeper.actions import Emit, Patch
-from webhook.sweeper.policy import Verdict, judge
+from webhook.sweeper.decide.policy import Verdict, judge
 
 from .helpers import (
     NOW,

@@ -13,16 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.stored import NAMESPACE, pod, stamped, statefulset
+from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract
 from webhook.kube.resources import PODS, STATEFULSETS
-from webhook.sweeper import state as state_module
 from webhook.sweeper.decide import chain, decide
-from webhook.sweeper.recorded import FailedRuns
-from webhook.sweeper.state import WorkloadViews, read_job_state
+from webhook.sweeper.job import state as state_module
+from webhook.sweeper.job.recorded import FailedRuns
+from webhook.sweeper.job.state import WorkloadViews, read_job_state
 
 from .helpers import NOW
-from .live import sweeping
 
 # What happens to a StatefulSet of a running job: the sweeper's own records, a user's edit,
 # the webhook's restamp, the same version delivered again, a new object of the same name.

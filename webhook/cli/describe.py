@@ -7,7 +7,7 @@ import sys
 from datetime import UTC, datetime
 
 from webhook.kube.client import ApiError, Kube
-from webhook.sweeper.describe import describe, read_job
+from webhook.sweeper.report.describe import describe, read_job
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

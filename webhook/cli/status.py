@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from webhook.kube.client import ApiError, Kube
-from webhook.sweeper.status import format_table, read_rows
+from webhook.sweeper.report.status import format_table, read_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

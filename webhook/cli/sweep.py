@@ -15,10 +15,10 @@ from typing import Any
 from webhook.cli.validators import log_level, positive_int, positive_seconds, whole_seconds
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
-from webhook.sweeper.metrics import ProgressFigures, SweeperMetrics
-from webhook.sweeper.progress import Limits, ProgressDesk
-from webhook.sweeper.progress import serve as serve_progress
 from webhook.sweeper.runner import Sweeper, SweeperConfig
+from webhook.sweeper.serving.metrics import ProgressFigures, SweeperMetrics
+from webhook.sweeper.serving.progress import Limits, ProgressDesk
+from webhook.sweeper.serving.progress import serve as serve_progress
 from webhook.sweeper.writes import BURST, PER_MINUTE
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -11,8 +11,8 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
+from webhook.core.job.workload import job_of, read_framework, read_role
 from webhook.core.objects import labels_of, template_of
-from webhook.core.workload import job_of, read_framework, read_role
 
 GROUPS = {"StatefulSet": "apps", "Job": "batch"}
 RESTART_POLICIES = {"StatefulSet": ("Always",), "Job": ("OnFailure", "Never")}

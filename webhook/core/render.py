@@ -24,17 +24,17 @@ from webhook.core.apiserver_rules import (
 )
 from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
-from webhook.core.failure_rules import FailurePolicy, failure_policy
 from webhook.core.frameworks import FRAMEWORKS, Framework
-from webhook.core.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
+from webhook.core.job.failure_rules import FailurePolicy, failure_policy
+from webhook.core.job.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
+from webhook.core.job.progress import RENDERED_PROGRESS
+from webhook.core.job.settings import Settings, read_settings
+from webhook.core.job.workload import job_of, read_workload, replica_controller, template_only
+from webhook.core.mutation.pod_mutation import mutate_pod
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.objects import annotations_of, labels_of, template_of
-from webhook.core.peers import PeerFiles, configmap
-from webhook.core.pod_mutation import mutate_pod
-from webhook.core.pods import training_container
-from webhook.core.progress import RENDERED_PROGRESS
-from webhook.core.settings import Settings, read_settings
-from webhook.core.workload import job_of, read_workload, replica_controller, template_only
-from webhook.core.workload_mutation import mutate_workload
+from webhook.core.shape.peers import PeerFiles, configmap
+from webhook.core.shape.pods import training_container
 
 DEFAULT_NAMESPACE = "default"
 KINDS = ("StatefulSet", "Job", "Pod")

@@ -4,7 +4,7 @@ Kubernetes 1.37), behind feature gates, and changes between releases."""
 from __future__ import annotations
 
 from webhook.core.contract import KUBERNETES_PODGROUP_APIS
-from webhook.core.gang import KUBERNETES_NOT_SERVED as NOT_SERVED
+from webhook.core.job.gang import KUBERNETES_NOT_SERVED as NOT_SERVED
 from webhook.kube.client import ApiError, Kube
 
 __all__ = ["NOT_SERVED", "served_podgroup_api"]

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.workload import job_of
+from webhook.core.job.workload import job_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.informer import Informer
 from webhook.kube.resources import JOBS, STATEFULSETS, Resource

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 from webhook.core import jsoncodec
-from webhook.core.admit import Found, Policy, Request, admit, job_of, lookups
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import TrainhookError
+from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.limits import one_line
-from webhook.core.progress import ProgressEndpoint
+from webhook.core.mutation.admit import Found, Policy, Request, admit, job_of, lookups
 from webhook.server.reviews import (
     API_VERSION,
     KIND,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from flask import Flask
 
-    from webhook.core.progress import ProgressEndpoint
+    from webhook.core.job.progress import ProgressEndpoint
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -172,7 +172,7 @@ class _SetupError(Exception):
 
 def progress_endpoint(url: str, ca_file: str) -> ProgressEndpoint | None:
     """The progress endpoint pods are sent to, with the CA read from `ca_file`."""
-    from webhook.core.progress import ProgressEndpoint
+    from webhook.core.job.progress import ProgressEndpoint
 
     if not url:
         return None

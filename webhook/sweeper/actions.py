@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.kube.resources import SECRETS, Resource
 
 if TYPE_CHECKING:
-    from webhook.sweeper.state import JobState, WorkloadView
+    from webhook.sweeper.job.state import JobState, WorkloadView
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.peers import content_digest
+from webhook.core.shape.peers import content_digest
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import COMPONENT, EVENTS, MANAGED_BY, MANAGER, Resource
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Delete, Emit, Patch
 from webhook.sweeper.emits import REMEMBERED, EmitBudget
+from webhook.sweeper.job.state import JobKey, format_time
 from webhook.sweeper.sshkeys import new_key_pair, secret_body
-from webhook.sweeper.state import JobKey, format_time
 from webhook.sweeper.writes import WriteBudget
 
 log = logging.getLogger("trainhook.sweeper")

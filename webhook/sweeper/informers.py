@@ -25,8 +25,8 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
-from webhook.sweeper.podtable import PodTable
-from webhook.sweeper.state import JobKey, job_key
+from webhook.sweeper.job.podtable import PodTable
+from webhook.sweeper.job.state import JobKey, job_key
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 SELECTORS: dict[Resource, str] = {

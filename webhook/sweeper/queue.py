@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from webhook.sweeper.state import JobKey
+from webhook.sweeper.job.state import JobKey
 
 
 class WorkQueue:

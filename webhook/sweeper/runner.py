@@ -34,7 +34,6 @@ from webhook.kube.resources import (
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDeferred
-from webhook.sweeper.health import SweeperHealth
 from webhook.sweeper.informers import (
     OPTIONAL,
     OWNED_SELECTOR,
@@ -42,10 +41,11 @@ from webhook.sweeper.informers import (
     selectors,
     watches,
 )
+from webhook.sweeper.job.pods import pod_peers
+from webhook.sweeper.job.state import JobKey, JobState, WorkloadViews, job_key, read_job_state
 from webhook.sweeper.lease import ShardElector, shard_of
-from webhook.sweeper.pods import pod_peers
 from webhook.sweeper.queue import WorkQueue
-from webhook.sweeper.state import JobKey, JobState, WorkloadViews, job_key, read_job_state
+from webhook.sweeper.serving.health import SweeperHealth
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
 
 log = logging.getLogger("trainhook.sweeper")

@@ -10,8 +10,8 @@ from functools import lru_cache
 from webhook.core.compat import paddle_operator, volcano
 from webhook.core.compat.base import Compat
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.peers import Lists
-from webhook.core.topology import Topology
+from webhook.core.shape.peers import Lists
+from webhook.core.shape.topology import Topology
 
 COMPATS: dict[str, Compat] = {
     layer.COMPAT.name: layer.COMPAT for layer in (volcano, paddle_operator)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhook.core.frameworks.base import Framework, Placement, PodExtras
-from webhook.core.peers import Lists
+from webhook.core.shape.peers import Lists
 
 # The variables of one pod, from its framework (what it may read of its conventions) and place.
 CompatEnv = Callable[[Framework, Placement], dict[str, str]]

@@ -22,7 +22,7 @@ from functools import lru_cache
 from webhook.core.compat.base import Compat
 from webhook.core.frameworks import paddle
 from webhook.core.frameworks.base import Framework, Placement
-from webhook.core.topology import Topology
+from webhook.core.shape.topology import Topology
 
 TRAINER_PORTS_NUM = 20  # the operator's HOST_PORT_NUM: ports each pod may use from its port on
 GLOO_HTTP_PORT_OFFSET = TRAINER_PORTS_NUM - 2

@@ -22,9 +22,9 @@ from webhook.core.compat.base import Compat
 from webhook.core.draft import Draft
 from webhook.core.frameworks.base import Framework, Placement
 from webhook.core.objects import annotations_of
-from webhook.core.peers import env_key, file_path, host_list
-from webhook.core.pods import add_volume, equipped, mount
-from webhook.core.topology import Topology
+from webhook.core.shape.peers import env_key, file_path, host_list
+from webhook.core.shape.pods import add_volume, equipped, mount
+from webhook.core.shape.topology import Topology
 
 HOSTS_VOLUME = "volcano-hosts"
 

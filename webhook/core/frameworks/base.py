@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.draft import Draft
-from webhook.core.peers import Lists, file_path
-from webhook.core.topology import Topology
+from webhook.core.shape.peers import Lists, file_path
+from webhook.core.shape.topology import Topology
 
 
 @dataclass(frozen=True, init=False)

@@ -1,7 +1,7 @@
 """The variables every framework's pods receive."""
 
 from webhook.core.frameworks.base import Placement
-from webhook.core.peers import env_key, file_path, host_list
+from webhook.core.shape.peers import env_key, file_path, host_list
 
 
 def common_env(placement: Placement) -> dict[str, str]:

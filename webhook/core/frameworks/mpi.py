@@ -11,8 +11,8 @@ from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks.base import Framework, Placement, Success
 from webhook.core.objects import annotations_of
-from webhook.core.pods import add_volume, equipped, mount
-from webhook.core.topology import Topology
+from webhook.core.shape.pods import add_volume, equipped, mount
+from webhook.core.shape.topology import Topology
 
 HOSTFILE_VOLUME = "mpi-hostfile"
 HOSTFILE = "hostfile"  # the file name, and its key in a large job's peers ConfigMap

@@ -3,7 +3,7 @@
 from functools import lru_cache
 
 from webhook.core.frameworks.base import Framework, Placement, Success
-from webhook.core.topology import Topology
+from webhook.core.shape.topology import Topology
 
 LOOPBACK = "127.0.0.1"
 # A `master` is a parameter server, as in the training-operator's PaddleJob (which runs PS mode

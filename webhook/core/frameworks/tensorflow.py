@@ -4,8 +4,8 @@ from functools import lru_cache
 
 from webhook.core import jsoncodec
 from webhook.core.frameworks.base import Framework, Placement, Success
-from webhook.core.peers import file_path
-from webhook.core.topology import Topology
+from webhook.core.shape.peers import file_path
+from webhook.core.shape.topology import Topology
 
 
 def cluster(topology: Topology, port: int | None) -> dict[str, list[str]]:

@@ -3,7 +3,7 @@
 from functools import lru_cache
 
 from webhook.core.frameworks.base import Framework, Placement, Success
-from webhook.core.topology import Topology
+from webhook.core.shape.topology import Topology
 
 
 @lru_cache(maxsize=8)

@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.job.settings import GANG_MINIMUM_SCHEDULERS
 from webhook.core.migrate.base import (
     JOB,
     Fields,
@@ -21,7 +22,6 @@ from webhook.core.migrate.base import (
     metadata,
     template_of,
 )
-from webhook.core.settings import GANG_MINIMUM_SCHEDULERS
 
 
 @dataclass(frozen=True)

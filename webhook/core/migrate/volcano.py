@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.failure_rules import (
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.job.failure_rules import (
     FAIL,
     PARTIAL,
     RESTART_JOB,
@@ -15,7 +16,6 @@ from webhook.core.failure_rules import (
     RESTART_ROLE,
     partial_restart_allowed,
 )
-from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.migrate.base import (
     JOB,
     STATEFULSET,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.core import contract
-from webhook.core.workload import Member, disagreement
+from webhook.core.job.workload import Member, disagreement
 from webhook.sweeper.actions import Action
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.state import JobState
+from webhook.sweeper.job.state import JobState
 
 
 def agreement_warnings(state: JobState) -> Iterable[Action]:

@@ -21,6 +21,7 @@ from webhook.sweeper.decide.events import (
     problem_events,
     unattributed_events,
 )
+from webhook.sweeper.decide.failures import restarts_whole_job
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
 from webhook.sweeper.decide.lifecycle.in_place import IN_PLACE_TIMEOUT, in_place_actions
@@ -43,6 +44,7 @@ from webhook.sweeper.decide.owned import (
     service_actions,
     ssh_secret_actions,
 )
+from webhook.sweeper.decide.policy import Replica, judge, succeeded_replicas, tally
 from webhook.sweeper.decide.records import (
     SUSPENDED,
     Outcome,
@@ -57,9 +59,7 @@ from webhook.sweeper.decide.records import (
     status_json,
 )
 from webhook.sweeper.decide.topology import topology_actions
-from webhook.sweeper.failures import restarts_whole_job
-from webhook.sweeper.policy import Replica, judge, succeeded_replicas, tally
-from webhook.sweeper.state import JobState
+from webhook.sweeper.job.state import JobState
 
 # The workloads of one manifest are created one after the other: the job's topology is enforced
 # once its newest workload is this old, not while the rest of the job is still being created.

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Action, Emit, ObjectRef
-from webhook.sweeper.state import JobState, WorkloadView
+from webhook.sweeper.job.state import JobState, WorkloadView
 
 
 def problem_events(state: JobState) -> Iterable[Action]:

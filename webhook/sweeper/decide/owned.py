@@ -9,11 +9,11 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.compat import job_lists
 from webhook.core.errors import TrainhookError
-from webhook.core.gang import Gang, job_gang
-from webhook.core.gang import podgroup_spec as core_podgroup_spec
-from webhook.core.peers import PeerFiles, configmap, inline, peer_files
-from webhook.core.topology import stamp, topology_from_stamp
-from webhook.core.workload import build_topology
+from webhook.core.job.gang import Gang, job_gang
+from webhook.core.job.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.job.workload import build_topology
+from webhook.core.shape.peers import PeerFiles, configmap, inline, peer_files
+from webhook.core.shape.topology import stamp, topology_from_stamp
 from webhook.kube.resources import (
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
@@ -38,9 +38,10 @@ from webhook.sweeper.actions import (
     workload_patch,
 )
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.policy import role_counts
+from webhook.sweeper.decide.policy import role_counts
+from webhook.sweeper.job.owned import Owned
+from webhook.sweeper.job.state import JobState, WorkloadView
 from webhook.sweeper.sshkeys import host_patterns, ssh_config
-from webhook.sweeper.state import JobState, Owned, WorkloadView
 
 
 def labels(state: JobState) -> dict[str, str]:

@@ -10,22 +10,22 @@ from datetime import datetime
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.completeness import waiting_message
+from webhook.core.job.completeness import waiting_message
 from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.decide.owned import waiting_for
-from webhook.sweeper.failures import (
+from webhook.sweeper.decide.failures import (
     DISRUPTION_REASONS,
     describe_disruption,
     disruption_of,
     restarts_whole_job,
 )
-from webhook.sweeper.pods import WAITING_PROBLEMS
-from webhook.sweeper.policy import PHASES, Replica, Tally, observed_successes, tally
-from webhook.sweeper.recorded import format_indexes
-from webhook.sweeper.state import JobState, attempt_of, format_time
+from webhook.sweeper.decide.owned import waiting_for
+from webhook.sweeper.decide.policy import PHASES, Replica, Tally, observed_successes, tally
+from webhook.sweeper.job.pods import WAITING_PROBLEMS
+from webhook.sweeper.job.recorded import format_indexes
+from webhook.sweeper.job.state import JobState, attempt_of, format_time
 
 WAITING_FOR_ROLES = "WaitingForRoles"  # the reason of a job that lacks a role
 # The reason of a job whose pods wait for a ConfigMap or Secret someone else made under its names.

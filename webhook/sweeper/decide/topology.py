@@ -9,13 +9,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.topology import stamp
-from webhook.core.workload import build_topology
+from webhook.core.job.workload import build_topology
+from webhook.core.shape.topology import stamp
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Delete, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.pods import PodView
-from webhook.sweeper.state import JobState, WorkloadView
+from webhook.sweeper.job.pods import PodView
+from webhook.sweeper.job.state import JobState, WorkloadView
 
 
 def same_topology(stamped: str | None, wanted: str) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from webhook.core import contract
-from webhook.sweeper.policy import FAILED, Verdict
-from webhook.sweeper.state import JobState, format_time
+from webhook.sweeper.decide.policy import FAILED, Verdict
+from webhook.sweeper.job.state import JobState, format_time
 
 
 def deadline_verdict(state: JobState, now: datetime, start: datetime) -> Verdict | None:

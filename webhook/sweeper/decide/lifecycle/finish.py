@@ -19,9 +19,9 @@ from webhook.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 from webhook.sweeper.actions import Action, Decision, Delete, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.owned import podgroups
+from webhook.sweeper.decide.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
 from webhook.sweeper.decide.records import Outcome
-from webhook.sweeper.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
-from webhook.sweeper.state import JobState, format_time
+from webhook.sweeper.job.state import JobState, format_time
 
 
 def unverified_outcome(state: JobState, outcome: Outcome) -> Decision:

@@ -6,7 +6,7 @@ their barriers, then releases the attempt on every pod (`trainhook.io/released-a
 whose pods cannot restart in place (one is gone, being deleted or stopped from outside, carries
 no barrier, or belongs to an Indexed Job), or whose ranks are not all back within
 IN_PLACE_TIMEOUT (a kubelet without RestartAllContainers), is restarted by deleting and
-recreating its pods instead. See webhook.core.restart_in_place for the pods' side.
+recreating its pods instead. See webhook.core.job.restart_in_place for the pods' side.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Patch
-from webhook.sweeper.failures import disruption_of
-from webhook.sweeper.pods import PodView
-from webhook.sweeper.state import JobState, format_time
+from webhook.sweeper.decide.failures import disruption_of
+from webhook.sweeper.job.pods import PodView
+from webhook.sweeper.job.state import JobState, format_time
 
 IN_PLACE_TIMEOUT: Final = timedelta(seconds=60)
 # The kubelet's clock may run behind the sweeper's: a barrier that started waiting this much

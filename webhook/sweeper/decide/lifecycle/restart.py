@@ -12,12 +12,12 @@ from webhook.core import contract
 from webhook.core.objects import parse_time
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.failures import counts_restarts
 from webhook.sweeper.decide.lifecycle.in_place import InPlace, last_attempt, start_in_place
+from webhook.sweeper.decide.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
 from webhook.sweeper.decide.records import positive_count
-from webhook.sweeper.failures import counts_restarts
-from webhook.sweeper.pods import PodView, created_before
-from webhook.sweeper.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
-from webhook.sweeper.state import JobState
+from webhook.sweeper.job.pods import PodView, created_before
+from webhook.sweeper.job.state import JobState
 
 # At most this many pods created in a restart's own second are recorded with it, each by the
 # first 8 characters of its uid (unique enough among one job's pods).

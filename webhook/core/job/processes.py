@@ -8,8 +8,8 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.job.settings import Settings
 from webhook.core.limits import whole_number
-from webhook.core.settings import Settings
 
 
 def gpu_count(pod: Mapping[str, Any], training: int | None, settings: Settings) -> int:

@@ -18,11 +18,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from webhook import __version__
-from webhook.sweeper.health import SweeperHealth, serve
-from webhook.sweeper.state import JobKey
+from webhook.sweeper.job.state import JobKey
+from webhook.sweeper.serving.health import SweeperHealth, serve
 
 # Label sets stay bounded whatever pods report: the metrics of the most recent jobs only, and
-# only the summary's few metrics (webhook.core.progress.SUMMARY_METRICS) of each.
+# only the summary's few metrics (webhook.core.job.progress.SUMMARY_METRICS) of each.
 METRIC_JOBS: Final = 100
 
 

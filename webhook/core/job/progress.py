@@ -21,7 +21,7 @@ from typing import Any, Final
 from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
-from webhook.core.pods import add_volume, equipped, mount
+from webhook.core.shape.pods import add_volume, equipped, mount
 
 ENV_URL: Final = "KUBEFLOW_TRAINER_STATUS_URL"
 ENV_CA_CERT: Final = "KUBEFLOW_TRAINER_STATUS_CA_CERT"

@@ -9,14 +9,11 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
-from webhook.core.failure_rules import Rule
 from webhook.core.frameworks import FRAMEWORKS, Framework
-from webhook.core.gang import job_gang
-from webhook.core.keys import check_keys
-from webhook.core.objects import annotations_of, labels_of, template_of
-from webhook.core.pods import check_counts, training_container
-from webhook.core.processes import processes_per_pod
-from webhook.core.settings import (
+from webhook.core.job.failure_rules import Rule
+from webhook.core.job.gang import job_gang
+from webhook.core.job.processes import processes_per_pod
+from webhook.core.job.settings import (
     DNS_LABEL,
     EVERY_ROLE,
     JOB_SETTINGS,
@@ -25,7 +22,10 @@ from webhook.core.settings import (
     allowed_list,
     read_settings,
 )
-from webhook.core.topology import Role, Topology
+from webhook.core.keys import check_keys
+from webhook.core.objects import annotations_of, labels_of, template_of
+from webhook.core.shape.pods import check_counts, training_container
+from webhook.core.shape.topology import Role, Topology
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
 

@@ -8,17 +8,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.colocation import colocate_pod
 from webhook.core.compat import COMPATS, job_lists
-from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
+from webhook.core.job.colocation import colocate_pod
+from webhook.core.job.completeness import missing_roles
+from webhook.core.job.processes import gpu_count, processes_per_pod
+from webhook.core.job.progress import ProgressEndpoint, add_progress
+from webhook.core.job.settings import Settings, read_settings
+from webhook.core.job.workload import (
+    build_topology,
+    job_of,
+    read_framework,
+    read_job,
+    read_role,
+    read_workload,
+    replica_controller,
+    template_only,
+)
 from webhook.core.keys import check_keys
+from webhook.core.mutation.pod_plumbing import keep_last_words, set_gpus, set_scheduler, set_shm
+from webhook.core.mutation.workload_mutation import sibling_workloads
 from webhook.core.objects import annotations_of, labels_of
-from webhook.core.peers import PeerFiles, inline, peer_files
-from webhook.core.pods import (
+from webhook.core.shape.peers import PeerFiles, inline, peer_files
+from webhook.core.shape.pods import (
     PodIdentity,
     add_gate,
     add_volume,
@@ -30,25 +45,9 @@ from webhook.core.pods import (
     mount,
     training_container,
 )
-from webhook.core.processes import gpu_count, processes_per_pod
-from webhook.core.progress import ProgressEndpoint, add_progress
-from webhook.core.settings import Settings, read_settings
-from webhook.core.topology import Role, Topology, topology_from_stamp
-from webhook.core.workload import (
-    build_topology,
-    job_of,
-    read_framework,
-    read_job,
-    read_role,
-    read_workload,
-    replica_controller,
-    template_only,
-)
-from webhook.core.workload_mutation import sibling_workloads
+from webhook.core.shape.topology import Role, Topology, topology_from_stamp
 
-SHM_VOLUME = "dshm"
 PEERS_VOLUME = "trainhook-peers"
-DEFAULT_SCHEDULER = "default-scheduler"
 POD_TEMPLATE_HASH = "pod-template-hash"  # the label a Deployment's ReplicaSets put on pods
 
 
@@ -260,10 +259,10 @@ def write_shared(
     settings, placement = reading.settings, place.placement
     if place.files is not None:
         _mount_peers(draft, pod, reading.training, place.files)
-    _set_gpus(draft, pod, reading.training, settings)
-    _keep_last_words(draft, pod, reading.training)
-    _set_shm(draft, pod, reading.training, settings)
-    _set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
+    set_gpus(draft, pod, reading.training, settings)
+    keep_last_words(draft, pod, reading.training)
+    set_shm(draft, pod, reading.training, settings)
+    set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     colocate_pod(draft, pod, settings, placement.topology.job)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
@@ -466,148 +465,3 @@ def field_env_item(name: str, path: str) -> dict[str, Any]:
 
 def _field_path(item: Mapping[str, Any]) -> object:
     return ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-
-
-def _set_gpus(
-    draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
-) -> None:
-    """trainhook.io/gpus as the training container's limit and request (a limit the container
-    already has equals it: gpu_count refuses any other)."""
-    if not settings.gpus or training is None:
-        return
-    container = pod["spec"]["containers"][training]
-    resources = container.get("resources") or {}
-    resource, count = settings.gpu_resource, str(settings.gpus)
-    if (resources.get("limits") or {}).get(resource) is not None:
-        return
-    draft.dict_at("spec", "containers", training, "resources", "limits")[resource] = count
-    requests = resources.get("requests") or {}
-    if resource not in requests:
-        draft.dict_at("spec", "containers", training, "resources", "requests")[resource] = count
-
-
-FALLBACK_TO_LOGS = "FallbackToLogsOnError"
-
-
-def _keep_last_words(draft: Draft, pod: Mapping[str, Any], training: int | None) -> None:
-    """The training container's termination message falls back to the end of its log when it
-    fails without writing one, so the failing rank says why after its pod is gone (the sweeper
-    records it). `File`, the API server's default, cannot be told from a choice; a container
-    that writes its message file keeps it either way."""
-    if training is None:
-        return
-    policy = pod["spec"]["containers"][training].get("terminationMessagePolicy")
-    if policy in (None, "File"):
-        draft.dict_at("spec", "containers", training)["terminationMessagePolicy"] = FALLBACK_TO_LOGS
-
-
-def _set_shm(
-    draft: Draft, pod: Mapping[str, Any], training: int | None, settings: Settings
-) -> None:
-    if settings.shm_size is None:
-        return
-    add_volume(
-        draft,
-        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
-    )
-    if training is not None:
-        container = pod["spec"]["containers"][training]
-        mount(draft, "containers", training, container, SHM_VOLUME, "/dev/shm", read_only=False)
-
-
-def _set_scheduler(
-    draft: Draft,
-    pod: Mapping[str, Any],
-    settings: Settings,
-    placement: Placement,
-    coscheduling_scheduler: str,
-    warnings: list[str],
-) -> None:
-    job, role = placement.topology.job, placement.role
-    if settings.scheduler == "volcano":
-        _set_scheduler_name(draft, pod, "volcano", warnings)
-        _set_metadata(
-            draft,
-            pod,
-            "annotations",
-            {contract.VOLCANO_GROUP_NAME: job, contract.VOLCANO_TASK_SPEC: role},
-        )
-    elif settings.scheduler == "coscheduling":
-        _set_scheduler_name(draft, pod, coscheduling_scheduler, warnings)
-        _set_metadata(draft, pod, "labels", {contract.COSCHEDULING_POD_GROUP: job})
-    elif settings.scheduler == "kueue":
-        _join_kueue_group(draft, pod, settings.queue, job, placement.topology.total, warnings)
-    elif settings.scheduler == "kubernetes":
-        _join_kubernetes_group(draft, pod, job, warnings)
-    elif settings.scheduler == "kai":
-        _set_scheduler_name(draft, pod, contract.KAI_SCHEDULER_NAME, warnings)
-        # The job's PodGroup, not the one KAI's podgrouper would make for each workload.
-        annotations = {contract.KAI_POD_GROUP: job, contract.KAI_SKIP_PODGROUPER: "true"}
-        _set_metadata(draft, pod, "annotations", annotations)
-        _set_metadata(draft, pod, "labels", {contract.KAI_QUEUE: settings.queue})
-
-
-def _join_kubernetes_group(
-    draft: Draft, pod: Mapping[str, Any], job: str, warnings: list[str]
-) -> None:
-    """The pod joins the job's PodGroup: immutable once the pod exists, so set here or never."""
-    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-    if group is None:
-        draft.dict_at("spec", "schedulingGroup")["podGroupName"] = job
-    elif group != job:
-        warnings.append(
-            f"spec.schedulingGroup.podGroupName {group} was set by the user and is kept: the "
-            f"pod is not in the job's PodGroup {job}"
-        )
-
-
-def _set_scheduler_name(
-    draft: Draft, pod: Mapping[str, Any], name: str, warnings: list[str]
-) -> None:
-    current = (pod.get("spec") or {}).get("schedulerName")
-    if current in (None, DEFAULT_SCHEDULER):
-        draft.dict_at("spec")["schedulerName"] = name
-    elif current != name:
-        warnings.append(f"schedulerName {current} was set by the user and is kept")
-
-
-def _set_metadata(
-    draft: Draft, pod: Mapping[str, Any], field: str, wanted: Mapping[str, str]
-) -> None:
-    current = (pod.get("metadata") or {}).get(field) or {}
-    if any(current.get(key) != value for key, value in wanted.items()):
-        draft.dict_at("metadata", field).update(wanted)
-
-
-def _join_kueue_group(
-    draft: Draft, pod: Mapping[str, Any], queue: str, job: str, total: int, warnings: list[str]
-) -> None:
-    """Every pod of the job in one Kueue pod group, held by Kueue's gate until it is admitted.
-
-    Kueue's own webhook adds the gate, its managed label and its finalizer to a pod that carries
-    a queue label when it sees one; when it ran before Trainhook (no label yet) it added nothing,
-    so they are added here, as Kueue would. Nothing of Kueue's is ever removed or reordered.
-    """
-    labels = labels_of(pod)
-    given = labels.get(contract.KUEUE_QUEUE_NAME)
-    if given is not None and given != queue:
-        warnings.append(
-            f"label {contract.KUEUE_QUEUE_NAME} {given} is replaced by {contract.QUEUE} {queue}: "
-            "every pod of a job waits in one queue"
-        )
-    _set_metadata(
-        draft,
-        pod,
-        "labels",
-        {contract.KUEUE_QUEUE_NAME: queue, contract.KUEUE_POD_GROUP_NAME: job},
-    )
-    _set_metadata(draft, pod, "annotations", {contract.KUEUE_POD_GROUP_TOTAL_COUNT: str(total)})
-    spec = pod.get("spec") or {}
-    gates = [gate.get("name") for gate in spec.get("schedulingGates") or []]
-    if contract.KUEUE_ADMISSION_GATE in gates or spec.get("nodeName"):
-        return  # Kueue's webhook has been here, or the pod is bound and cannot be gated
-    draft.list_at("spec", "schedulingGates").append({"name": contract.KUEUE_ADMISSION_GATE})
-    _set_metadata(draft, pod, "labels", {contract.KUEUE_MANAGED: "true"})
-    finalizers = (pod.get("metadata") or {}).get("finalizers") or []
-    if contract.KUEUE_MANAGED not in finalizers:
-        draft.list_at("metadata", "finalizers").append(contract.KUEUE_MANAGED)

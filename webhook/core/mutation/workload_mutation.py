@@ -8,18 +8,15 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.completeness import missing_roles
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
-from webhook.core.objects import annotations_of, labels_of
-from webhook.core.pods import training_container
-from webhook.core.restart_in_place import (
+from webhook.core.job.completeness import missing_roles
+from webhook.core.job.restart_in_place import (
     add_restart_plumbing,
     remove_restart_plumbing,
     wants_in_place,
 )
-from webhook.core.topology import Topology, stamp
-from webhook.core.workload import (
+from webhook.core.job.workload import (
     Workload,
     build_topology,
     disagreement,
@@ -27,6 +24,9 @@ from webhook.core.workload import (
     member,
     read_workload,
 )
+from webhook.core.objects import annotations_of, labels_of
+from webhook.core.shape.pods import training_container
+from webhook.core.shape.topology import Topology, stamp
 
 FINISHED = ("Succeeded", "Failed")
 

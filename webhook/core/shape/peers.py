@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import Refused
-from webhook.core.topology import Topology
+from webhook.core.shape.topology import Topology
 
 # Up to this many pods, and this many bytes of host names, lists stay in env: with every
 # framework's own copy of them (TF_CONFIG, Paddle's endpoints, the MPI hostfile) a pod then

@@ -23,7 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from webhook.sweeper.state import JobKey
+from webhook.sweeper.job.state import JobKey
 
 PHASES: Final = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Invalid")
 # The loop turns at least every half second; a minute without a turn means it is stuck.

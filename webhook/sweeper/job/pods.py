@@ -12,12 +12,12 @@ from typing import Any, Protocol
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
+from webhook.core.job.restart_in_place import BARRIER
+from webhook.core.job.workload import job_of
 from webhook.core.limits import one_line
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
-from webhook.core.peers import configmap_prefix
-from webhook.core.pods import identify, training_container
-from webhook.core.restart_in_place import BARRIER
-from webhook.core.workload import job_of
+from webhook.core.shape.peers import configmap_prefix
+from webhook.core.shape.pods import identify, training_container
 
 # A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
 # the DisruptionTarget condition.
@@ -196,7 +196,7 @@ def is_plain(pod: PodView) -> bool:
 class PodFacts:
     """What the decision reads of a job's pods, short of the pods themselves: the pods that are
     not plain, one by one in name order, and the plain ones by their numbers. Kept up to date
-    pod event by pod event (webhook/sweeper/podtable.py), so deciding costs the job's notable
+    pod event by pod event (webhook/sweeper/job/podtable.py), so deciding costs the job's notable
     pods, not all of them."""
 
     notable: tuple[PodView, ...]

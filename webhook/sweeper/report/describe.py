@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.job.progress import human_duration
 from webhook.core.objects import parse_time
-from webhook.core.progress import human_duration
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICES, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome, recorded_status
+from webhook.sweeper.decide.failures import job_failure_policy
 from webhook.sweeper.decide.records import WAITING_FOR_OWNED_OBJECTS, WAITING_FOR_ROLES
-from webhook.sweeper.failures import job_failure_policy
-from webhook.sweeper.state import JobState, job_key, read_job_state, status_field
-from webhook.sweeper.status import job_progress, job_rows
+from webhook.sweeper.job.state import JobState, job_key, read_job_state, status_field
+from webhook.sweeper.report.status import job_progress, job_rows
 
 RECENT_EVENTS = 10
 

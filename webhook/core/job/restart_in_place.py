@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.failure_rules import RESTART_IN_PLACE, Rule
+from webhook.core.job.failure_rules import RESTART_IN_PLACE, Rule
 
 RESTARTER: Final = "trainhook-restarter"
 BARRIER: Final = "trainhook-barrier"

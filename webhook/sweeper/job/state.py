@@ -10,16 +10,15 @@ from functools import cached_property
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import Claim, claim_of, creator_of
-from webhook.core.completeness import missing_roles
 from webhook.core.errors import TrainhookError
 from webhook.core.frameworks import Framework
-from webhook.core.gang import template_requests
+from webhook.core.job.claims import Claim, claim_of, creator_of
+from webhook.core.job.completeness import missing_roles
+from webhook.core.job.gang import template_requests
+from webhook.core.job.settings import JobSettings, Settings, job_settings, read_settings
+from webhook.core.job.workload import Workload, job_of, read_framework, read_role, read_workload
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
-from webhook.core.peers import configmap_prefix, content_digest, proven
-from webhook.core.requests import Requests, pod_requests
-from webhook.core.settings import JobSettings, Settings, job_settings, read_settings
-from webhook.core.workload import Workload, job_of, read_framework, read_role, read_workload
+from webhook.core.shape.requests import Requests, pod_requests
 from webhook.kube.resources import (
     JOBS,
     MANAGED_BY,
@@ -29,9 +28,10 @@ from webhook.kube.resources import (
     WORKLOAD_RESOURCES,
     Resource,
 )
-from webhook.sweeper.pods import PodFacts, PodView, controller_of
-from webhook.sweeper.podtable import PodTable
-from webhook.sweeper.recorded import FailedRuns, parse_indexes
+from webhook.sweeper.job.owned import Owned, owned_named, peers_configmaps
+from webhook.sweeper.job.pods import PodFacts, PodView, controller_of
+from webhook.sweeper.job.podtable import PodTable
+from webhook.sweeper.job.recorded import FailedRuns, parse_indexes
 
 JobKey = tuple[str, str]  # (namespace, job)
 STAMP_KEYS = (contract.TOPOLOGY, contract.HOSTS)
@@ -118,19 +118,6 @@ class WorkloadView:
 
 
 @dataclass(frozen=True)
-class Owned:
-    """A Service, PodGroup or Secret named after the job."""
-
-    name: str
-    uid: str
-    resource_version: str
-    managed: bool  # created by the sweeper (carries its managed-by label)
-    owners: frozenset[str]  # uids in its ownerReferences
-    spec: Mapping[str, Any]
-    digest: str = ""  # of its data (peers.content_digest), for a Secret or an immutable ConfigMap
-
-
-@dataclass(frozen=True)
 class Problem:
     """A workload the sweeper cannot act on, and why (one line for a person)."""
 
@@ -202,7 +189,7 @@ class JobState:
         return job_settings(w.settings for w in self.workloads)
 
     def missing_roles(self) -> tuple[str, ...]:
-        """The roles the job still waits for (see core/completeness.py)."""
+        """The roles the job still waits for (see core/job/completeness.py)."""
         present = {workload.role for workload in self.workloads}
         return missing_roles(self.framework, present, self.settings.roles)
 
@@ -377,24 +364,24 @@ def read_job_state(
         workloads=tuple(views),
         pods=pod_views,
         facts=facts,
-        service=_owned(services, job),
-        podgroup=_owned(podgroups, job),
-        coscheduling_podgroup=_owned(coscheduling_podgroups, job),
-        kai_podgroup=_owned(kai_podgroups, job),
-        kubernetes_podgroup=_owned(kubernetes_podgroups, job),
+        service=owned_named(services, job),
+        podgroup=owned_named(podgroups, job),
+        coscheduling_podgroup=owned_named(coscheduling_podgroups, job),
+        kai_podgroup=owned_named(kai_podgroups, job),
+        kubernetes_podgroup=owned_named(kubernetes_podgroups, job),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
-        secret=_owned(secrets, f"{job}-ssh", content=True),
+        secret=owned_named(secrets, f"{job}-ssh", content=True),
         problems=tuple(problems),
         cluster_services=tuple(
             extra
             for name in sorted({metadata_of(obj).get("name") or "" for obj in services} - {job})
-            if (extra := _owned(services, name)) is not None
+            if (extra := owned_named(services, name)) is not None
         ),
         intruders=tuple(intruders),
         unattributed=tuple(unattributed),
-        peers=_peers(configmaps, job),
-        forged_peers=_peers(configmaps, job, forged=True),
-        foreign_peers=_peers(configmaps, job, managed=False),
+        peers=peers_configmaps(configmaps, job),
+        forged_peers=peers_configmaps(configmaps, job, forged=True),
+        foreign_peers=peers_configmaps(configmaps, job, managed=False),
         cluster_domain=cluster_domain,
         deleting=deleting,
     )
@@ -585,44 +572,3 @@ def _job_status(obj: Mapping[str, Any]) -> JobStatus:
         suspended=bool((obj.get("spec") or {}).get("suspend")),
         started=bool(status.get("startTime")),
     )
-
-
-def _owned(objects: Iterable[Mapping[str, Any]], name: str, content: bool = False) -> Owned | None:
-    for obj in objects:
-        metadata = metadata_of(obj)
-        if metadata.get("name") != name or metadata.get("deletionTimestamp"):
-            continue
-        return _as_owned(obj, content)
-    return None
-
-
-def _as_owned(obj: Mapping[str, Any], content: bool = False, sealed: bool = False) -> Owned:
-    """`content`: with the digest of its data; `sealed`: only if it is immutable."""
-    metadata = metadata_of(obj)
-    data = obj.get("data")
-    readable = obj.get("immutable") is True or not sealed
-    return Owned(
-        name=metadata.get("name") or "",
-        uid=metadata.get("uid") or "",
-        resource_version=metadata.get("resourceVersion") or "",
-        managed=labels_of(obj).get(MANAGED_BY) == MANAGER,
-        owners=frozenset(ref.get("uid") or "" for ref in metadata.get("ownerReferences") or []),
-        spec=obj.get("spec") or {},
-        digest=content_digest(data) if content and isinstance(data, Mapping) and readable else "",
-    )
-
-
-def _peers(
-    objects: Iterable[Mapping[str, Any]], job: str, forged: bool = False, managed: bool = True
-) -> tuple[Owned, ...]:
-    """The job's managed peers ConfigMaps whose content proves them (their names and digests:
-    the data stays in the cache); with `forged`, those whose content does not; not `managed`,
-    the unlabelled ones whatever their content."""
-    found = [
-        _as_owned(obj, content=True, sealed=True)
-        for obj in objects
-        if (metadata_of(obj).get("name") or "").startswith(configmap_prefix(job))
-        and not metadata_of(obj).get("deletionTimestamp")
-        and (proven(obj, job) != forged or not managed)
-    ]
-    return tuple(sorted((o for o in found if o.managed == managed), key=lambda o: o.name))

@@ -14,8 +14,8 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
+from webhook.core.job.settings import Settings
 from webhook.core.objects import annotations_of
-from webhook.core.settings import Settings
 
 AFFINITY_WEIGHT = 100  # the most a preferred term weighs: the job's neighbours first
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.colocation import Colocation, colocation_of
 from webhook.core.errors import InvalidSetting, Refused
-from webhook.core.pods import training_container
-from webhook.core.requests import Requests, pod_requests, sum_requests
-from webhook.core.settings import Settings
+from webhook.core.job.colocation import Colocation, colocation_of
+from webhook.core.job.settings import Settings
+from webhook.core.shape.pods import training_container
+from webhook.core.shape.requests import Requests, pod_requests, sum_requests
 
 PODGROUP_APIS = {
     "volcano": contract.VOLCANO_PODGROUP_API,

@@ -10,14 +10,14 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting
-from webhook.core.failure_rules import (
+from webhook.core.frameworks.base import Framework
+from webhook.core.job.failure_rules import (
     PARTIAL,
     RESTART_POLICIES,
     Rule,
     parse_rules,
     partial_restart_allowed,
 )
-from webhook.core.frameworks.base import Framework
 from webhook.core.limits import MAX_INT32, whole_number
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -1,5 +1,5 @@
 """Who may write what on a job's objects: the outcome the sweeper records and the creator the
-webhook records. Beside `webhook.core.claims` (whose job a workload may join), these are the
+webhook records. Beside `webhook.core.job.claims` (whose job a workload may join), these are the
 admission rules about authority rather than about the job's shape."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.claims import creator_of
+from webhook.core.job.claims import creator_of
+from webhook.core.job.workload import WORKLOAD_KINDS, job_of
 from webhook.core.limits import one_line, shown
 from webhook.core.objects import annotations_of, labels_of
-from webhook.core.workload import WORKLOAD_KINDS, job_of
 
 _MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
 

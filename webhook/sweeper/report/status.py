@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.job.progress import human_duration, read_summary
 from webhook.core.objects import parse_time
-from webhook.core.progress import human_duration, read_summary
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.decide import recorded_outcome, recorded_status
-from webhook.sweeper.policy import role_counts
-from webhook.sweeper.state import (
+from webhook.sweeper.decide.policy import role_counts
+from webhook.sweeper.job.state import (
     JobKey,
     JobState,
     is_bare_pod,

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.progress import (
+from webhook.core.job.progress import (
     MAX_BODY,
     POD_NAME_CLAIM,
     POD_UID_CLAIM,
@@ -39,7 +39,7 @@ from webhook.core.progress import (
 )
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS, TOKEN_REVIEWS
-from webhook.sweeper.state import JobKey, job_key
+from webhook.sweeper.job.state import JobKey, job_key
 
 log = logging.getLogger("trainhook.progress")
 

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from typing import Final
 
 from webhook.core import contract
-from webhook.core.failure_rules import (
+from webhook.core.frameworks import Framework
+from webhook.core.job.failure_rules import (
     COUNTED,
     FAIL,
     PARTIAL,
@@ -20,8 +21,7 @@ from webhook.core.failure_rules import (
     WHOLE_JOB,
     Rule,
 )
-from webhook.core.frameworks import Framework
-from webhook.sweeper.failures import (
+from webhook.sweeper.decide.failures import (
     GRACE,
     Replica,
     container_name,
@@ -31,9 +31,9 @@ from webhook.sweeper.failures import (
     job_failure_policy,
     settled,
 )
-from webhook.sweeper.pods import PodView
-from webhook.sweeper.recorded import FailedRuns
-from webhook.sweeper.state import JobState
+from webhook.sweeper.job.pods import PodView
+from webhook.sweeper.job.recorded import FailedRuns
+from webhook.sweeper.job.state import JobState
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"

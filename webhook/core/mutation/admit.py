@@ -1,7 +1,7 @@
 """The admission entry point of the core: a request in, a JSONPatch and warnings out.
 
 Every admission rule is decided here or below: who may write a job's outcome and its creator
-(`webhook.core.authority`), whose job a workload may join (`webhook.core.claims`), and what
+(`webhook.core.job.authority`), whose job a workload may join (`webhook.core.job.claims`), and what
 the object becomes (workload and pod mutation). The server only decodes the review, looks up
 what `lookups()` names, calls `admit()` and encodes the answer.
 """
@@ -13,20 +13,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.authority import forged_creator, forged_outcome, membership
-from webhook.core.claims import claim_refusal, claimed
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
-from webhook.core.gang import KUBERNETES_NOT_SERVED
+from webhook.core.job.authority import forged_creator, forged_outcome, membership
+from webhook.core.job.claims import claim_refusal, claimed
+from webhook.core.job.gang import KUBERNETES_NOT_SERVED
+from webhook.core.job.progress import ProgressEndpoint
+from webhook.core.job.workload import WORKLOAD_KINDS, job_of
 from webhook.core.limits import WARNING_AT_MOST, one_line
+from webhook.core.mutation.pod_mutation import owner_to_resolve
+from webhook.core.mutation.pod_patches import pod_patch
+from webhook.core.mutation.workload_mutation import mutate_workload, opt_out
 from webhook.core.objects import annotations_of, labels_of
 from webhook.core.patch import PatchOp, diff
-from webhook.core.pod_mutation import owner_to_resolve
-from webhook.core.pod_patches import pod_patch
-from webhook.core.progress import ProgressEndpoint
-from webhook.core.workload import WORKLOAD_KINDS, job_of
-from webhook.core.workload_mutation import mutate_workload, opt_out
 
 __all__ = [
     "Found",

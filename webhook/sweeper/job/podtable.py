@@ -15,7 +15,7 @@ from typing import Any
 
 from webhook.core.frameworks import Framework
 from webhook.core.objects import metadata_of
-from webhook.sweeper.pods import (
+from webhook.sweeper.job.pods import (
     PodFacts,
     PodOwner,
     PodView,

@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
 from webhook.core import contract
+from webhook.core.job.workload import job_of
 from webhook.core.objects import parse_time
-from webhook.core.workload import job_of
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,8 @@ from typing import Any, Final
 from webhook.core import contract, jsoncodec
 from webhook.core.draft import Draft
 from webhook.core.errors import TrainhookError
-from webhook.core.objects import labels_of
-from webhook.core.patch import PatchOp, diff, escape
-from webhook.core.pod_mutation import (
+from webhook.core.job.progress import ProgressEndpoint
+from webhook.core.mutation.pod_mutation import (
     Place,
     PodReading,
     check_hostname,
@@ -40,7 +39,9 @@ from webhook.core.pod_mutation import (
     place_pod,
     write_own,
 )
-from webhook.core.pods import (
+from webhook.core.objects import labels_of
+from webhook.core.patch import PatchOp, diff, escape
+from webhook.core.shape.pods import (
     PodIdentity,
     annotation_bytes,
     check_annotation_size,
@@ -48,7 +49,6 @@ from webhook.core.pods import (
     equipped,
     identify,
 )
-from webhook.core.progress import ProgressEndpoint
 
 # One entry per workload revision being rolled out, with room for many jobs at once; an entry
 # holds one patch, the reading of one pod and its key, the pod encoded (a few KB).

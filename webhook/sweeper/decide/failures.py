@@ -1,7 +1,7 @@
 """Which failure rule fires for each pod of a job, from what the pod and its container report.
 
 The rules are the job's `trainhook.io/failure-policy` followed by its restart policy's preset
-(webhook.core.failure_rules); this module turns a pod's status into the facts they match.
+(webhook.core.job.failure_rules); this module turns a pod's status into the facts they match.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from webhook.core.failure_rules import (
+from webhook.core.job.failure_rules import (
     PARTIAL,
     RESTART_IN_PLACE,
     WHOLE_JOB,
@@ -20,8 +20,8 @@ from webhook.core.failure_rules import (
     Rule,
     failure_policy,
 )
-from webhook.sweeper.pods import PodView, Run, created_before
-from webhook.sweeper.state import JobState
+from webhook.sweeper.job.pods import PodView, Run, created_before
+from webhook.sweeper.job.state import JobState
 
 # A peer that crashes because the replica deciding success has just exited can be seen before
 # that exit 0: a failed run counts only once it is this old.

@@ -1,0 +1,1 @@
+"""What `trainhook status` and `trainhook describe` show of a cluster's jobs."""
