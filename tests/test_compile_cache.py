@@ -1,5 +1,5 @@
-"""`make` compiles the admission path once per set of inputs on a machine: a fresh clone of a
-commit built before takes the kept build (scripts/compile.py), and any change to what the build
+"""The image's compiled wheel is built once per set of inputs on a machine: a fresh clone of a
+commit built before takes the kept wheel (scripts/compile.py), and any change to what the build
 reads makes a new one."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import importlib.util
 import os
 import runpy
 import shutil
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -28,7 +27,7 @@ def compile_script() -> ModuleType:
 
 @pytest.fixture
 def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """The script, working on a copy of the tree's build inputs with two built extensions."""
+    """The script, working on a copy of the tree's build inputs."""
     tree = tmp_path / "clone"
     (tree / "webhook/server").mkdir(parents=True)
     shutil.copytree(
@@ -36,43 +35,38 @@ def clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
         tree / "webhook/core",
         ignore=shutil.ignore_patterns("*.so", "__pycache__"),
     )
-    shutil.copyfile(ROOT / "setup.py", tree / "setup.py")
+    for name in ("setup.py", "pyproject.toml"):
+        shutil.copyfile(ROOT / name, tree / name)
     for module in ("admission", "reviews", "shape"):
         shutil.copyfile(ROOT / f"webhook/server/{module}.py", tree / f"webhook/server/{module}.py")
-    (tree / "webhook/admission__mypyc.so").write_bytes(b"the group")
-    (tree / "webhook/core/patch.so").write_bytes(b"a module")
     script = compile_script()
     monkeypatch.setattr(script, "ROOT", tree)
     return script
 
 
-def test_a_fresh_clone_takes_the_kept_build_dated_now(clone: ModuleType, tmp_path: Path) -> None:
+def built_wheel(tmp_path: Path, content: bytes = b"compiled") -> Path:
+    wheel = tmp_path / "built" / "trainhook-0.1.0-cp311-cp311-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True, exist_ok=True)
+    wheel.write_bytes(content)
+    return wheel
+
+
+def test_a_fresh_clone_takes_the_kept_wheel(clone: ModuleType, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    clone.keep(cache, "k1")
-    for kept in (cache / "k1").rglob("*.so"):
-        os.utime(kept, (0, 0))  # kept long ago
-    for built in clone.built_extensions():
-        (clone.ROOT / built).unlink()
-    before = time.time() - 1
+    kept = clone.keep(cache, "k1", built_wheel(tmp_path))
 
-    assert clone.take(cache / "k1")
-
-    extensions = {p.as_posix(): (clone.ROOT / p).read_bytes() for p in clone.built_extensions()}
-    assert extensions == {
-        "webhook/admission__mypyc.so": b"the group",
-        "webhook/core/patch.so": b"a module",
-    }
-    assert all((clone.ROOT / p).stat().st_mtime > before for p in clone.built_extensions())
+    assert clone.kept_wheel(cache / "k1") == kept
+    assert kept.read_bytes() == b"compiled"
+    assert kept.name == "trainhook-0.1.0-cp311-cp311-linux_x86_64.whl"
 
 
 def test_a_build_kept_only_in_part_is_not_taken(clone: ModuleType, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    clone.keep(cache, "k1")
+    clone.keep(cache, "k1", built_wheel(tmp_path))
     (cache / "k1" / "complete").unlink()
 
-    assert not clone.take(cache / "k1")
-    assert not clone.take(cache / "never-built")
-    assert len(clone.built_extensions()) == 2  # the tree's own build is left alone
+    assert clone.kept_wheel(cache / "k1") is None
+    assert clone.kept_wheel(cache / "never-built") is None
 
 
 def test_any_change_to_what_the_build_reads_changes_the_key(clone: ModuleType) -> None:
@@ -97,9 +91,12 @@ def test_any_change_to_what_the_build_reads_changes_the_key(clone: ModuleType) -
     assert clone.build_key() == first
     (clone.ROOT / "setup.py").write_text((clone.ROOT / "setup.py").read_text() + "#\n")
     assert clone.build_key() != first
+    (clone.ROOT / "setup.py").write_text((clone.ROOT / "setup.py").read_text()[:-2])
+    (clone.ROOT / "pyproject.toml").write_text((clone.ROOT / "pyproject.toml").read_text() + "#\n")
+    assert clone.build_key() != first
 
 
-def test_make_compiles_again_when_any_source_the_build_reads_changes() -> None:
+def test_make_builds_the_image_wheel_again_when_any_source_the_build_reads_changes() -> None:
     setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
     makefile = (ROOT / "Makefile").read_text()
     listed = makefile.partition("ADMISSION :=")[2].partition("\n#")[0]
@@ -112,7 +109,7 @@ def test_make_compiles_again_when_any_source_the_build_reads_changes() -> None:
         "webhook/server/reviews.py",
         "webhook/server/shape.py",
     ]
-    assert [p for p in beyond_core if p not in listed.split()] == []
+    assert [p for p in [*beyond_core, "pyproject.toml"] if p not in listed.split()] == []
 
 
 def test_the_build_reads_every_server_module_the_compiled_one_imports() -> None:
@@ -133,10 +130,10 @@ def test_the_build_reads_every_server_module_the_compiled_one_imports() -> None:
 def test_only_the_newest_builds_are_kept(clone: ModuleType, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     for number in range(clone.KEEP + 2):
-        clone.keep(cache, f"k{number}")
+        clone.keep(cache, f"k{number}", built_wheel(tmp_path))
         os.utime(cache / f"k{number}", (number * 100, number * 100))
 
-    clone.keep(cache, "newest")
+    clone.keep(cache, "newest", built_wheel(tmp_path))
 
     kept = sorted(p.name for p in cache.iterdir())
     assert kept == sorted(["newest"] + [f"k{n}" for n in range(3, clone.KEEP + 2)])

@@ -1,5 +1,6 @@
-"""What `make` compiles with mypyc is the admission path setup.py names, and a test run never
-imports a compiled module older than its source."""
+"""What the image's build compiles with mypyc is the admission path setup.py names; under `make
+image-check` every module of it is imported compiled, and a test run of the tree stops on a compiled
+module left beside its source."""
 
 from __future__ import annotations
 
@@ -13,22 +14,23 @@ from typing import Any
 
 import pytest
 
-from tests.support.compiled import stale_compiled_modules
+from tests.support.compiled import compiled_modules_in_tree
 from tests.support.serving import ROOT
-from webhook.core.admit import Found, Lookups, Outcome, Request
-from webhook.core.authority import Membership
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.frameworks.base import Placement
-from webhook.core.peers import PeerFiles
-from webhook.core.pod_mutation import Place
-from webhook.core.pods import PodIdentity
-from webhook.core.settings import Settings
-from webhook.core.topology import Role, Topology
-from webhook.core.workload import Workload
-from webhook.core.workload_mutation import WorkloadMutation
+from webhook.core.job.authority import Membership
+from webhook.core.job.settings import Settings
+from webhook.core.job.workload import Workload
+from webhook.core.mutation.admit import Found, Lookups, Outcome, Request
+from webhook.core.mutation.pod_mutation import Place
+from webhook.core.mutation.workload_mutation import WorkloadMutation
+from webhook.core.shape.peers import PeerFiles
+from webhook.core.shape.pods import PodIdentity
+from webhook.core.shape.topology import Role, Topology
 from webhook.server.admission import Answer, Record, _Decoded
 
-COMPILED_BY_MAKE = ROOT / ".venv" / ".compiled"
+# Set by `make image-check`, which runs these tests on the image's build installed in .venv-image.
+IMAGE_BUILD = os.environ.get("TRAINHOOK_EXPECT_COMPILED") == "1"
 
 
 def admission_path() -> list[str]:
@@ -40,7 +42,7 @@ def admission_path() -> list[str]:
 def test_setup_compiles_the_core_and_the_review_handler_not_migration_rendering_errors() -> None:
     modules = admission_path()
 
-    assert "webhook/core/pod_mutation.py" in modules
+    assert "webhook/core/mutation/pod_mutation.py" in modules
     assert "webhook/core/frameworks/tensorflow.py" in modules
     assert "webhook/core/compat/volcano.py" in modules
     assert [m for m in modules if not m.startswith("webhook/core/")] == [
@@ -52,8 +54,8 @@ def test_setup_compiles_the_core_and_the_review_handler_not_migration_rendering_
     assert [m for m in modules if m.startswith("webhook/core/migrate/")] == []
 
 
-@pytest.mark.skipif(not COMPILED_BY_MAKE.exists(), reason="run by `make test`, which compiles")
-def test_every_module_of_the_admission_path_is_imported_compiled_after_make() -> None:
+@pytest.mark.skipif(not IMAGE_BUILD, reason="run by `make image-check`, on the image's build")
+def test_every_module_of_the_admission_path_is_imported_compiled_in_the_image_build() -> None:
     interpreted = []
     for module in admission_path():
         name = module.removesuffix(".py").replace("/", ".")
@@ -63,16 +65,25 @@ def test_every_module_of_the_admission_path_is_imported_compiled_after_make() ->
     assert interpreted == []
 
 
-def test_a_source_changed_after_its_module_was_compiled_is_named(tmp_path: Path) -> None:
+def test_a_compiled_module_left_beside_its_source_in_the_tree_is_named(tmp_path: Path) -> None:
     core = tmp_path / "webhook" / "core"
     core.mkdir(parents=True)
-    for name in ("admit", "topology"):
+    for name in ("patch", "draft"):
         (core / f"{name}.py").write_text("")
-        (core / f"{name}.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
-    (core / "plain.py").write_text("")
-    os.utime(core / "topology.cpython-311-x86_64-linux-gnu.so", (1_000_000, 1_000_000))
+    (core / "patch.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
 
-    assert stale_compiled_modules(tmp_path) == ["webhook/core/topology.py"]
+    assert compiled_modules_in_tree(tmp_path) == ["webhook/core/patch.py"]
+
+
+def test_the_tree_under_test_holds_no_compiled_module() -> None:
+    assert compiled_modules_in_tree(ROOT) == []
+
+
+@pytest.mark.skipif(not IMAGE_BUILD, reason="run by `make image-check`, on the image's build")
+def test_the_image_build_is_imported_from_its_install_not_from_the_tree() -> None:
+    import webhook
+
+    assert not str(webhook.__file__).startswith(str(ROOT / "webhook"))
 
 
 TOPOLOGY = Topology("llm", "ml", "pytorch", (Role("worker", 4, "llm-worker", 0, "llm"),))
@@ -165,7 +176,7 @@ def test_a_class_with_a_written_out_init_stays_frozen(cls: type) -> None:
         setattr(made, name, "changed")
 
 
-@pytest.mark.skipif(not COMPILED_BY_MAKE.exists(), reason="run by `make test`, which compiles")
+@pytest.mark.skipif(not IMAGE_BUILD, reason="run by `make image-check`, on the image's build")
 @pytest.mark.parametrize("cls", WRITTEN_OUT_INITS, ids=lambda cls: cls.__name__)
 def test_a_written_out_init_is_compiled_not_a_python_function(cls: type) -> None:
     assert not inspect.isfunction(vars(cls)["__init__"])
@@ -182,6 +193,6 @@ def test_equal_topologies_hash_alike_and_a_changed_role_hashes_apart() -> None:
     assert len({hash(topology(4)), hash(topology(5)), hash(topology(4, 23456))}) == 3
 
 
-@pytest.mark.skipif(not COMPILED_BY_MAKE.exists(), reason="run by `make test`, which compiles")
+@pytest.mark.skipif(not IMAGE_BUILD, reason="run by `make image-check`, on the image's build")
 def test_a_topology_is_hashed_by_compiled_code_not_a_python_function() -> None:
     assert not inspect.isfunction(vars(Topology)["__hash__"])
