@@ -7,6 +7,7 @@ are the patches of its own decisions for running, rescaled and finished jobs.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
@@ -22,6 +23,7 @@ from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
 from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
+from webhook.core.job import restart_in_place
 from webhook.core.mutation.admit import Request, admit
 from webhook.sweeper.actions import CreateSshSecret, Delete, Patch
 
@@ -183,6 +185,7 @@ metadata:
     trainhook.io/scheduler: kai
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/kai-topology: cluster-topology
+    trainhook.io/roles: worker
 spec:
   completionMode: Indexed
   completions: 1
@@ -193,6 +196,63 @@ spec:
       containers:
         - name: trainer
           image: trainer:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-in-place-setting
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/restart-policy: RestartJobInPlace
+    trainhook.io/roles: worker
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: every-in-place-setting
+  template:
+    metadata:
+      labels:
+        app: every-in-place-setting
+    spec:
+      containers:
+        - name: trainer
+          image: trainer:1
+          env:
+            - name: EPOCHS
+              value: "10"
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-in-place-rule
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/failure-policy: "exit=1-127 -> restart-in-place"
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: every-in-place-rule
+  template:
+    metadata:
+      labels:
+        app: every-in-place-rule
+    spec:
+      initContainers:
+        - name: fetch-data
+          image: trainer:1
+      volumes:
+        - name: data
+          emptyDir: {}
+      containers:
+        - name: pytorch
+          image: trainer:1
+          volumeMounts:
+            - name: data
+              mountPath: /data
 """
 
 
@@ -210,20 +270,34 @@ def documented(by: str) -> set[tuple[str, str]]:
     return found
 
 
+EACH = "[]"  # a path token: every item of a list, as the guide writes `containers[].env`
+
+
 def field_name(path: Iterable[str]) -> str:
     name = ""
     for token in path:
-        name += f'["{token}"]' if "/" in token or "." in token else f".{token}"
+        if token == EACH:
+            name += EACH
+        else:
+            name += f'["{token}"]' if "/" in token or "." in token else f".{token}"
     return name.lstrip(".")
 
 
 def changed_fields(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[str]:
-    """Every leaf field that differs between two objects (added, removed or changed)."""
+    """Every leaf field that differs between two objects (added, removed or changed). A list
+    that keeps its length is compared item by item (a container that gains an env entry is
+    `containers[].env`); one that grows or shrinks changes as a whole."""
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         return {
             field
             for key in {*before, *after}
             for field in changed_fields(before.get(key), after.get(key), (*path, key))
+        }
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return {
+            field
+            for old, new in zip(before, after, strict=True)
+            for field in changed_fields(old, new, (*path, EACH))
         }
     if isinstance(after, Mapping) and before is None:
         return changed_fields({}, after, path)
@@ -262,14 +336,66 @@ def examples(tmp_path: Path) -> list[Path]:
 
 def admission_changes() -> set[tuple[str, str]]:
     """(kind, field) for every field the webhook's answer to a user's CREATE changes: render's,
-    and what only a request says (who sent it)."""
+    and what only a request says (who sent it); and for a StatefulSet, what its answer to an
+    UPDATE that takes its settings off again changes (the copies and the in-place restart's
+    plumbing go)."""
     found = set()
     for doc in yaml.safe_load_all(EVERY_SETTING):
         kind = doc["kind"]
         outcome = admit(Request(kind, "CREATE", doc, "ml", username="alice"))
         assert outcome is not None
-        found |= {(kind, f) for f in changed_fields(doc, jsonpatch.apply_patch(doc, outcome.patch))}
+        created = jsonpatch.apply_patch(doc, outcome.patch)
+        found |= {(kind, f) for f in changed_fields(doc, created)}
+        if kind != "StatefulSet":
+            continue  # a Job's template cannot change once created
+        bare = copy.deepcopy(created)
+        kept = (contract.CREATED_BY, contract.SSH_AUTH_MOUNT_PATH)  # the MPI one runs as a user
+        given = bare["metadata"]["annotations"]
+        bare["metadata"]["annotations"] = {k: v for k, v in given.items() if k in kept}
+        update = Request(kind, "UPDATE", bare, "ml", username="alice", old=created)
+        outcome = admit(update)
+        assert outcome is not None
+        updated = jsonpatch.apply_patch(bare, outcome.patch)
+        found |= {(kind, f) for f in changed_fields(bare, updated)}
     return found
+
+
+def test_the_workloads_with_every_setting_use_every_setting_a_template_carries() -> None:
+    """The list above cannot fall behind the code: every setting the webhook copies onto a pod
+    template, and both ways of asking for the in-place restart that adds its plumbing."""
+    docs = list(yaml.safe_load_all(EVERY_SETTING))
+    used = {key for doc in docs for key in doc["metadata"].get("annotations", {})}
+    assert set(contract.POD_SETTINGS) <= used
+    asked = {
+        (doc["metadata"]["name"], key, value)
+        for doc in docs
+        for key, value in doc["metadata"].get("annotations", {}).items()
+        if "RestartJobInPlace" in value or "restart-in-place" in value
+    }
+    assert asked == {
+        ("every-in-place-setting", contract.RESTART_POLICY, "RestartJobInPlace"),
+        ("every-in-place-rule", contract.FAILURE_POLICY, "exit=1-127 -> restart-in-place"),
+    }
+    for doc in docs:
+        if doc["metadata"]["name"] in ("every-in-place-setting", "every-in-place-rule"):
+            outcome = admit(Request(doc["kind"], "CREATE", doc, "ml", username="alice"))
+            assert outcome is not None
+            spec = jsonpatch.apply_patch(doc, outcome.patch)["spec"]["template"]["spec"]
+            helpers = [c["name"] for c in spec["initContainers"] if "trainhook" in c["name"]]
+            assert helpers == ["trainhook-restarter", "trainhook-barrier"]
+            assert "trainhook-attempt" in [v["name"] for v in spec["volumes"]]
+
+
+def test_the_in_place_restart_fields_of_the_guide_name_what_the_webhook_adds() -> None:
+    row = next(line for line in DOC.splitlines() if "`spec.template.spec.initContainers`" in line)
+    for name in (
+        restart_in_place.RESTARTER,
+        restart_in_place.BARRIER,
+        restart_in_place.VOLUME,
+        restart_in_place.MOUNT_PATH,
+        restart_in_place.ATTEMPT_ENV,
+    ):
+        assert f"`{name}`" in row
 
 
 def test_the_guide_lists_every_field_render_changes_on_workloads_and_no_other(
