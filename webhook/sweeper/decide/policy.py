@@ -7,7 +7,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
@@ -150,26 +150,32 @@ def _exits_early(state: JobState) -> set[str]:
     return {pod.name for pod in notable if early_exit(state, pod, policy) is not None}
 
 
-def observed_successes(state: JobState) -> dict[str, set[int]]:
+def observed_successes(
+    state: JobState, attempt_began: datetime | Literal["current"] | None = "current"
+) -> dict[str, set[int]]:
     """Per StatefulSet, the role indexes whose training container is seen to have exited 0 now
-    (Kubernetes restarts them, so the sweeper records them the first time it sees them)."""
+    (Kubernetes restarts them, so the sweeper records them the first time it sees them), in the
+    attempt that began at `attempt_began` (by default the job's current one): a restart being
+    recorded now begins a new attempt, and the old pods it is about to delete, still there when
+    it is written, succeeded in the one it ends."""
+    began = state.attempt_began if attempt_began == "current" else attempt_began
     found: dict[str, set[int]] = {}
     early = _exits_early(state)
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
             continue
-        if pod.name in early or _before_attempt(state, pod):
+        if pod.name in early or before_attempt(pod, began):
             continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
     return found
 
 
-def _before_attempt(state: JobState, pod: PodView) -> bool:
-    """Whether a pod's success, if any, was of an earlier attempt: the pod was created before
-    the job's current whole-job restart, and did not restart in place since (a pod restarted
-    in place keeps its creation time: its run that exited 0 must have ended after it)."""
-    began = state.attempt_began
+def before_attempt(pod: PodView, began: datetime | None) -> bool:
+    """Whether a pod's success, if any, was of an attempt before the one that began at `began`:
+    the pod was created before that whole-job restart, and did not restart in place since (a
+    pod restarted in place keeps its creation time: its run that exited 0 must have ended
+    after it)."""
     if began is None or pod.created is None or pod.created >= began:
         return False
     training = pod.training
@@ -189,7 +195,7 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     for pod in counted_pods(state):
         if pod.role is None or pod.index is None or pod.name in early:
             continue
-        if _before_attempt(state, pod):
+        if before_attempt(pod, state.attempt_began):
             continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded

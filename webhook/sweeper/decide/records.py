@@ -206,8 +206,10 @@ def records_to_write(
 ) -> dict[str, dict[str, str | None]]:
     """Per workload, the annotations to record: the job's status, the replicas seen to succeed
     (never forgotten once seen within one attempt) and the failed runs counted so far."""
-    observed = observed_successes(state)
     attempt = attempt_of(status)
+    # Successes seen in the attempt the status records: when it records a restart made now, the
+    # old pods, not deleted yet, succeeded in the attempt before.
+    observed = observed_successes(state, parse_time(attempt) if attempt else None)
     records: dict[str, dict[str, str | None]] = {}
     for workload in state.workloads:
         if workload.kind == "Pod":
