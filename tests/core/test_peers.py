@@ -18,8 +18,8 @@ from webhook.core.mutation.pod_mutation import PodMutation, mutate_pod
 from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import expand
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-# The one-liners the README gives a script of a large job, run before the framework starts.
+CONTRACT = Path(__file__).resolve().parents[2] / "docs" / "contract.md"
+# The one-liners docs/contract.md gives a script of a large job, run before the framework starts.
 EVERY_LIST = (
     "import os; os.environ.update({k[:-5]: open(v).read() for k, v in list(os.environ.items()) "
     'if k.endswith("_FILE") and v.startswith("/etc/trainhook/")})'
@@ -210,8 +210,8 @@ def test_the_every_list_one_liner_gives_a_large_paddle_pod_the_lists_a_small_one
     assert environ["TRAINHOOK_WORKER_HOSTS"] == hosts("big-worker", 100)
 
 
-def test_the_readme_gives_both_one_liners_as_the_tests_run_them() -> None:
-    text = README.read_text()
+def test_the_contract_gives_both_one_liners_as_the_tests_run_them() -> None:
+    text = CONTRACT.read_text()
     assert EVERY_LIST in text
     assert TF_CONFIG in text
 

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 RENDEZVOUS_TIMEOUT = datetime.timedelta(seconds=60)
-# The README's line for a script of a large job: every list from its file into the env.
+# docs/contract.md's line for a script of a large job: every list from its file into the env.
 LISTS = (
     "import os; os.environ.update({k[:-5]: open(v).read() for k, v in list(os.environ.items()) "
     'if k.endswith("_FILE") and v.startswith("/etc/trainhook/")})'

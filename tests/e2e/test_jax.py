@@ -50,5 +50,5 @@ def test_three_jax_pods_join_the_coordinator_jax_reads_itself_and_allgather(tmp_
     # No call passed a coordinator: JAX found it in JAX_COORDINATOR_ADDRESS itself.
     assert {report["bare"] for report in found} == {False}, (
         "jax.distributed.initialize() now forms the job from the env alone: "
-        "update docs/frameworks.md and README's JAX line"
+        "update docs/frameworks.md and docs/contract.md's JAX line"
     )

@@ -225,8 +225,8 @@ def test_a_job_past_the_inline_bound_forms_one_world_and_reads_its_lists_from_th
     files = pods[0].peers
     assert files is not None
     assert not any(name.endswith("_HOSTS") for pod in pods for name in pod.env)
-    readme = (Path(__file__).parents[2] / "README.md").read_text().splitlines()
-    assert script_constant("LISTS") in readme  # the script runs the README's line
+    contract = (Path(__file__).parents[2] / "docs" / "contract.md").read_text().splitlines()
+    assert script_constant("LISTS") in contract  # the script runs docs/contract.md's line
 
     run_job(pods, tmp_path / "cluster", namespace, configmaps={files.name: files.data})
 

@@ -25,7 +25,7 @@ from webhook.kube.resources import EVENTS, JOBS, PODS, STATEFULSETS
 from webhook.sweeper.job.state import format_time
 from webhook.sweeper.report.describe import describe, read_job
 
-README = Path(__file__).parents[2] / "README.md"
+GUIDE = Path(__file__).parents[2] / "docs" / "sweeper.md"
 KUBECTL = shutil.which("kubectl")
 TRACEBACK = "\n".join(
     [
@@ -64,9 +64,9 @@ def declare(emulator: EmulatorThread, path: str, info: kmock.ResourceInfo) -> No
     emulator.run(run)
 
 
-def readme_lines(word: str) -> list[str]:
-    """The README's `kubectl wait` and `kubectl get` lines for pipelines."""
-    text = README.read_text()
+def guide_lines(word: str) -> list[str]:
+    """docs/sweeper.md's `kubectl wait` and `kubectl get` lines for pipelines."""
+    text = GUIDE.read_text()
     return [
         line.split("  #")[0].strip()
         for line in re.findall(r"^kubectl (?:wait|get) .*trainhook\\?\.io/phase.*$", text, re.M)
@@ -160,13 +160,13 @@ def test_kubectl_waits_on_the_phase_label_the_sweeper_writes_and_selects_by_it(
         for obj in emulator.objects(resource, "ml"):
             assert contract.PHASE not in obj["spec"]["template"]["metadata"]["labels"]
 
-    (succeeded_line,) = readme_lines("=Succeeded")
+    (succeeded_line,) = guide_lines("=Succeeded")
     done = kubectl(config, succeeded_line, "good")
     assert (done.returncode, sorted(done.stdout.splitlines())) == (
         0,
         ["job.batch/good-launcher condition met", "statefulset.apps/good-worker condition met"],
     ), done.stderr
-    (failed_line,) = readme_lines("=Failed")
+    (failed_line,) = guide_lines("=Failed")
     failed = kubectl(config, failed_line, "bad")
     assert (failed.returncode, sorted(failed.stdout.splitlines())) == (
         0,
@@ -175,7 +175,7 @@ def test_kubectl_waits_on_the_phase_label_the_sweeper_writes_and_selects_by_it(
     not_yet = kubectl(config, failed_line.replace("--timeout=24h", "--timeout=1s"), "good")
     assert not_yet.returncode != 0, "a succeeded job never meets the Failed wait"
 
-    (listing,) = readme_lines("-L trainhook.io/phase")
+    (listing,) = guide_lines("-L trainhook.io/phase")
     table = kubectl(config, listing, "bad").stdout.splitlines()
     assert table[0].split()[-1] == "PHASE" and {row.split()[-1] for row in table[1:]} == {"Failed"}
     selected = kubectl(config, "kubectl get sts -l trainhook.io/phase=Failed -o name", "bad")
