@@ -34,6 +34,8 @@ from tests.support.reviews import (  # noqa: E402
 from tests.support.serving import serving  # noqa: E402
 from webhook.core import contract  # noqa: E402
 from webhook.core.frameworks import FRAMEWORKS  # noqa: E402
+from webhook.core.job.settings import read_settings  # noqa: E402
+from webhook.core.objects import annotations_of  # noqa: E402
 from webhook.core.render import (  # noqa: E402
     DEFAULT_NAMESPACE,
     RenderedPod,
@@ -110,9 +112,10 @@ def _show_examples(send: Callable[[dict[str, Any]], dict[str, Any]], api: Emulat
 
 def _rendered(pod: dict[str, Any], warnings: list[str]) -> RenderedPod:
     labels = pod["metadata"]["labels"]
+    framework = FRAMEWORKS[labels[contract.FRAMEWORK]]
     return RenderedPod(
         pod=pod,
-        framework=FRAMEWORKS[labels[contract.FRAMEWORK]],
+        framework=framework,
         namespace=pod["metadata"].get("namespace") or DEFAULT_NAMESPACE,
         job=labels[contract.JOB],
         role=labels[contract.ROLE],
@@ -120,6 +123,7 @@ def _rendered(pod: dict[str, Any], warnings: list[str]) -> RenderedPod:
         rank=int(labels[contract.RANK]),
         env=training_env(pod),
         warnings=warnings,
+        settings=read_settings(annotations_of(pod), framework),
     )
 
 
