@@ -24,6 +24,7 @@ import yaml
 from tests.e2e.kubelet import expand as expand_variables
 from tests.e2e.kubelet import mapping_for
 from tests.support import operators as op
+from tests.support.pod_files import pod_files
 from webhook.core import contract
 from webhook.core.migrate import migrate
 from webhook.core.mutation.admit import Found, Request, admit
@@ -42,10 +43,56 @@ class Case:
     hostfile: str | None = None  # the MPI launcher's, as the operator writes it
     framework: str | None = None  # trainhook migrate --framework
     roles: dict[str, str] = field(default_factory=dict)  # Volcano task -> Trainhook role
+    files: Files = field(default_factory=dict)  # the files the operator gives each pod
+
+
+# (task or role, index) -> path -> what a script reading the file gets
+Files = dict[tuple[str, int], dict[str, str]]
+VOLCANO_SSH_KEYS = ("id_rsa", "id_rsa.pub", "authorized_keys", "config")
 
 
 def mpi(job: str, pods_and_hostfile: tuple[op.Pods, str]) -> Case:
     return Case(job, pods_and_hostfile[0], hostfile=pods_and_hostfile[1])
+
+
+def volcano(
+    job: str,
+    tasks: dict[str, int],
+    plugins: set[str],
+    *,
+    pytorch: tuple[str, str, int] | None = None,
+    mpi: tuple[str, str] | None = None,
+    framework: str | None = None,
+    roles: dict[str, str] | None = None,
+) -> Case:
+    """A Volcano Job as its plugins (pkg/controllers/job/plugins) give its pods env and files,
+    the plugins its admission adds to a framework plugin (svc; ssh for mpi) included. Files: the
+    svc plugin's `/etc/volcano/<task>.host` (its ConfigMap, mounted whole, also shows the
+    VC_<TASK>_HOSTS and VC_<TASK>_NUM keys as files; scripts read the env), and the ssh plugin's
+    keys under /root/.ssh (random, so compared by name)."""
+    if pytorch is not None or mpi is not None:
+        plugins = plugins | {"svc"}
+    if mpi is not None:
+        plugins = plugins | {"ssh"}
+    pods = op.volcano_job(job, tasks, plugins, pytorch=pytorch, mpi=mpi)
+    files: Files = {}
+    for task, count in tasks.items():
+        for index in range(count):
+            found = files.setdefault((task, index), {})
+            if "svc" in plugins:
+                for other, n in tasks.items():
+                    hosts = "\n".join(f"{job}-{other}-{i}.{job}" for i in range(n))
+                    found[f"/etc/volcano/{other.replace('-', '_')}.host"] = hosts
+            if "ssh" in plugins:
+                for key in VOLCANO_SSH_KEYS:
+                    found[f"/root/.ssh/{key}"] = f"<Secret {job}-ssh: {key}>"
+    if roles is None:
+        roles = {task: task for task in tasks}
+    if mpi is not None:
+        roles = {mpi[0]: "launcher", mpi[1]: "worker"}
+    elif pytorch is not None:
+        roles = {pytorch[0]: "master", pytorch[1]: "worker"}
+    return Case(job, pods, framework=framework, roles=roles, files=files)
 
 
 CASES: dict[str, Case] = {
@@ -99,35 +146,24 @@ CASES: dict[str, Case] = {
     "ms-operator/msjob-wide-deep-dataparallel.yaml": Case(
         "ms-widedeep-dataparallel", op.msjob({"scheduler": 1, "worker": 4})
     ),
-    "volcano/job-pytorch-plugin.yaml": Case(
-        "pytorch-job",
-        op.volcano_job(
-            "pytorch-job", {"master": 1, "worker": 2}, set(), pytorch=("master", "worker", 23456)
-        ),
-        roles={"master": "master", "worker": "worker"},
+    "volcano/job-pytorch-plugin.yaml": volcano(
+        "pytorch-job", {"master": 1, "worker": 2}, set(), pytorch=("master", "worker", 23456)
     ),
-    "volcano/job-mpi-plugin.yaml": Case(
+    "volcano/job-mpi-plugin.yaml": volcano(
+        "lm-mpi-job", {"mpimaster": 1, "mpiworker": 2}, set(), mpi=("mpimaster", "mpiworker")
+    ),
+    # Without the mpi plugin: the ssh plugin and a launcher task and a worker task make it MPI.
+    "volcano/job-mpi-ssh-svc.yaml": volcano(
         "lm-mpi-job",
-        op.volcano_job(
-            "lm-mpi-job", {"mpimaster": 1, "mpiworker": 2}, set(), mpi=("mpimaster", "mpiworker")
-        ),
+        {"mpimaster": 1, "mpiworker": 2},
+        {"ssh", "svc"},
         roles={"mpimaster": "launcher", "mpiworker": "worker"},
     ),
-    "volcano/job-mpi-ssh-svc.yaml": Case(
-        "lm-mpi-job",
-        op.volcano_job("lm-mpi-job", {"mpimaster": 1, "mpiworker": 2}, {"ssh", "svc"}),
-        roles={"mpimaster": "mpimaster", "mpiworker": "mpiworker"},
+    "volcano/job-tensorflow-env-svc.yaml": volcano(
+        "tensorflow-dist-mnist", {"ps": 1, "worker": 2}, {"env", "svc"}, framework="tensorflow"
     ),
-    "volcano/job-tensorflow-env-svc.yaml": Case(
-        "tensorflow-dist-mnist",
-        op.volcano_job("tensorflow-dist-mnist", {"ps": 1, "worker": 2}, {"env", "svc"}),
-        framework="tensorflow",
-        roles={"ps": "ps", "worker": "worker"},
-    ),
-    "volcano/job-mindspore-ssh-env-svc.yaml": Case(
-        "mindspore-cpu",
-        op.volcano_job("mindspore-cpu", {"pod": 8}, {"ssh", "env", "svc"}),
-        roles={"pod": "pod"},
+    "volcano/job-mindspore-ssh-env-svc.yaml": volcano(
+        "mindspore-cpu", {"pod": 8}, {"ssh", "env", "svc"}
     ),
 }
 
@@ -283,6 +319,53 @@ def test_each_pod_gets_its_operators_env_or_a_named_difference(name: str) -> Non
         if _difference_key(var) not in DIFFERENCES
     }
     assert unexplained == {}
+
+
+# Files an operator gives that Trainhook does not: (corpus file, path prefix) -> why;
+# docs/migrating.md names each prefix.
+FILE_DIFFERENCES: dict[tuple[str, str], str] = {
+    # Volcano's ssh plugin on a job of one task, not an MPI launcher and its workers.
+    ("volcano/job-mindspore-ssh-env-svc.yaml", "/root/.ssh/"): "SSH keys for mpi jobs only",
+}
+
+
+def file_differences(name: str) -> dict[str, tuple[str | None, str]]:
+    case = CASES[name]
+    pods = {(p.role, p.index): pod_files(p) for p in rendered(name)}
+    found: dict[str, tuple[str | None, str]] = {}
+    for (where, index), theirs in case.files.items():
+        ours = pods[(case.roles.get(where, where), index)]
+        for path, value in theirs.items():
+            mine = ours.get(path)
+            if mine is None or _normalized(mine, case.job, case.namespace) != _normalized(
+                value, case.job, case.namespace
+            ):
+                found.setdefault(path, (mine, value))
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.files))
+def test_each_pod_gets_the_files_its_operator_gave_or_a_named_difference(name: str) -> None:
+    unexplained = {
+        path: values
+        for path, values in file_differences(name).items()
+        if not any(n == name and path.startswith(p) for n, p in FILE_DIFFERENCES)
+    }
+    assert unexplained == {}
+
+
+def test_every_file_difference_is_named_in_the_guide() -> None:
+    section = GUIDE.split("## What your pods get differently", 1)[1].split("\n## ", 1)[0]
+    for _, prefix in FILE_DIFFERENCES:
+        assert f"`{prefix}" in section, prefix
+    seen = {
+        (name, prefix)
+        for name in CASES
+        for path in file_differences(name)
+        for listed, prefix in FILE_DIFFERENCES
+        if listed == name and path.startswith(prefix)
+    }
+    assert seen == set(FILE_DIFFERENCES), "a listed difference no corpus file shows"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if c.hostfile))

@@ -46,19 +46,22 @@ def test_volcano_svc_and_env_plugins_variables_for_every_task() -> None:
 def test_volcano_host_files_are_one_host_per_line_under_etc_volcano() -> None:
     rendered = pods(
         *compat_job(
-            statefulset("g-a", "generic", role="param-server", job="g", replicas=2),
-            statefulset("g-b", "generic", role="worker", job="g"),
+            statefulset("g-param-server", "generic", role="ps", job="g", replicas=2),
+            statefulset("g-worker", "generic", role="worker", job="g"),
             compat=VOLCANO,
         )
     )
-    pod = rendered["g-b-0"]
+    pod = rendered["g-worker-0"]
     annotations = pod.pod["metadata"]["annotations"]
-    assert annotations["volcano.trainhook.io/param-server"] == (
-        "g-a-0.g.default.svc\ng-a-1.g.default.svc"
+    assert annotations["volcano.trainhook.io/ps"] == (
+        "g-param-server-0.g.default.svc\ng-param-server-1.g.default.svc"
     )
-    assert annotations["volcano.trainhook.io/worker"] == "g-b-0.g.default.svc"
+    assert annotations["volcano.trainhook.io/worker"] == "g-worker-0.g.default.svc"
+    # Named after the task, as Volcano names its pods <job>-<task>-<i>, whatever the role.
     assert pod.files == ("/etc/volcano/param_server.host", "/etc/volcano/worker.host")
-    assert pod.env["VC_PARAM_SERVER_HOSTS"] == "g-a-0.g.default.svc,g-a-1.g.default.svc"
+    assert pod.env["VC_PARAM_SERVER_HOSTS"] == (
+        "g-param-server-0.g.default.svc,g-param-server-1.g.default.svc"
+    )
 
 
 def test_volcano_mpi_plugin_gives_the_launcher_the_workers_in_mpi_host() -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes_validate
 import pytest
 
 from tests.support.builders import paddle_operator, pytorchjob, template
+from tests.support.pod_files import pod_files
 from webhook.core import contract
 from webhook.core.migrate import Migration, MigrationError, migrate_one
 from webhook.core.render import render_all
@@ -290,12 +292,16 @@ def test_paddle_operator_host_network_is_refused() -> None:
 
 
 def volcano(
-    plugins: dict[str, list[str]], tasks: list[dict[str, Any]], **spec: Any
+    plugins: dict[str, list[str]],
+    tasks: list[dict[str, Any]],
+    namespace: str | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
+    metadata = {"name": "vc"} if namespace is None else {"name": "vc", "namespace": namespace}
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"name": "vc"},
+        "metadata": metadata,
         "spec": {"plugins": plugins, "tasks": tasks, **spec},
     }
 
@@ -434,7 +440,7 @@ def test_volcanos_eviction_and_exit_code_policies_become_failure_rules_in_volcan
     render_all(migration.objects)  # what migrate writes, the webhook admits
 
 
-def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> None:
+def test_volcano_env_and_svc_variables_and_files_are_named_after_the_tasks_not_the_roles() -> None:
     source = volcano({"env": [], "svc": []}, [task("param-ps", 1), task("worker", 2)])
     migration = migrate_one(source, "tensorflow")
     assert job_wide(migration) == {
@@ -442,15 +448,104 @@ def test_volcano_env_and_svc_plugins_become_the_volcano_compat_annotation() -> N
         contract.COMPAT: "volcano",
         contract.ROLES: "ps,worker",
     }
-    assert migration.notes == [
-        "spec.plugins.svc: VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named "
-        "after Trainhook's roles: param-ps is ps"
-    ]
-    pods = {p.name: p.env for p in render_all(migration.objects).pods}
+    assert migration.notes == []
+    pods = {p.name: p for p in render_all(migration.objects).pods}
     worker = pods["vc-worker-1"]
-    assert (worker["VK_TASK_INDEX"], worker["VC_TASK_INDEX"]) == ("1", "1")
-    assert worker["VC_WORKER_NUM"] == "2"
-    assert worker["VC_PS_NUM"] == "1"
+    assert (worker.env["VK_TASK_INDEX"], worker.env["VC_TASK_INDEX"]) == ("1", "1")
+    assert worker.env["VC_WORKER_NUM"] == "2"
+    assert worker.env["VC_PARAM_PS_NUM"] == "1"
+    assert worker.env["VC_PARAM_PS_HOSTS"] == "vc-param-ps-0.vc.default.svc"
+    assert "VC_PS_NUM" not in worker.env
+    assert pod_files(worker)["/etc/volcano/param_ps.host"] == "vc-param-ps-0.vc.default.svc"
+    assert sorted(pod_files(worker)) == ["/etc/volcano/param_ps.host", "/etc/volcano/worker.host"]
+
+
+def test_a_volcano_mpi_job_of_ssh_and_svc_is_an_mpi_job_whose_script_finds_its_task_files() -> None:
+    # Volcano's own MPI example: `cat /etc/volcano/mpiworker.host`, then mpiexec over ssh.
+    source = volcano(
+        {"ssh": [], "svc": []},
+        [task("mpimaster", 1), task("mpiworker", 2)],
+    )
+    migration = migrate_one(source)
+    assert [(o["kind"], o["metadata"]["name"]) for o in migration.objects] == [
+        ("StatefulSet", "vc-mpiworker"),
+        ("Job", "vc-mpimaster"),
+    ]
+    assert {o["metadata"]["labels"][contract.FRAMEWORK] for o in migration.objects} == {"mpi"}
+    assert migration.notes == [
+        "spec.plugins.ssh: the job is an mpi job (a launcher task that reaches its worker task "
+        "over SSH): its pods get the job's SSH keys at /root/.ssh as Volcano gave them, the "
+        "launcher runs to completion as an Indexed Job; --framework generic keeps it generic, "
+        "without keys"
+    ]
+    pods = {p.name: p for p in render_all(migration.objects).pods}
+    for pod in pods.values():
+        files = pod_files(pod)
+        assert files["/etc/volcano/mpiworker.host"] == (
+            "vc-mpiworker-0.vc.default.svc\nvc-mpiworker-1.vc.default.svc"
+        )
+        assert files["/etc/volcano/mpimaster.host"] == "vc-mpimaster-0.vc.default.svc"
+        assert files["/root/.ssh/id_rsa"] == "<Secret vc-ssh: id_rsa>"
+        assert files["/root/.ssh/authorized_keys"] == "<Secret vc-ssh: authorized_keys>"
+        assert pod.env["VC_MPIWORKER_NUM"] == "2"
+
+
+def test_a_volcano_ssh_plugin_on_a_job_that_is_not_mpi_says_how_to_get_the_keys() -> None:
+    migration = migrate_one(volcano({"ssh": [], "svc": []}, [task("pod", 2)]))
+    assert {o["metadata"]["labels"][contract.FRAMEWORK] for o in migration.objects} == {"generic"}
+    assert migration.notes == [
+        "spec.plugins.ssh: no equivalent: Trainhook makes SSH keys (the Secret <job>-ssh at "
+        "/root/.ssh, as Volcano's) for mpi jobs only; name the task that runs mpirun "
+        "<name>master and the others' <name>worker, or give --framework mpi, for the job's keys"
+    ]
+    assert "/root/.ssh/id_rsa" not in pod_files(render_all(migration.objects).pods[0])
+
+
+def test_volcanos_svc_plugin_network_policy_is_written_after_the_workloads() -> None:
+    migration = migrate_one(volcano({"svc": []}, [task("worker", 2)], namespace="ml"))
+    job_pods = {"matchLabels": {contract.JOB: "vc"}}
+    assert migration.others == [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": "vc", "namespace": "ml"},
+            "spec": {
+                "podSelector": job_pods,
+                "ingress": [{"from": [{"podSelector": job_pods}]}],
+                "policyTypes": ["Ingress"],
+            },
+        }
+    ]
+    kubernetes_validate.validate(migration.others[0], kubernetes_validate.latest_version(), True)
+    # The framework plugins imply svc, as Volcano's admission adds it to them.
+    implied = migrate_one(volcano({"pytorch": []}, [task("master", 1), task("worker", 1)]))
+    assert [o["kind"] for o in implied.others] == ["NetworkPolicy"]
+    assert job_wide(implied)[contract.COMPAT] == "volcano"
+
+
+def test_volcanos_svc_flags_disable_the_network_policy_or_are_trainhooks_own_service() -> None:
+    flags = ["--publish-not-ready-addresses", "--disable-network-policy=true", "--other=1"]
+    migration = migrate_one(volcano({"svc": flags}, [task("worker", 2)]))
+    assert migration.others == []
+    assert migration.notes == ["spec.plugins.svc: --other=1 has no equivalent"]
+
+
+def test_volcanos_ssh_key_file_path_is_where_an_mpi_jobs_keys_are_mounted() -> None:
+    source = volcano(
+        {"ssh": ["--ssh-key-file-path=/home/mpi/.ssh"], "svc": []},
+        [task("mpimaster", 1), task("mpiworker", 1)],
+    )
+    source["spec"]["tasks"][0]["template"]["spec"]["securityContext"] = {
+        "runAsUser": 1000,
+        "fsGroup": 1000,
+    }
+    source["spec"]["tasks"][1]["template"]["spec"]["securityContext"] = {
+        "runAsUser": 1000,
+        "fsGroup": 1000,
+    }
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.SSH_AUTH_MOUNT_PATH] == "/home/mpi/.ssh"
+    assert "/home/mpi/.ssh/id_rsa" in pod_files(render_all(migration.objects).pods[0])
 
 
 def test_a_volcano_task_that_is_no_role_of_the_framework_is_refused() -> None:

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"trainhook migrate: {where} ({what}): {error}", file=sys.stderr)
             return 1
         objects.extend(migration.objects)
+        objects.extend(migration.others)
         notes.extend(f"note: {where} ({what}): {line}" for line in migration.notes)
     if not objects:
         print("trainhook migrate: no documents found", file=sys.stderr)

@@ -6,7 +6,10 @@
 * env: `VK_TASK_INDEX` and `VC_TASK_INDEX`, the pod's index in its task;
 * mpi: `MPI_HOST` on the launcher (Volcano's master task), the workers' hosts, comma-separated.
 
-A task is a Trainhook role; its hosts are the pods' names under the job's headless Service, as
+A task is a Trainhook role, named as Volcano names it: Volcano's pods of task T in job J are
+`J-T-<i>`, so a role whose pods are named `J-T-<i>` (its StatefulSet or Job is `J-T`, as
+`trainhook migrate` names them) is task T, whatever the framework calls the role; any other role
+is the task of its own name. Its hosts are the pods' names under the job's headless Service, as
 in every Trainhook list. Past the inline bound the comma lists become `<VAR>_FILE` (files of the
 job's peers ConfigMap, as Trainhook's own lists) and the `.host` files come from it too.
 """
@@ -29,9 +32,25 @@ from webhook.core.shape.topology import Topology
 HOSTS_VOLUME = "volcano-hosts"
 
 
-def host_file(role: str) -> str:
-    """The file (and peers ConfigMap key) of a role's hosts, as Volcano names it."""
-    return f"{role.replace('-', '_')}.host"
+def host_file(task: str) -> str:
+    """The file (and peers ConfigMap key) of a task's hosts, as Volcano names it."""
+    return f"{task.replace('-', '_')}.host"
+
+
+@lru_cache(maxsize=8)
+def tasks(topology: Topology) -> dict[str, str]:
+    """Each role's Volcano task: the name between `<job>-` and the index in its pods' names,
+    else the role's own; every role by its own name when that would name two roles alike."""
+    prefix = f"{topology.job}-"
+    found = {
+        role.name: role.pod[len(prefix) :]
+        if role.pod.startswith(prefix) and len(role.pod) > len(prefix) and role.start == 0
+        else role.name
+        for role in topology.roles
+    }
+    if len(set(found.values())) != len(found):
+        return {role.name: role.name for role in topology.roles}
+    return found
 
 
 def _lines(topology: Topology, role: str) -> str:
@@ -40,17 +59,19 @@ def _lines(topology: Topology, role: str) -> str:
 
 @lru_cache(maxsize=8)
 def lists(topology: Topology, port: int | None) -> dict[str, str]:
-    return {host_file(role.name): _lines(topology, role.name) for role in topology.roles}
+    named = tasks(topology)
+    return {host_file(named[role.name]): _lines(topology, role.name) for role in topology.roles}
 
 
 def env(framework: Framework, placement: Placement) -> dict[str, str]:
     topology = placement.topology
+    named = tasks(topology)
     result: dict[str, str] = {}
     for role in topology.roles:
-        key = env_key(role.name)
+        key = env_key(named[role.name])
         if placement.peers:
             # The same comma list as Trainhook's own, stored once.
-            result[f"VC_{key}_HOSTS_FILE"] = file_path(f"TRAINHOOK_{key}_HOSTS")
+            result[f"VC_{key}_HOSTS_FILE"] = file_path(f"TRAINHOOK_{env_key(role.name)}_HOSTS")
         else:
             result[f"VC_{key}_HOSTS"] = host_list(topology, role.name)
         result[f"VC_{key}_NUM"] = str(role.replicas)
@@ -67,11 +88,13 @@ def env(framework: Framework, placement: Placement) -> dict[str, str]:
 
 
 def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> None:
-    """/etc/volcano/<role>.host in every container: from the pod's annotations while the job
+    """/etc/volcano/<task>.host in every container: from the pod's annotations while the job
     is small, else from its peers ConfigMap."""
     topology = placement.topology
+    named = tasks(topology)
+    files = [host_file(named[role.name]) for role in topology.roles]
     if placement.peers:
-        items = [{"key": host_file(r.name), "path": host_file(r.name)} for r in topology.roles]
+        items = [{"key": file, "path": file} for file in files]
         volume: dict[str, Any] = {"configMap": {"name": placement.peers, "items": items}}
     else:
         wanted = {
@@ -85,13 +108,13 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
             "downwardAPI": {
                 "items": [
                     {
-                        "path": host_file(role.name),
+                        "path": file,
                         "fieldRef": {
                             "fieldPath": "metadata.annotations"
                             f"['{contract.VOLCANO_HOSTS_PREFIX}{role.name}']"
                         },
                     }
-                    for role in topology.roles
+                    for role, file in zip(topology.roles, files, strict=True)
                 ]
             }
         }

@@ -62,7 +62,7 @@ def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migr
         render_all(objects)
     except RenderError as error:
         raise MigrationError(f"the workloads it becomes would be refused: {error}") from None
-    return Migration(objects, notes.lines)
+    return Migration(objects, notes.lines, job.others)
 
 
 def migrate(documents: Sequence[Any], framework: str | None = None) -> list[Migration]:

@@ -121,12 +121,16 @@ class Job:
     labels: dict[str, str] = field(default_factory=dict)  # the source's own metadata
     metadata_annotations: dict[str, str] = field(default_factory=dict)
     restart_policy: str | None = None  # the Indexed Jobs' template restartPolicy
+    # What the job needs besides its workloads, as its source made it (a NetworkPolicy).
+    others: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Migration:
-    objects: list[dict[str, Any]]
+    objects: list[dict[str, Any]]  # the labelled workloads
     notes: list[str]
+    # Objects written after the workloads: what the job needs besides them (a NetworkPolicy).
+    others: list[dict[str, Any]] = field(default_factory=list)
 
 
 def metadata(

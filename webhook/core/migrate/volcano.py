@@ -47,10 +47,16 @@ ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
 PLUGIN_NOTES: dict[str, str | None] = {
     "svc": None,
     "env": None,
-    "ssh": "SSH keys are made for MPI jobs only (the Secret <job>-ssh at /root/.ssh)",
+    "ssh": "no equivalent: Trainhook makes SSH keys (the Secret <job>-ssh at /root/.ssh, as "
+    "Volcano's) for mpi jobs only; name the task that runs mpirun <name>master and the others' "
+    "<name>worker, or give --framework mpi, for the job's keys",
 }
 # Plugins whose variables and files trainhook.io/compat: volcano gives the pods.
 COMPAT_PLUGINS = ("svc", "env", "mpi")
+# Plugins Volcano's admission adds to a job that names a framework plugin (patchDefaultPlugins).
+IMPLIED_PLUGINS = {"pytorch": ("svc",), "tensorflow": ("svc",), "mpi": ("svc", "ssh")}
+# Task name endings of an MPI job's two tasks (Volcano's MPI examples: mpimaster and mpiworker).
+MPI_TASKS = {"launcher": ("master", "launcher"), "worker": ("worker",)}
 # Volcano policies Trainhook has an annotation for: (event, action) -> restart policy
 RESTART_ACTIONS = {
     ("PodFailed", "RestartJob"): "RestartJob",
@@ -80,15 +86,15 @@ def migrate_volcano(
 ) -> Job:
     name, namespace, meta, spec = metadata(source, key[1], notes)
     plugins = spec.child("plugins")
-    chosen, role_flags, port, plugin_notes = _framework(plugins, framework)
+    tasks = spec.get("tasks") or []
+    if not isinstance(tasks, list):
+        raise MigrationError("spec.tasks: expected a list of tasks")
+    chosen, role_flags, port, plugin_notes = _framework(plugins, framework, tasks)
     job = Job(name=name, namespace=namespace, framework=chosen, roles=[])
     carry_metadata(meta, job, notes)
     for path, what in plugin_notes:
         notes.add(path, what)
     allowed = FRAMEWORKS[chosen].roles
-    tasks = spec.get("tasks") or []
-    if not isinstance(tasks, list):
-        raise MigrationError("spec.tasks: expected a list of tasks")
     policies: list[tuple[str, Fields, str | None]] = []
     for position, raw in enumerate(tasks):
         task = notes.track(Fields(raw, f"spec.tasks[{position}]"))
@@ -126,9 +132,7 @@ def migrate_volcano(
             f"{chosen} ({', '.join(r.role for r in job.roles)}); name each task after its role"
         )
     order = allowed or tuple(sorted(r.role for r in job.roles))
-    task_of = {r.role: r.name[len(name) + 1 :] for r in job.roles}
     job.roles.sort(key=lambda r: order.index(r.role))
-    task_names = [task_of[r.role] for r in job.roles]
     check_roles(job, allowed, "spec.tasks")
     if port is not None:
         job.annotations[contract.PORT] = str(port)
@@ -137,17 +141,14 @@ def migrate_volcano(
         policies.append((where, notes.track(Fields(policy, where)), None))
     _policies(policies, job, notes)
     _scheduling(spec, job, notes)
-    if any(plugin in COMPAT_PLUGINS for plugin in plugins.data):
+    given = _given_plugins(plugins.data)
+    if any(plugin in COMPAT_PLUGINS for plugin in given):
+        # Its workloads are <job>-<task>, so the variables and files are named after the tasks.
         job.annotations[contract.COMPAT] = "volcano"
-    renamed = [
-        f"{t} is {r.role}" for r, t in zip(job.roles, task_names, strict=True) if t != r.role
-    ]
-    if "svc" in plugins.data and renamed:
-        notes.add(
-            plugins.at("svc"),
-            "VC_<TASK>_HOSTS, VC_<TASK>_NUM and /etc/volcano/<task>.host are named after "
-            f"Trainhook's roles: {', '.join(renamed)}",
-        )
+    if "svc" in given:
+        _svc(plugins, job, notes)
+    if "ssh" in given and chosen == "mpi":
+        _ssh(plugins, job, notes)
     _max_retry(spec, job, notes)
     ttl = spec.integer("ttlSecondsAfterFinished")
     if ttl is not None:
@@ -173,11 +174,79 @@ def migrate_volcano(
     return job
 
 
+def _given_plugins(plugins: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The job's plugins with those Volcano's admission adds for a framework plugin."""
+    given = {str(name): list(flags or []) for name, flags in plugins.items()}
+    for plugin in list(given):
+        for implied in IMPLIED_PLUGINS.get(plugin, ()):
+            given.setdefault(implied, [])
+    return given
+
+
+def _svc(plugins: Fields, job: Job, notes: Notes) -> None:
+    """The svc plugin's NetworkPolicy: the job's pods take connections from each other only.
+    Its headless Service is Trainhook's, which always publishes pods not yet ready."""
+    flags = _flags(plugins.get("svc") or [], plugins.at("svc"))
+    flags.pop("publish-not-ready-addresses", None)
+    disabled = flags.pop("disable-network-policy", "false")
+    for flag, value in flags.items():
+        notes.add(plugins.at("svc"), f"--{flag}={value} has no equivalent")
+    if disabled.lower() in ("true", "1", "t"):
+        return
+    pods = {"matchLabels": {contract.JOB: job.name}}
+    meta: dict[str, Any] = {"name": job.name}
+    if job.namespace:
+        meta["namespace"] = job.namespace
+    job.others.append(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta,
+            "spec": {
+                "podSelector": pods,
+                "ingress": [{"from": [{"podSelector": pods}]}],
+                "policyTypes": ["Ingress"],
+            },
+        }
+    )
+
+
+def _ssh(plugins: Fields, job: Job, notes: Notes) -> None:
+    """The ssh plugin's flags on an mpi job, whose pods get the job's keys as Volcano's did."""
+    flags = _flags(plugins.get("ssh") or [], plugins.at("ssh"))
+    path = flags.pop("ssh-key-file-path", contract.MPI_SSH_PATH)
+    if flags.pop("no-root", "false").lower() in ("true", "1", "t"):
+        notes.add(
+            plugins.at("ssh"),
+            "--no-root has no equivalent: the keys go to /root/.ssh unless --ssh-key-file-path "
+            f"says where ({contract.SSH_AUTH_MOUNT_PATH}), readable by the pods' fsGroup",
+        )
+    for flag, value in flags.items():
+        notes.add(plugins.at("ssh"), f"--{flag}={value} has no equivalent")
+    if path != contract.MPI_SSH_PATH:
+        job.annotations[contract.SSH_AUTH_MOUNT_PATH] = path
+
+
+def _mpi_tasks(tasks: Sequence[Any]) -> bool:
+    """Whether the tasks are an MPI launcher of one pod and its workers, by their names."""
+    if len(tasks) != 2 or not all(isinstance(t, Mapping) for t in tasks):
+        return False
+    found = {}
+    for task in tasks:
+        name = str(task.get("name") or "").lower()
+        for role, endings in MPI_TASKS.items():
+            if name.endswith(endings):
+                found[role] = task
+    launcher = found.get("launcher")
+    return len(found) == 2 and launcher is not None and launcher.get("replicas", 1) == 1
+
+
 def _framework(
-    plugins: Fields, hint: str | None
+    plugins: Fields, hint: str | None, tasks: Sequence[Any] = ()
 ) -> tuple[str, dict[str, str], int | None, list[tuple[str, str]]]:
-    """The framework a plugin names (its flags name the tasks), else the hint, else generic;
-    with the notes the plugins give."""
+    """The framework a plugin names (its flags name the tasks), else the hint, else mpi for the
+    ssh plugin on a launcher task and a worker task, else generic; with the notes the plugins
+    give."""
     found = [p for p in FRAMEWORK_PLUGINS if p in plugins.data]
     if len(found) > 1:
         raise MigrationError(f"spec.plugins: {', '.join(found)} name two frameworks; keep one")
@@ -199,6 +268,17 @@ def _framework(
         for flag, flag_value in flags.items():
             what = FLAG_NOTES.get(flag, f"--{flag}={flag_value} has no equivalent")
             plugin_notes.append((plugins.at(plugin), what))
+    elif hint is None and "ssh" in plugins.data and _mpi_tasks(tasks):
+        chosen = "mpi"
+        plugin_notes.append(
+            (
+                plugins.at("ssh"),
+                "the job is an mpi job (a launcher task that reaches its worker task over SSH): "
+                "its pods get the job's SSH keys at /root/.ssh as Volcano gave them, the launcher "
+                "runs to completion as an Indexed Job; --framework generic keeps it generic, "
+                "without keys",
+            )
+        )
     else:
         chosen = hint or "generic"
     if chosen not in FRAMEWORKS:
