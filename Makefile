@@ -36,7 +36,8 @@ $(IMAGE_STAMP): $(STAMP) $(ADMISSION) scripts/compile.py
 	touch $(IMAGE_STAMP)
 
 # The real admission path: certificates, gunicorn with TLS, every example's workloads and pods as
-# AdmissionReviews over verified TLS (scripts/demo.py says how).
+# AdmissionReviews over verified TLS; then one job's life through a real `trainhook sweep` process
+# against the API emulator, `trainhook status` at each step (scripts/demo.py says how).
 demo: $(STAMP)
 	$(BIN)/python scripts/demo.py
 
