@@ -271,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     python = platform.python_version()
     print(f"machine: {os.cpu_count()} CPUs, load average {_load()}, Python {python}")
+    print(f"admission path: {admission_build()}")
     cases = headline_cases()
 
     print("\n## 1. Handler cost against the JSON floor (in-process)\n", flush=True)
@@ -533,6 +534,7 @@ def _write_json(
     figures = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": _commit(),
+        "build": admission_build(),
         "load_average": {"start": load_at_start, "end": _load()},
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -544,6 +546,15 @@ def _write_json(
     }
     path.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"figures written to {path}")
+
+
+def admission_build() -> str:
+    """Which build of the admission path this run measures: the image's (compiled) or the tree's."""
+    import webhook.core.mutation.admit as admit
+
+    if str(admit.__file__).endswith(".so"):
+        return "compiled with mypyc, as the image runs it"
+    return "plain Python (the image compiles it: `make bench` measures that build)"
 
 
 def _commit() -> str:

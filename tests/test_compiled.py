@@ -196,3 +196,10 @@ def test_equal_topologies_hash_alike_and_a_changed_role_hashes_apart() -> None:
 @pytest.mark.skipif(not IMAGE_BUILD, reason="run by `make image-check`, on the image's build")
 def test_a_topology_is_hashed_by_compiled_code_not_a_python_function() -> None:
     assert not inspect.isfunction(vars(Topology)["__hash__"])
+
+
+def test_the_bench_names_the_build_it_measures() -> None:
+    from bench.run import admission_build
+
+    expected = "compiled with mypyc, as the image runs it" if IMAGE_BUILD else "plain Python"
+    assert admission_build().startswith(expected)
