@@ -365,7 +365,8 @@ def test_the_workloads_with_every_setting_use_every_setting_a_template_carries()
     template, and both ways of asking for the in-place restart that adds its plumbing."""
     docs = list(yaml.safe_load_all(EVERY_SETTING))
     used = {key for doc in docs for key in doc["metadata"].get("annotations", {})}
-    assert set(contract.POD_SETTINGS) <= used
+    missing = set(contract.POD_SETTINGS) - used
+    assert not missing, f"give {missing} a value in EVERY_SETTING, and a row in docs/gitops.md"
     asked = {
         (doc["metadata"]["name"], key, value)
         for doc in docs

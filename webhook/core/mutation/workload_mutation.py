@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from webhook.core import contract
 from webhook.core.draft import Draft
@@ -97,7 +97,39 @@ def mutate_workload(
         draft.dict_at("spec", "template", "spec")["subdomain"] = workload.service
     if workload.kind == "Job" and operation == "CREATE":
         _hold_incomplete_job(draft, workload, topology, warnings)
+    warnings += _headline_traps(draft.root, workload)
     return WorkloadMutation(draft.root, warnings, topology)
+
+
+# The way out of an OrderedReady StatefulSet (the field is immutable), as docs/gitops.md and
+# `trainhook describe` give it; the warning has room only for the why and what to do.
+ORDERED_READY_TRAP: Final = (
+    "podManagementPolicy OrderedReady: later pods wait for rank 0 to be Ready, rank 0 for them; "
+    "recreate it with Parallel"
+)
+
+
+def ordered_ready_trap(obj: Mapping[str, Any], ordered_start: bool) -> bool:
+    """Whether a StatefulSet starts its pods one after the other although its job did not ask
+    for it (`trainhook.io/ordered-start`): one created before it was labelled keeps the API
+    server's default OrderedReady, which cannot change."""
+    policy = (obj.get("spec") or {}).get("podManagementPolicy")
+    return obj.get("kind") == "StatefulSet" and policy == "OrderedReady" and not ordered_start
+
+
+def _headline_traps(obj: Mapping[str, Any], workload: Workload) -> list[str]:
+    """Warnings for what would leave a labelled workload's pods waiting for each other for good:
+    a start one pod after the other, and host names under a Service the sweeper does not make."""
+    found = []
+    if ordered_ready_trap(obj, workload.settings.ordered_start):
+        found.append(ORDERED_READY_TRAP)
+    if workload.service != workload.job:
+        field = "serviceName" if workload.kind == "StatefulSet" else "subdomain"
+        found.append(
+            f"{field} {workload.service} is kept: host names end in it, but Trainhook makes only "
+            f"the job's headless Service {workload.job}"
+        )
+    return found
 
 
 def _alike(peers: Sequence[Workload]) -> bool:
