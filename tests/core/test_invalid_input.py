@@ -107,7 +107,8 @@ def annotated(key: str, value: str, framework: str = "pytorch") -> dict[str, Any
         (
             "success-policy",
             "majority",
-            "trainhook.io/success-policy: invalid value 'majority': one of all, rank0, any-worker",
+            "trainhook.io/success-policy: invalid value 'majority': one of all, rank0, any-worker, "
+            "role=<role>",
         ),
         (
             "clean-pod-policy",

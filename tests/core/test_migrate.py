@@ -548,6 +548,41 @@ def test_volcanos_ssh_key_file_path_is_where_an_mpi_jobs_keys_are_mounted() -> N
     assert "/home/mpi/.ssh/id_rsa" in pod_files(render_all(migration.objects).pods[0])
 
 
+def test_a_volcano_task_whose_completion_ends_the_job_is_the_success_policy_of_its_role() -> None:
+    completes = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    source = volcano({"env": [], "svc": []}, [task("ps", 1), task("worker", 2, policies=completes)])
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.SUCCESS_POLICY] == "role=worker"
+    assert migration.notes == []
+    # TensorFlow's own rule is worker 0's success; Volcano's task waits for every worker.
+    told = migrate_one(source, "tensorflow")
+    assert job_wide(told)[contract.SUCCESS_POLICY] == "role=worker"
+    # Where the framework's own rule is the task's completion, it needs no policy.
+    chief = volcano({"tensorflow": []}, [task("chief", 1, policies=completes), task("worker", 2)])
+    assert contract.SUCCESS_POLICY not in job_wide(migrate_one(chief))
+
+
+def test_a_volcano_master_task_of_a_generic_job_ends_it_as_rank_0() -> None:
+    completes = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    source = volcano({"svc": []}, [task("master", 1, policies=completes), task("worker", 2)])
+    assert job_wide(migrate_one(source))[contract.SUCCESS_POLICY] == "rank0"
+
+
+def test_two_volcano_tasks_that_each_end_the_job_keep_the_first_and_note_the_second() -> None:
+    completes = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    source = volcano(
+        {"svc": []},
+        [task("eval", 1, policies=completes), task("worker", 2, policies=completes)],
+    )
+    migration = migrate_one(source)
+    assert job_wide(migration)[contract.SUCCESS_POLICY] == "rank0"
+    assert migration.notes == [
+        "spec.tasks[1].policies[0]: TaskCompleted → CompleteJob has no equivalent: "
+        "trainhook.io/success-policy is 'rank0' already: Trainhook ends a job on one success "
+        "rule, Volcano on whichever task completes first"
+    ]
+
+
 def test_a_volcano_task_that_is_no_role_of_the_framework_is_refused() -> None:
     source = volcano({"pytorch": []}, [task("master", 1), task("helper", 1)])
     assert refused(source) == (

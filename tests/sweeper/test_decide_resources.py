@@ -350,7 +350,8 @@ def test_the_same_problem_is_recorded_under_the_same_event_name():
     assert first == again
     assert isinstance(first[0], Emit)
     assert first[0].message == (
-        "trainhook.io/success-policy: invalid value 'most': one of all, rank0, any-worker"
+        "trainhook.io/success-policy: invalid value 'most': one of all, rank0, any-worker, "
+        "role=<role>"
     )
 
 

@@ -218,9 +218,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         == "true",
         report_progress=_choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
         == "true",
-        success_policy=_choice(
-            contract.SUCCESS_POLICY, get(contract.SUCCESS_POLICY), SUCCESS_POLICIES
-        ),
+        success_policy=_success_policy(get(contract.SUCCESS_POLICY)),
         clean_pod_policy=_choice(
             contract.CLEAN_POD_POLICY, get(contract.CLEAN_POD_POLICY), CLEAN_POD_POLICIES
         ),
@@ -488,6 +486,16 @@ def _choice(key: str, value: str | None, allowed: tuple[str, ...]) -> str | None
     if value is None or value in allowed:
         return value
     raise InvalidSetting(key, value, allowed_list(allowed))
+
+
+# `role=<role>`: the job succeeds once every pod of that role has (a Volcano task's completion).
+SUCCESS_OF_A_ROLE = re.compile(r"role=([a-z0-9]([-a-z0-9]*[a-z0-9])?)")
+
+
+def _success_policy(value: str | None) -> str | None:
+    if value is not None and SUCCESS_OF_A_ROLE.fullmatch(value):
+        return value
+    return _choice(contract.SUCCESS_POLICY, value, (*SUCCESS_POLICIES, "role=<role>"))
 
 
 def _boolean(key: str, value: str | None) -> bool | None:

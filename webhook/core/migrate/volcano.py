@@ -77,8 +77,6 @@ RULE_ACTIONS = {
 DEFAULT_MAX_RETRY = 3
 # Roles that run to completion while the others serve: Indexed Jobs.
 RUN_TO_COMPLETION = {"mpi": ("launcher",)}
-# The roles whose completion ends the job by default (TaskCompleted -> CompleteJob there).
-DONE_BY_DEFAULT = {"master", "launcher", "chief"}
 
 
 def migrate_volcano(
@@ -357,13 +355,13 @@ def _policy(event: str, action: str, role: str | None, job: Job, rules: list[str
     if restart is not None and role is None:
         job.annotations[contract.RESTART_POLICY] = restart
         return None
-    if (event, action) == ("TaskCompleted", "CompleteJob") and role in DONE_BY_DEFAULT:
-        return None  # the framework's own success rule: that role's completion ends the job
-    if (event, action) == ("TaskCompleted", "CompleteJob") and _is_rank0(job, role):
-        job.annotations[contract.SUCCESS_POLICY] = "rank0"
-        return None
+    if (event, action) == ("TaskCompleted", "CompleteJob") and role is not None:
+        return _task_completes_job(role, job)
     if action == "CompleteJob":
-        return "the success policy decides when the job is done (trainhook.io/success-policy)"
+        return (
+            "the success policy decides when the job is done (trainhook.io/success-policy); "
+            "a task's own TaskCompleted policy is role=<role>"
+        )
     match = _RULE_MATCHES.get(event) or (
         f"exit={event.split()[1]}" if re.fullmatch(r"exitCode [1-9]\d*", event) else None
     )
@@ -398,6 +396,33 @@ def _max_retry(spec: Fields, job: Job, notes: Notes) -> None:
         maximum = DEFAULT_MAX_RETRY
     if maximum is not None:
         job.annotations[contract.BACKOFF_LIMIT] = str(maximum)
+
+
+def _task_completes_job(role: str, job: Job) -> str | None:
+    """TaskCompleted → CompleteJob on a task: Volcano ends the job once every pod of the task has
+    succeeded. The framework's own rule where it is that, else the success policy; None when
+    mapped, else why it cannot be."""
+    if _default_success(job) == role:
+        return None
+    wanted = "rank0" if _is_rank0(job, role) else f"role={role}"
+    given = job.annotations.get(contract.SUCCESS_POLICY)
+    if given is not None and given != wanted:
+        return (
+            f"{contract.SUCCESS_POLICY} is {given!r} already: Trainhook ends a job on one "
+            "success rule, Volcano on whichever task completes first"
+        )
+    job.annotations[contract.SUCCESS_POLICY] = wanted
+    return None
+
+
+def _default_success(job: Job) -> str | None:
+    """The role whose every pod succeeding is the framework's own success rule, if one is."""
+    success = FRAMEWORKS[job.framework].success
+    replicas = {r.role: r.replicas for r in job.roles}
+    first = next((role for role in success.first_of if role in replicas), None)
+    if first is not None:
+        return first if replicas[first] == 1 else None
+    return success.every if success.every in replicas else None
 
 
 def _is_rank0(job: Job, role: str | None) -> bool:

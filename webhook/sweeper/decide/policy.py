@@ -112,6 +112,9 @@ def success_rule(state: JobState) -> SuccessRule:
         role = "worker" if "worker" in counts else None
         replicas = _replicas(counts, [role] if role else list(counts))
         return SuccessRule(replicas, False, "any worker" if role else "any pod")
+    if policy is not None and policy.startswith("role="):
+        role = policy.removeprefix("role=")
+        return SuccessRule(_replicas(counts, [role]), True, f"every {role}")
     return default_rule(state.framework, counts)
 
 
