@@ -20,7 +20,7 @@ from webhook.sweeper.decide import recorded_outcome, recorded_status
 from webhook.sweeper.decide.failures import job_failure_policy
 from webhook.sweeper.decide.records import WAITING_FOR_OWNED_OBJECTS, WAITING_FOR_ROLES
 from webhook.sweeper.job.state import JobState, job_key, read_job_state, status_field
-from webhook.sweeper.report.status import job_progress, job_rows
+from webhook.sweeper.report.status import job_progress, job_rows, ordered_ready_line
 
 RECENT_EVENTS = 10
 
@@ -146,6 +146,11 @@ def describe(objects: JobObjects, now: datetime) -> str:
     key = placement_key(objects.workloads or objects.pods)
     if key:
         lines.append(f"Placement:    {key}: {_domains(key, objects)}")
+    if row is not None:
+        lines += [
+            f"Start order:  {ordered_ready_line(objects.namespace, name)}"
+            for name in row.ordered_ready
+        ]
     if row is not None and row.unattributed:
         lines.append(
             f"Unattributed: {', '.join(row.unattributed)}: no {contract.CREATED_BY}, not admitted "

@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.job.progress import human_duration, read_summary
+from webhook.core.mutation.workload_mutation import ordered_ready_trap
 from webhook.core.objects import parse_time
 from webhook.kube.client import Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
@@ -42,6 +43,9 @@ class JobRow:
     # The StatefulSets and Jobs the webhook did not admit into the job ("StatefulSet a"): they
     # record no creator, and the sweeper acts on no outcome recorded only on them.
     unattributed: tuple[str, ...] = ()
+    # Its StatefulSets that start their pods one after the other although the job did not ask
+    # for it (labelled after their creation, they keep OrderedReady): the job never starts.
+    ordered_ready: tuple[str, ...] = ()
 
 
 def job_rows(
@@ -61,11 +65,37 @@ def job_rows(
     rows = []
     for (namespace, job), objects in sorted(grouped.items()):
         state = read_job_state(namespace, job, workloads=objects["workloads"], pods=objects["pods"])
-        rows.append(_row(state, now))
+        rows.append(_row(state, now, objects["workloads"]))
     return rows
 
 
-def _row(state: JobState, now: datetime) -> JobRow:
+def ordered_ready(state: JobState, workloads: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The names of the job's StatefulSets caught in the OrderedReady trap, while it runs."""
+    if not state.workloads or recorded_outcome(state) is not None:
+        return ()
+    by_name = {
+        (obj.get("metadata") or {}).get("name"): obj
+        for obj in workloads
+        if obj.get("kind") == "StatefulSet"
+    }
+    return tuple(
+        w.name
+        for w in state.workloads
+        if w.kind == "StatefulSet"
+        and ordered_ready_trap(by_name.get(w.name) or {}, w.settings.ordered_start)
+    )
+
+
+def ordered_ready_line(namespace: str, name: str) -> str:
+    """What `trainhook status` and `describe` say of such a StatefulSet, with the way out."""
+    return (
+        f"StatefulSet {name} has podManagementPolicy OrderedReady: later pods wait for rank 0 "
+        f"to be Ready, rank 0 for them; recreate it: kubectl delete statefulset {name} "
+        f"-n {namespace} --cascade=orphan, then apply it again"
+    )
+
+
+def _row(state: JobState, now: datetime, workloads: Iterable[Mapping[str, Any]] = ()) -> JobRow:
     outcome = recorded_outcome(state) if state.workloads else None
     recorded = recorded_status(state) if state.workloads else {}
     reason = str(recorded.get("reason") or "-")
@@ -104,6 +134,7 @@ def _row(state: JobState, now: datetime) -> JobRow:
         rule=short_rule(recorded.get("rule")),
         **progress_cells(state, now, finished=outcome is not None),
         unattributed=tuple(f"{p.kind} {p.name}" for p in state.unattributed),
+        ordered_ready=ordered_ready(state, workloads),
     )
 
 
@@ -193,10 +224,16 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
         for line, row in zip(lines, rows, strict=True):
             line.insert(0, row.namespace)
     widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
-    return "\n".join(
+    table = [
         "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in [header, *lines]
-    )
+    ]
+    notes = [
+        f"{row.job}: {ordered_ready_line(row.namespace, name)}"
+        for row in rows
+        for name in row.ordered_ready
+    ]
+    return "\n".join([*table, *(["", *notes] if notes else [])])
 
 
 def read_rows(kube: Kube, namespace: str | None) -> list[JobRow]:
