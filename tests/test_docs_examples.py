@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import importlib
 import io
-import json
 import re
 import shlex
 from collections.abc import Iterator
@@ -179,9 +178,9 @@ def extra_args() -> Iterator[tuple[str, str, list[str]]]:
     """`webhook.extraArgs` and `sweeper.extraArgs` examples, in values.yaml and docs/install.md."""
     process = {"webhook": "serve", "sweeper": "sweep"}
     for path in (VALUES, INSTALL):
-        pattern = r"(webhook|sweeper)\.extraArgs\b[^\n]*?e\.g\. (\[[^\]]*\])"
+        pattern = r"(webhook|sweeper)\.extraArgs\b[^\n]*?e\.g\. `?(\[[^\]]*\])"
         for component, example in re.findall(pattern, path.read_text()):
-            yield relative(path), process[component], json.loads(example)
+            yield relative(path), process[component], [str(arg) for arg in yaml.safe_load(example)]
 
 
 COMMAND_EXAMPLES = sorted(
