@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import importlib
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +211,114 @@ def test_helm_refuses_unknown_keys_and_wrong_types_before_rendering() -> None:
     )
     helm4 = render_error({"webhook": {"replica": 2}}, major="4")
     assert "at '/webhook': additional properties 'replica' not allowed" in helm4
+
+
+# What each component's extraArgs are appended to.
+COMMAND_OF = {"webhook": "serve", "sweeper": "sweep"}
+ARGS_DEFINITION = {"serve": "serveArgs", "sweep": "sweepArgs"}
+INSTALL_DOC = (CHART.parent.parent / "docs" / "install.md").read_text()
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser `trainhook serve` or `trainhook sweep` reads its command line with."""
+    parser = argparse.ArgumentParser(prog=f"trainhook {command}")
+    importlib.import_module(f"webhook.cli.{command}").add_arguments(parser)
+    return parser
+
+
+def parse_error(command: str, args: list[str]) -> str | None:
+    """What the command says of `args` appended to its command line; None when it takes them."""
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        try:
+            command_parser(command).parse_args(args)
+        except SystemExit:
+            return errors.getvalue().strip().splitlines()[-1]
+    return None
+
+
+def extra_args_examples() -> list[tuple[str, str, list[str]]]:
+    """(where, component, args) for every extraArgs example values.yaml, the install guide and
+    the chart's tested combinations give."""
+    found = []
+    for match in re.finditer(r"# (\w+)\.extraArgs: [^\n]*?e\.g\. (\[[^\]]*\])", DEFAULTS_TEXT):
+        found.append(("values.yaml", match[1], json.loads(match[2])))
+    for match in re.finditer(r"\| `(\w+)\.extraArgs` \| [^\n]*?e\.g\. `(\[[^\]]*\])`", INSTALL_DOC):
+        found.append(("docs/install.md", match[1], json.loads(match[2])))
+    for name, values in COMBINATIONS.items():
+        for component in COMMAND_OF:
+            args = (values.get(component) or {}).get("extraArgs")
+            if args:
+                found.append((f"combination {name}", component, args))
+    return found
+
+
+DEFAULTS_TEXT = VALUES_FILE.read_text()
+
+
+def test_every_extra_args_example_is_taken_by_the_command_it_is_given_to() -> None:
+    examples = extra_args_examples()
+    shown = {(where, component) for where, component, _ in examples}
+    assert {("values.yaml", "webhook"), ("values.yaml", "sweeper")} <= shown
+    assert {("docs/install.md", "webhook"), ("docs/install.md", "sweeper")} <= shown
+    refused = [
+        (where, component, args, error)
+        for where, component, args in examples
+        if (error := parse_error(COMMAND_OF[component], args)) is not None
+    ]
+    assert refused == []
+
+
+def schema_flags(command: str) -> set[str]:
+    pattern = SCHEMA["definitions"][ARGS_DEFINITION[command]]["items"]["pattern"]
+    names = re.fullmatch(r"\^\(\[\^-\]\.\*\|--\(([-a-z|]+)\)\(=\.\*\)\?\)\$", pattern)
+    assert names is not None, pattern
+    return {f"--{name}" for name in names[1].split("|")}
+
+
+@pytest.mark.parametrize("command", sorted(ARGS_DEFINITION))
+def test_the_schema_takes_exactly_the_flags_of_the_command(command: str) -> None:
+    parser = command_parser(command)
+    flags = {
+        flag
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag.startswith("--") and flag != "--help"
+    }
+    definition = ARGS_DEFINITION[command]
+    assert schema_flags(command) == flags, (
+        f"values.schema.json's {definition} pattern must list the flags of trainhook {command}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("component", "args", "taken"),
+    [
+        ("webhook", ["--log-level=debug"], True),
+        ("webhook", ["--workers", "4"], True),
+        ("webhook", ["--no-lookup"], True),
+        ("webhook", ["--log-format=json"], False),
+        ("webhook", ["-v"], False),
+        ("sweeper", ["--log-level=debug", "--resync-seconds=60"], True),
+        ("sweeper", ["--workers=4"], False),  # a flag of the webhook, not of the sweeper
+    ],
+)
+def test_the_schema_takes_the_extra_args_the_command_takes_and_refuses_the_others(
+    component: str, args: list[str], taken: bool
+) -> None:
+    values = json.loads(json.dumps(DEFAULTS))
+    values[component]["extraArgs"] = args
+    errors = list(jsonschema.Draft7Validator(SCHEMA).iter_errors(values))
+    assert (errors == [], parse_error(COMMAND_OF[component], args) is None) == (taken, taken)
+
+
+def test_helm_refuses_an_extra_arg_the_webhook_does_not_know_instead_of_a_crashing_webhook() -> (
+    None
+):
+    assert parse_error("serve", ["--log-format=json"]) == (
+        "trainhook serve: error: unrecognized arguments: --log-format=json"
+    )
+    error = render_error({"webhook": {"extraArgs": ["--log-format=json"]}})
+    assert "- webhook.extraArgs.0: Does not match pattern '^([^-].*|--(bind|" in error
+    helm4 = render_error({"webhook": {"extraArgs": ["--log-format=json"]}}, major="4")
+    assert "at '/webhook/extraArgs/0': '--log-format=json' does not match pattern" in helm4

@@ -61,21 +61,36 @@ def endpoint(desk: ProgressDesk, certs: Path) -> Iterator[str]:
         server.server_close()
 
 
-def make_job(emulator: EmulatorThread, job: str) -> tuple[str, str]:
-    """A StatefulSet of `job` and its pod 0; the pod's name and uid."""
-    emulator.create(
+def make_job(emulator: EmulatorThread, job: str, report: bool = True) -> tuple[str, str]:
+    """A reporting StatefulSet of `job` (`report` False: one that does not report) and its pod
+    0, as the webhook admitted them; the pod's name and uid."""
+    reports = {contract.REPORT_PROGRESS: "true" if report else "false"}
+    sts = emulator.create(
         "/apis/apps/v1/namespaces/ml/statefulsets",
         {
-            "metadata": {"name": job, "labels": {contract.FRAMEWORK: "pytorch"}},
-            "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "t"}]}}},
+            "metadata": {
+                "name": job,
+                "labels": {contract.FRAMEWORK: "pytorch"},
+                "annotations": reports,
+            },
+            "spec": {
+                "replicas": 1,
+                "template": {
+                    "metadata": {"annotations": reports},
+                    "spec": {"containers": [{"name": "t"}]},
+                },
+            },
         },
     )
+    owner = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": job, "controller": True}
     pod = emulator.create(
         "/api/v1/namespaces/ml/pods",
         {
             "metadata": {
                 "name": f"{job}-0",
                 "labels": {contract.FRAMEWORK: "pytorch", contract.JOB: job},
+                "annotations": reports,
+                "ownerReferences": [owner | {"uid": sts["metadata"]["uid"]}],
             },
             "spec": {"containers": [{"name": "t"}]},
         },
@@ -171,7 +186,9 @@ def test_a_token_of_one_job_cannot_report_for_another(
     token_a = token_for(emulator, "job-a", pod_a)
     status, body = post(endpoint, certs, "job-b", token_a, json.dumps(REPORT).encode())
     assert status == 403
-    assert body["message"] == "this token may not report for job job-b"
+    assert body["message"] == (
+        "this token may not report for job job-b: the token is not valid for the job's audience"
+    )
     # A token minted with job B's audience, but bound to a pod of job A, is refused too.
     forged = token_for(emulator, "job-b", pod_a)
     assert post(endpoint, certs, "job-b", forged, json.dumps(REPORT).encode())[0] == 403

@@ -180,10 +180,13 @@ def use_kubeconfig(monkeypatch, path):
 def test_trainhook_status_reads_the_cluster(emulator, kube, tmp_path, monkeypatch, capsys):
     use_kubeconfig(monkeypatch, kubeconfig(tmp_path / "config", emulator.url))
     workloads, pods = running_pytorch()
+    uids = {}
     for workload in workloads:
         created = kube.create(STATEFULSETS, "ml", workload)
-        workload["metadata"]["uid"] = created["metadata"]["uid"]
-    for obj in pods:
+        uids[created["metadata"]["name"]] = created["metadata"]["uid"]
+    for obj in pods:  # owned by the StatefulSets the API server stored, by their uids
+        for ref in obj["metadata"]["ownerReferences"]:
+            ref["uid"] = uids[ref["name"]]
         kube.create(PODS, "ml", obj)
     assert main(["status", "-n", "ml"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -242,13 +242,29 @@ def plain_replica(pod: PodView) -> tuple[str, int]:
     return (pod.role, pod.index)
 
 
+# The controllers a job's pods may have: the workloads of the APIs the webhook admits.
+WORKLOAD_APIS = {"StatefulSet": "apps/v1", "Job": "batch/v1"}
+
+
 def controller_of(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod."""
+    """(kind, name) of the controller owning a pod; ("Pod", own name) for a bare pod; kind
+    "Other" for a controller of another kind, or of another API under a workload's kind."""
     for ref in metadata_of(obj).get("ownerReferences") or []:
         if ref.get("controller"):
             kind = ref.get("kind")
-            return (kind if kind in ("StatefulSet", "Job") else "Other", ref.get("name") or "")
+            known = kind in WORKLOAD_APIS and ref.get("apiVersion") == WORKLOAD_APIS[kind]
+            return (kind if known else "Other", ref.get("name") or "")
     return ("Pod", metadata_of(obj).get("name") or "")
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str:
+    """The uid of the controller owning a pod, as its owner reference says ("" for none)."""
+    for ref in metadata_of(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
+
+
 
 
 # A pod is read once per version: a pod event costs one pod's reading, not the whole job's. One

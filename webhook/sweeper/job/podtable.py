@@ -13,13 +13,15 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.core import contract
 from webhook.core.frameworks import Framework
-from webhook.core.objects import metadata_of
+from webhook.core.objects import labels_of, metadata_of
 from webhook.sweeper.job.pods import (
     PodFacts,
     PodOwner,
     PodView,
     controller_of,
+    controller_uid,
     is_plain,
     plain_replica,
     pod_peers,
@@ -27,6 +29,9 @@ from webhook.sweeper.job.pods import (
 )
 
 Controller = tuple[str, str]  # (kind, name) of the controller owning a pod
+# What proves a pod its workload's: the uid its owner reference names, and the job the webhook
+# labelled it with.
+Proof = tuple[str, str]
 
 
 class PodTable:
@@ -37,6 +42,8 @@ class PodTable:
         self._objects: dict[str, Mapping[str, Any]] = {}
         self._controller: dict[str, Controller] = {}
         self._by_controller: dict[Controller, set[str]] = {}
+        self._proof: dict[str, Proof] = {}
+        self._proofs: dict[Controller, dict[Proof, int]] = {}  # pods per proof, per controller
         # The readings, in name order, and what they were read with.
         self._names: list[str] = []
         self._views: list[PodView] = []
@@ -81,14 +88,27 @@ class PodTable:
         """The pods of one controller, by name."""
         return [self._objects[name] for name in sorted(self._by_controller.get(controller, ()))]
 
+    def unproven(self, controller: Controller, proof: Proof) -> list[Mapping[str, Any]]:
+        """The pods naming `controller` whose proof is not `proof` (another uid, none, or not
+        the job's label), by name; costs nothing while every pod has it."""
+        proofs = self._proofs.get(controller, {})
+        if not proofs or set(proofs) == {proof}:
+            return []
+        return [
+            self._objects[name]
+            for name in sorted(self._by_controller.get(controller, ()))
+            if self._proof.get(name) != proof
+        ]
+
     def read(
         self,
         framework: Framework | None,
         owners: Mapping[Controller, PodOwner],
         leave_out: set[Controller],
+        leave_out_pods: frozenset[str] = frozenset(),
     ) -> tuple[tuple[PodView, ...], PodFacts]:
         """Every pod's reading in name order, and their facts; those of the controllers in
-        `leave_out` (not the job's) left out."""
+        `leave_out` (not the job's), and the pods named in `leave_out_pods`, left out."""
         self._apply()
         self._reread_if_owners_changed(framework, owners)
         for name in sorted(self._dirty):
@@ -98,8 +118,13 @@ class PodTable:
                 self._add_view(read_pod_once(pod, framework, owners))
         self._dirty.clear()
         left_out = [c for c in leave_out if self._by_controller.get(c)]
-        if left_out:  # rare: pods of others carrying the job's label, or of a role going away
-            kept = tuple(v for v in self._views if (v.owner_kind, v.owner_name) not in leave_out)
+        if left_out or leave_out_pods:  # rare: pods of others carrying the job's label, or of
+            # a role going away
+            kept = tuple(
+                v
+                for v in self._views
+                if (v.owner_kind, v.owner_name) not in leave_out and v.name not in leave_out_pods
+            )
             return kept, PodFacts.of(kept)
         return tuple(self._views), self._facts()
 
@@ -120,6 +145,9 @@ class PodTable:
                 names.discard(name)
                 if not names:
                     del self._by_controller[before]
+                _bump(self._proofs[before], self._proof.pop(name), -1)
+                if not self._proofs[before]:
+                    del self._proofs[before]
             if pod is None:
                 self._objects.pop(name, None)
             else:
@@ -127,6 +155,9 @@ class PodTable:
                 controller = controller_of(pod)
                 self._controller[name] = controller
                 self._by_controller.setdefault(controller, set()).add(name)
+                proof = (controller_uid(pod), labels_of(pod).get(contract.JOB) or "")
+                self._proof[name] = proof
+                _bump(self._proofs.setdefault(controller, {}), proof, 1)
             self._dirty.add(name)
 
     def _reread_if_owners_changed(

@@ -295,10 +295,19 @@ def read_job_state(
     workloads, strangers, unattributed = _claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
-    # A job of StatefulSets and Jobs is those workloads and the pods they own; a pod that only
-    # carries the job's label (anyone allowed to create pods can write one) joins nothing. Only
-    # a job made of bare pods alone takes its bare pods as its workloads.
+    # A job of StatefulSets and Jobs is those workloads and the pods they own, by uid, that
+    # carry the job's label the webhook gave them; a pod that only carries the label, or names
+    # a workload of the job as its owner without its uid (anyone allowed to create pods can
+    # write either), joins nothing. Only a job made of bare pods alone takes its bare pods as
+    # its workloads.
     members = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj in workloads}
+    member_uids = {
+        (str(obj.get("kind")), metadata_of(obj).get("name") or ""): str(
+            metadata_of(obj).get("uid") or ""
+        )
+        for obj in workloads
+    }
+    unproven: set[str] = set()
     intruders = [problem for _, problem in strangers]
     ignored = {(str(obj.get("kind")), metadata_of(obj).get("name") or "") for obj, _ in strangers}
     deleting = False  # a workload of the job is being deleted, or was and its pods are going
@@ -310,6 +319,9 @@ def read_job_state(
         strays = []
         for controller in controllers:
             if controller in members:
+                for candidate in table.unproven(controller, (member_uids[controller], job)):
+                    unproven.add(metadata_of(candidate).get("name") or "")
+                    intruders.append(_intruder(candidate, job, members, _unproven(candidate)))
                 continue
             left_out.add(controller)
             if controller in ignored:
@@ -351,7 +363,7 @@ def read_job_state(
     views.sort(key=_role_order(views))
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
-    pod_views, facts = table.read(framework, by_owner, left_out)
+    pod_views, facts = table.read(framework, by_owner, left_out, frozenset(unproven))
     # Pods of a StatefulSet or Job being deleted: a role of the job is going away.
     deleting = deleting or any(
         controller[0] in ("StatefulSet", "Job") and controller not in by_owner
@@ -452,17 +464,29 @@ def _labelled_problem(obj: Mapping[str, Any], job: str, but: str) -> Problem:
     return Problem(kind, name, metadata.get("uid") or "", text)
 
 
-def _intruder(pod: Mapping[str, Any], job: str, members: set[tuple[str, str]]) -> Problem:
+def _intruder(
+    pod: Mapping[str, Any], job: str, members: set[tuple[str, str]], why: str = ""
+) -> Problem:
     metadata = metadata_of(pod)
     name = metadata.get("name") or ""
     workloads = ", ".join(f"{kind} {workload}" for kind, workload in sorted(members))
+    because = f": {why}" if why else ""
     return Problem(
         "Pod",
         name,
         metadata.get("uid") or "",
         f"pod {name} is labelled {contract.JOB}={job} but is not a pod of the job's workloads "
-        f"({workloads}); the sweeper ignores it",
+        f"({workloads}){because}; the sweeper ignores it",
     )
+
+
+def _unproven(pod: Mapping[str, Any]) -> str:
+    """Why a pod naming a workload of the job as its controller is not that workload's."""
+    if contract.JOB not in labels_of(pod):
+        return (
+            f"it lacks the {contract.JOB} label the webhook gives the pods it admits into the job"
+        )
+    return "its controller is not one of them by uid"
 
 
 def _role_order(views: Sequence[WorkloadView]) -> Any:
@@ -571,4 +595,52 @@ def _job_status(obj: Mapping[str, Any]) -> JobStatus:
         completed_indexes=parse_indexes(status.get("completedIndexes") or ""),
         suspended=bool((obj.get("spec") or {}).get("suspend")),
         started=bool(status.get("startTime")),
+    )
+
+
+def reporter_refusal(
+    namespace: str,
+    job: str,
+    pod: Mapping[str, Any],
+    uid: str,
+    workloads: Iterable[Mapping[str, Any]],
+) -> str | None:
+    """Why `pod` (the one a token was issued to, `uid` its uid) may not report for `job`, whose
+    StatefulSets and Jobs are `workloads`; None when it may: a pod of the job by the rules of
+    `read_job_state`, of a workload that reports (trainhook.io/report-progress)."""
+    metadata = metadata_of(pod)
+    name = metadata.get("name") or ""
+    if metadata.get("uid") != uid or metadata.get("deletionTimestamp"):
+        return f"the pod it was issued to, {name}, is gone"
+    state = read_job_state(namespace, job, workloads=workloads, pods=[pod])
+    view = next((seen for seen in state.pods if seen.name == name), None)
+    if view is None:
+        return f"the pod it was issued to, {name}, is not a pod of the job"
+    owner = next(
+        (w for w in state.workloads if (w.kind, w.name) == (view.owner_kind, view.owner_name)),
+        None,
+    )
+    if owner is None or not owner.settings.report_progress:
+        return (
+            f"the pod it was issued to, {name}, is of a workload that does not report "
+            f"({contract.REPORT_PROGRESS})"
+        )
+    return None
+
+
+def member_pods(
+    namespace: str,
+    job: str,
+    workloads: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """Of `workloads` and `pods` (labelled with `job`), those that are the job's by the rules of
+    `read_job_state`: its StatefulSets and Jobs, and its pods."""
+    workloads, pods = list(workloads), list(pods)
+    state = read_job_state(namespace, job, workloads=workloads, pods=pods)
+    kept = {(view.kind, view.name) for view in state.workloads}
+    names = {view.name for view in state.pods}
+    return (
+        [w for w in workloads if (w.get("kind"), metadata_of(w).get("name")) in kept],
+        [p for p in pods if metadata_of(p).get("name") in names],
     )

@@ -10,15 +10,17 @@ job, whatever the pods send: a flood costs neither memory nor API writes beyond 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import socket
 import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,13 +41,14 @@ from webhook.core.job.progress import (
 )
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS, TOKEN_REVIEWS
-from webhook.sweeper.job.state import JobKey, job_key
+from webhook.sweeper.job.state import JobKey, job_key, member_pods, reporter_refusal
 
 log = logging.getLogger("trainhook.progress")
 
 # What a Content-Type may be: JSON, none, or urllib's default (Trainer's own example sends it).
 ACCEPTED_TYPES = ("", "application/json", "application/x-www-form-urlencoded")
 IO_TIMEOUT = 10.0
+HEADER_BYTES = 16 * 1024  # a request line and headers; a pod's are a few hundred bytes
 DRAIN_AT_MOST = 1024 * 1024  # an oversized body read (and dropped) to answer 413 cleanly
 
 
@@ -55,10 +58,18 @@ class Limits:
     burst: int = 10
     write_interval: float = 10.0  # seconds between two writes of one job's annotation
     max_jobs: int = 1000  # jobs remembered at once (buckets, pending summaries)
-    reviews_per_second: float = 20.0  # TokenReviews for tokens not seen yet, all jobs together
+    # TokenReviews for tokens not seen yet: per namespace (one tenant's junk tokens spend its
+    # own budget, not another's), and for all namespaces together.
+    reviews_per_second: float = 5.0
+    review_burst: int = 20
+    reviews_per_second_total: float = 50.0
     review_ttl: float = 60.0
     max_reviews: int = 4096
-    concurrent: int = 16  # requests served at once
+    concurrent: int = 16  # reports handled at once
+    connections: int = 64  # connections (and their threads) held at once
+    header_seconds: float = 5.0  # from a connection's start (TLS handshake and all), or the
+    # end of its previous request, to the end of the headers
+    body_seconds: float = 10.0  # for the whole body
 
 
 class _Bucket:
@@ -78,6 +89,10 @@ class _Bucket:
 class Answer:
     status: int
     body: dict[str, Any]
+
+
+def _refused(job: str, why: str) -> Answer:
+    return failure(403, "Forbidden", f"this token may not report for job {job}: {why}")
 
 
 def failure(code: int, reason: str, message: str) -> Answer:
@@ -103,9 +118,11 @@ class ProgressDesk:
         self.wall = wall
         self._lock = threading.Lock()
         self._buckets: OrderedDict[JobKey, _Bucket] = OrderedDict()
-        self._reviews: OrderedDict[str, tuple[float, str, str]] = OrderedDict()  # pod, uid
+        # token digest -> (when, why it was refused: "" when taken)
+        self._reviews: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._namespace_reviews: OrderedDict[str, _Bucket] = OrderedDict()
         self._review_bucket = _Bucket(
-            limits.reviews_per_second, int(limits.reviews_per_second), clock()
+            limits.reviews_per_second_total, int(limits.reviews_per_second_total), clock()
         )
         self._pending: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self._summaries: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
@@ -175,28 +192,37 @@ class ProgressDesk:
         with self._lock:
             seen = self._reviews.get(digest)
             if seen is not None and now - seen[0] < self.limits.review_ttl:
-                pod, uid = seen[1], seen[2]
-                if not pod:
-                    return failure(403, "Forbidden", f"this token may not report for job {job}")
-                return None
+                return _refused(job, seen[1]) if seen[1] else None
+            bucket = self._namespace_reviews.pop(namespace, None) or _Bucket(
+                self.limits.reviews_per_second, self.limits.review_burst, now
+            )
+            self._namespace_reviews[namespace] = bucket
+            while len(self._namespace_reviews) > self.limits.max_jobs:
+                self._namespace_reviews.popitem(last=False)
+            if not bucket.take(now):
+                return failure(
+                    429,
+                    "TooManyRequests",
+                    f"too many new tokens from namespace {namespace} at once: retry later",
+                )
             if not self._review_bucket.take(now):
                 return failure(429, "TooManyRequests", "too many new tokens at once: retry later")
         try:
-            pod, uid = self._review(namespace, job, token)
+            refusal = self._review(namespace, job, token)
         except ApiError as error:
             log.warning("progress: cannot verify a token for job %s/%s: %s", namespace, job, error)
             return failure(503, "ServiceUnavailable", "cannot verify the token now: retry later")
         with self._lock:
             self._reviews.pop(digest, None)
-            self._reviews[digest] = (now, pod, uid)
+            self._reviews[digest] = (now, refusal)
             while len(self._reviews) > self.limits.max_reviews:
                 self._reviews.popitem(last=False)
-        if not pod:
-            return failure(403, "Forbidden", f"this token may not report for job {job}")
-        return None
+        return _refused(job, refusal) if refusal else None
 
-    def _review(self, namespace: str, job: str, token: str) -> tuple[str, str]:
-        """The pod of `job` the token was issued to, or ("", "") when it belongs to none."""
+    def _review(self, namespace: str, job: str, token: str) -> str:
+        """Why the token may not report for `job` ("" when it may): it must be valid for the
+        job's audience and bound to a live pod the webhook admitted into the job, of a
+        workload that reports."""
         review = self.kube.create(
             TOKEN_REVIEWS,
             None,
@@ -210,25 +236,24 @@ class ProgressDesk:
         if not status.get("authenticated") or audience(namespace, job) not in (
             status.get("audiences") or []
         ):
-            return "", ""
+            return "the token is not valid for the job's audience"
         user = status.get("user") or {}
         extra = user.get("extra") or {}
         pod = (extra.get(POD_NAME_CLAIM) or [""])[0]
         uid = (extra.get(POD_UID_CLAIM) or [""])[0]
-        if not pod or not str(user.get("username", "")).startswith(
-            f"system:serviceaccount:{namespace}:"
-        ):
-            return "", ""
+        if not pod or not uid:
+            return "the token is bound to no pod"
+        if not str(user.get("username", "")).startswith(f"system:serviceaccount:{namespace}:"):
+            return f"the token is not of a service account of namespace {namespace}"
         try:
             found = self.kube.get(PODS, namespace, pod)
         except ApiError as error:
             if error.status == 404:
-                return "", ""
+                return f"the pod it was issued to, {pod}, is gone"
             raise
-        metadata = found.get("metadata") or {}
-        if job_key(PODS, found) != (namespace, job) or metadata.get("uid") != uid:
-            return "", ""
-        return pod, uid
+        if job_key(PODS, found) != (namespace, job):
+            return f"the pod it was issued to, {pod}, is not a pod of the job"
+        return reporter_refusal(namespace, job, found, uid, self._workloads((namespace, job))) or ""
 
     def latest(self) -> list[tuple[JobKey, dict[str, Any]]]:
         """The last summary of every job remembered, the most recent last."""
@@ -255,6 +280,13 @@ class ProgressDesk:
             found += [item for item in items if job_key(resource, item) == key]
         return found
 
+    def _members(
+        self, key: JobKey, pods: Sequence[Mapping[str, Any]] = ()
+    ) -> tuple[list[Any], list[Any]]:
+        """The job's own workloads (another user's labelled into it left out) and, of `pods`,
+        the job's own."""
+        return member_pods(key[0], key[1], self._workloads(key), pods)
+
     def flush(self) -> None:
         """Write the summaries due: each job's at most once per write_interval."""
         now = self.clock()
@@ -278,7 +310,8 @@ class ProgressDesk:
         text = json.dumps(value, separators=(",", ":"), sort_keys=True)
         annotations = {contract.PROGRESS: text, contract.PROGRESS_TEXT: summary_text(value)}
         patch = {"metadata": {"annotations": annotations}}
-        for workload in self._workloads(key):
+        workloads, _ = self._members(key)
+        for workload in workloads:
             resource = STATEFULSETS if workload["kind"] == "StatefulSet" else JOBS
             self._patch(resource, namespace, workload["metadata"]["name"], patch)
         checkpoint = value.get("checkpoint")
@@ -295,9 +328,10 @@ class ProgressDesk:
         except ApiError as error:
             log.warning("progress: cannot list the pods of %s/%s: %s", namespace, job, error)
             return
-        for pod in pods:
+        _, members = self._members(key, [pod for pod in pods if job_key(PODS, pod) == key])
+        for pod in members:  # the job's own pods, not every pod carrying its label
             annotations = (pod.get("metadata") or {}).get("annotations") or {}
-            if job_key(PODS, pod) == key and annotations.get(contract.LAST_CHECKPOINT) != text:
+            if annotations.get(contract.LAST_CHECKPOINT) != text:
                 patch = {"metadata": {"annotations": {contract.LAST_CHECKPOINT: text}}}
                 self._patch(PODS, namespace, pod["metadata"]["name"], patch)
         with self._lock:
@@ -333,58 +367,183 @@ class _Certificate:
             return self._loaded[1]
 
 
+class _TooLong(Exception):
+    """A request's headers over HEADER_BYTES."""
+
+
+class _Capped:
+    """A connection's reading side that gives at most `left` bytes more: what the headers of
+    one request, then its body, may take."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.left = raw, 0
+
+    def allow(self, size: int) -> None:
+        self.left = size
+
+    def readline(self, limit: int = -1) -> bytes:
+        if self.left <= 0:
+            raise _TooLong
+        want = self.left if limit is None or limit < 0 else min(limit, self.left)
+        line: bytes = self.raw.readline(want)
+        self.left -= len(line)
+        if self.left <= 0 and not line.endswith(b"\n"):
+            raise _TooLong
+        return line
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.left if size is None or size < 0 else min(size, self.left)
+        data: bytes = self.raw.read(want)
+        self.left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _Connections:
+    """The connections served now, each with its deadline while it reads or writes: at most
+    `limit` at once, the oldest that is reading or writing dropped for a new one, and any
+    past its deadline dropped. A connection costs one thread while it is held, so slow clients
+    cost at most `limit` threads and never hold a report's turn."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        # connection -> (when it is dropped, or None while its report is handled; since when)
+        self._held: dict[Any, tuple[float | None, float]] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def admit(self, connection: Any, deadline: float) -> bool:
+        """Hold a new connection, dropping the oldest slow one when full; False: all are busy
+        with reports, and the new one is dropped."""
+        with self._lock:
+            if len(self._held) >= self.limit:
+                slow = [(since, c) for c, (until, since) in self._held.items() if until]
+                if not slow:
+                    return False
+                _, oldest = min(slow, key=lambda held: held[0])
+                del self._held[oldest]
+                _drop(oldest)
+            self._held[connection] = (deadline, time.monotonic())
+            return True
+
+    def waits(self, connection: Any, deadline: float | None) -> None:
+        """The connection reads or writes until `deadline`; None: its report is handled."""
+        with self._lock:
+            if connection in self._held:
+                self._held[connection] = (deadline, self._held[connection][1])
+
+    def release(self, connection: Any) -> None:
+        with self._lock:
+            self._held.pop(connection, None)
+
+    def drop_late(self, now: float) -> None:
+        with self._lock:
+            late = [c for c, (until, _) in self._held.items() if until is not None and until < now]
+            for connection in late:
+                del self._held[connection]
+        for connection in late:
+            _drop(connection)
+
+
+def _drop(connection: Any) -> None:
+    """End a connection under its thread's feet: its blocked read or write returns at once."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(connection, socket.SHUT_RDWR)
+
+
 def serve(
     desk: ProgressDesk, bind: str, cert_file: str, key_file: str
 ) -> tuple[ThreadingHTTPServer, threading.Event]:
     """Serve the endpoint over TLS on HOST:PORT, and flush every half second, in daemon
-    threads; set the event and `shutdown()` the server to stop."""
+    threads; set the event and `shutdown()` the server to stop.
+
+    What a client costs is bounded whatever it does: at most `connections` connections (and
+    threads) at once, the oldest slow one dropped for a new one; the handshake and headers
+    within `header_seconds` and HEADER_BYTES, the body within `body_seconds` and MAX_BODY;
+    `concurrent` reports handled at once. A client that stalls loses its connection, never
+    another client's turn."""
+    limits = desk.limits
     certificate = _Certificate(cert_file, key_file)
     certificate.context()  # a missing or bad pair fails here, at start
-    slots = threading.BoundedSemaphore(desk.limits.concurrent)
+    slots = threading.BoundedSemaphore(limits.concurrent)
+    held = _Connections(limits.connections)
 
     class Handler(BaseHTTPRequestHandler):
-        timeout = IO_TIMEOUT  # a client that stalls is cut off
+        timeout = IO_TIMEOUT  # one blocking read or write; the deadlines bound the whole
+        protocol_version = "HTTP/1.1"
+        rfile: Any
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = _Capped(self.rfile)
+
+        def handle_one_request(self) -> None:
+            held.waits(self.request, time.monotonic() + limits.header_seconds)
+            self.rfile.allow(HEADER_BYTES)
+            try:
+                super().handle_one_request()
+            except _TooLong:
+                self.close_connection = True
+                message = f"the request line and headers are over {HEADER_BYTES} bytes"
+                self._answer(failure(431, "RequestHeaderFieldsTooLarge", message))
 
         def do_POST(self) -> None:
-            if not slots.acquire(blocking=False):
-                self._answer(failure(503, "ServiceUnavailable", "busy: retry later"))
-                return
-            try:
-                self._post()
-            finally:
-                slots.release()
-
-        def _post(self) -> None:
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
+                self.close_connection = True
                 self._answer(failure(411, "LengthRequired", "send a Content-Length"))
                 return
             if int(length) > MAX_BODY:
-                # Read and dropped, in small pieces, so the client sees the answer rather
-                # than a reset; past DRAIN_AT_MOST the connection is simply closed.
+                # Read and dropped, in small pieces and within the body's deadline, so the
+                # client sees the answer rather than a reset; past DRAIN_AT_MOST the connection
+                # is simply closed.
+                held.waits(self.request, time.monotonic() + limits.body_seconds)
                 left = int(length) if int(length) <= DRAIN_AT_MOST else 0
+                self.rfile.allow(left)
                 while left > 0 and (piece := self.rfile.read(min(left, 16384))):
                     left -= len(piece)
                 self.close_connection = True
                 message = f"the body is {length} bytes; at most {MAX_BODY} are read"
                 self._answer(failure(413, "RequestEntityTooLarge", message))
                 return
+            held.waits(self.request, time.monotonic() + limits.body_seconds)
+            self.rfile.allow(int(length))
             body = self.rfile.read(int(length))
-            path = self.path.split("?", 1)[0]
-            self._answer(desk.handle(path, dict(self.headers.items()), body))
+            if len(body) < int(length):
+                self.close_connection = True
+                return  # the client went away, or was too slow
+            if not slots.acquire(blocking=False):
+                self._answer(failure(503, "ServiceUnavailable", "busy: retry later"))
+                return
+            try:
+                held.waits(self.request, None)
+                path = self.path.split("?", 1)[0]
+                answer = desk.handle(path, dict(self.headers.items()), body)
+            finally:
+                slots.release()
+            self._answer(answer)
 
         def do_GET(self) -> None:
+            self.close_connection = True
             self._answer(failure(405, "MethodNotAllowed", "POST a report"))
 
         do_PUT = do_PATCH = do_DELETE = do_GET
 
         def _answer(self, answer: Answer) -> None:
+            held.waits(self.request, time.monotonic() + IO_TIMEOUT)
             data = json.dumps(answer.body).encode()
             self.send_response(answer.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             if answer.status == 429:
                 self.send_header("Retry-After", "1")
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 
@@ -393,22 +552,37 @@ def serve(
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
+        request_queue_size = 128
 
         def get_request(self) -> tuple[Any, Any]:
             connection, address = super().get_request()
-            # The handshake happens in the request's thread, under its timeout, not here; each
-            # connection gets the certificate as it is on disk now (a mounted Secret renews).
+            # The handshake happens in the request's thread, under its deadline, not here;
+            # each connection gets the certificate as it is on disk now (a mounted Secret
+            # renews).
             tls = certificate.context().wrap_socket(
                 connection, server_side=True, do_handshake_on_connect=False
             )
             return tls, address
 
+        def process_request(self, request: Any, client_address: Any) -> None:
+            if not held.admit(request, time.monotonic() + limits.header_seconds):
+                self.shutdown_request(request)  # every connection is handling a report
+                return
+            super().process_request(request, client_address)
+
+        def process_request_thread(self, request: Any, client_address: Any) -> None:
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                held.release(request)
+
         def handle_error(self, request: Any, client_address: Any) -> None:
-            # A failed handshake or a client gone mid-request: that client's problem only.
+            # A failed handshake, a client gone or dropped mid-request: its own problem only.
             log.debug("progress: connection from %s failed", client_address, exc_info=True)
 
     host, _, port = bind.rpartition(":")
     server = Server((host.strip("[]") or "0.0.0.0", int(port)), Handler)
+    server.connections = held  # type: ignore[attr-defined]  # for tests and metrics
     stop = threading.Event()
 
     def flusher() -> None:
@@ -418,6 +592,11 @@ def serve(
             except Exception:  # one bad write must not stop the others
                 log.exception("progress: flush failed")
 
+    def reaper() -> None:
+        while not stop.wait(0.2):
+            held.drop_late(time.monotonic())
+
     threading.Thread(target=server.serve_forever, name="progress", daemon=True).start()
     threading.Thread(target=flusher, name="progress-flush", daemon=True).start()
+    threading.Thread(target=reaper, name="progress-deadlines", daemon=True).start()
     return server, stop
