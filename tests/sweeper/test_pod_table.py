@@ -16,7 +16,7 @@ from webhook.core import contract
 from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import PodTables, slim_pod, watch_of
-from webhook.sweeper.job.pods import PodFacts
+from webhook.sweeper.job.pods import PodFacts, stopped_from_outside
 from webhook.sweeper.job.recorded import FailedRuns
 from webhook.sweeper.job.state import JobState, format_time, read_job_state
 
@@ -147,7 +147,7 @@ def changed(workloads: list[dict[str, Any]], index: int, change: str, generation
 def every_pod_read(state: JobState) -> JobState:
     """The same state with no pod taken as plain: every pod is read one by one, as the whole-job
     pass did before the decision read PodFacts."""
-    facts = PodFacts.of(state.pods)
+    facts = replace(PodFacts.of(state.pods), gone=state.pod_facts.gone)
     return replace(
         state,
         facts=replace(facts, notable=state.pods, plain=0, running=0, plain_running={}),
@@ -173,9 +173,13 @@ def test_pods_kept_event_by_event_decide_as_every_pod_read_afresh(policy, ledger
         informer._put(copy.deepcopy(made))
         held[made["metadata"]["name"]] = made
     key = (NAMESPACE, "pt")
+    stopped: dict[str, dict[str, Any]] = {}  # by uid: pods evicted, then deleted or replaced
     for generation, (index, change, look) in enumerate(events, start=1):
         made = changed(workloads, index, change, generation)
         name = changed(workloads, index, "running", 0)["metadata"]["name"]
+        was = held.get(name)
+        if was is not None and stopped_from_outside(was) and uid_of(made) != uid_of(was):
+            stopped[str(uid_of(was))] = was
         if made is None:
             informer._remove(copy.deepcopy(held.pop(name, changed(workloads, index, "running", 0))))
         elif generation % 11 == 0:  # a relist: the cache is replaced whole
@@ -193,11 +197,21 @@ def test_pods_kept_event_by_event_decide_as_every_pod_read_afresh(policy, ledger
         afresh = read_job_state(
             NAMESPACE, "pt", workloads=workloads, pods=[slim_pod(p) for p in held.values()]
         )
+        # and the pods stopped from outside that are gone since, as they were
+        gone = [p for uid, p in stopped.items() if uid_of(held.get(p["metadata"]["name"])) != uid]
+        assert [(p.name, p.uid) for p in kept.pod_facts.gone] == sorted(
+            (p["metadata"]["name"], uid_of(p)) for p in gone
+        )
+        afresh = replace(afresh, facts=replace(afresh.pod_facts, gone=kept.pod_facts.gone))
         assert kept.pods == afresh.pods
         assert kept.pod_facts == afresh.pod_facts
         assert decide(kept, NOW) == decide(every_pod_read(afresh), NOW)
         later = NOW + timedelta(seconds=30)  # young failures settled
         assert decide(kept, later) == decide(every_pod_read(afresh), later)
+
+
+def uid_of(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else str(obj["metadata"]["uid"])
 
 
 def test_a_pod_that_changes_job_leaves_the_first_jobs_table():

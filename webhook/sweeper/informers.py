@@ -25,6 +25,7 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
+from webhook.sweeper.job.pods import stopped_from_outside
 from webhook.sweeper.job.podtable import PodTable
 from webhook.sweeper.job.state import JobKey, job_key
 
@@ -60,6 +61,9 @@ class PodTables:
         self._tables: dict[JobKey, PodTable] = {}
         self._pending: dict[JobKey, dict[str, Mapping[str, Any] | None]] = {}
         self._where: dict[tuple[str, str], JobKey] = {}  # pod -> its job
+        # Versions of pods stopped from outside that a later change replaced before their job's
+        # table took them: handed to it first, so it sees the disruption and the pod go.
+        self._stopped: dict[JobKey, list[tuple[str, Mapping[str, Any]]]] = {}
 
     def changed(
         self, name: tuple[str, str], key: JobKey | None, pod: Mapping[str, Any] | None
@@ -67,6 +71,10 @@ class PodTables:
         """A pod (namespace, name) now held under job `key` (None: under none, or gone)."""
         with self._lock:
             before = self._where.pop(name, None)
+            waiting = self._pending.get(before, {}).get(name[1]) if before is not None else None
+            if waiting is not None and stopped_from_outside(waiting) and _uid(pod) != _uid(waiting):
+                assert before is not None
+                self._stopped.setdefault(before, []).append((name[1], waiting))
             if before is not None and (before != key or pod is None):
                 self._pending.setdefault(before, {})[name[1]] = None
             if key is not None and pod is not None:
@@ -77,9 +85,12 @@ class PodTables:
         """The job's table with every change so far (from the reconciling thread only)."""
         with self._lock:
             pending = self._pending.pop(key, {})
+            stopped = self._stopped.pop(key, [])
             table = self._tables.get(key)
             if table is None:
                 table = self._tables[key] = PodTable()
+        for name, was in stopped:
+            table.changed(name, was)
         for name, pod in pending.items():
             table.changed(name, pod)
         return table
@@ -88,8 +99,17 @@ class PodTables:
         """Drop the table of a job that has no pod left (from the reconciling thread only)."""
         with self._lock:
             table = self._tables.get(key)
-            if table is not None and key not in self._pending and len(table) == 0:
+            if (
+                table is not None
+                and key not in self._pending
+                and key not in self._stopped
+                and len(table) == 0
+            ):
                 del self._tables[key]
+
+
+def _uid(pod: Mapping[str, Any] | None) -> object:
+    return None if pod is None else (pod.get("metadata") or {}).get("uid")
 
 
 # Secrets are never listed or watched (a list reads every Secret it matches, whatever its

@@ -135,10 +135,16 @@ def fired_rules(
     runs_since = since if in_place else None
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
-    for pod in state.pod_facts.notable:  # a plain pod has nothing a rule fires on
+    known = state.pod_facts
+    # A plain pod has nothing a rule fires on; a pod stopped from outside and gone since is
+    # the disruption it was, until the job restarts after it.
+    pods = [*((pod, False) for pod in known.notable), *((pod, True) for pod in known.gone)]
+    for pod, gone in pods:
         if (pod.role, pod.index) in succeeded:
             continue
         old = since is not None and created_before(pod, since, same_second)
+        if old and gone:
+            continue
         if not in_place and old and (restarted is None or restarted(pod)):
             continue
         if pod.disrupted:

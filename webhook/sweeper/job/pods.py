@@ -206,6 +206,10 @@ class PodFacts:
     topologies: frozenset[str | None]  # every stamp the pods carry
     mounted_peers: frozenset[str | None]  # the peers ConfigMaps pods not terminating mount
     uid8s: Mapping[str, frozenset[str]]  # short uid -> names of the pods with it
+    # Pods stopped from outside (evicted, preempted, stopped by Kueue) that are gone since,
+    # deleted or replaced under their name, as they last were: the job's PodTable remembers
+    # them from the pods' events, so a disruption counts however fast its pod went.
+    gone: tuple[PodView, ...] = ()
 
     @staticmethod
     def of(pods: tuple[PodView, ...]) -> PodFacts:
@@ -496,3 +500,16 @@ def created_before(
     if pod.created is None:
         return True
     return pod.created < since or (pod.created == since and pod.uid8 in same_second)
+
+
+def stopped_from_outside(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod object carries the signs of a stop from outside that PodView.disrupted
+    reads: the DisruptionTarget or TerminationTarget condition, or an eviction's reason."""
+    status = pod.get("status") or {}
+    if status.get("reason") in DISRUPTED_REASONS:
+        return True
+    return any(
+        c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
+        and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from webhook.core import contract
@@ -26,6 +27,7 @@ from webhook.sweeper.job.pods import (
     plain_replica,
     pod_peers,
     read_pod_once,
+    stopped_from_outside,
 )
 
 Controller = tuple[str, str]  # (kind, name) of the controller owning a pod
@@ -59,11 +61,21 @@ class PodTable:
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
         self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
+        # By uid, the last version of each pod stopped from outside that is gone since: seen
+        # at the event that took it away, so a look after it knows the disruption it was.
+        self._gone: dict[str, Mapping[str, Any]] = {}
         for pod in pods:
             self.changed(metadata_of(pod).get("name") or "", pod)
 
     def changed(self, name: str, pod: Mapping[str, Any] | None) -> None:
-        """A pod's new version (None: it is gone). The same object again changes nothing."""
+        """A pod's new version (None: it is gone). The same object again changes nothing. A
+        pod stopped from outside that goes (deleted, or replaced under its name) is
+        remembered as it was."""
+        last = self._pending[name] if name in self._pending else self._objects.get(name)
+        if last is not None and stopped_from_outside(last) and _uid(pod) != _uid(last):
+            self._gone[str(_uid(last))] = last
+            while len(self._gone) > GONE_KEPT:
+                del self._gone[next(iter(self._gone))]
         self._pending[name] = pod
 
     def __len__(self) -> int:
@@ -127,6 +139,33 @@ class PodTable:
             )
             return kept, PodFacts.of(kept)
         return tuple(self._views), self._facts()
+
+    def with_gone(
+        self,
+        facts: PodFacts,
+        framework: Framework | None,
+        owners: Mapping[Controller, PodOwner],
+        leave_out: set[Controller],
+    ) -> PodFacts:
+        """`facts` with the pods stopped from outside that are gone since (PodFacts.gone), of
+        the job's workloads (`owners`, by the uid their owner reference names) only."""
+        if not self._gone:
+            return facts
+        views = []
+        for uid, obj in self._gone.items():
+            live = self._objects.get(metadata_of(obj).get("name") or "")
+            if live is not None and _uid(live) == uid:
+                continue
+            controller = controller_of(obj)
+            owner = owners.get(controller)
+            if owner is None or controller in leave_out or controller[0] == "Pod":
+                continue
+            if _owner_uid(obj) != getattr(owner, "uid", _owner_uid(obj)):
+                continue
+            views.append(read_pod_once(obj, framework, owners))
+        if not views:
+            return facts
+        return replace(facts, gone=tuple(sorted(views, key=lambda v: (v.name, v.uid))))
 
     # --- keeping it ----------------------------------------------------------------------------
 
@@ -225,6 +264,21 @@ class PodTable:
             mounted_peers=frozenset(self._peers),
             uid8s=self._uid8s,
         )
+
+
+# How many pods stopped from outside and gone since a job's table remembers: the newest.
+GONE_KEPT = 32
+
+
+def _uid(pod: Mapping[str, Any] | None) -> str | None:
+    return None if pod is None else str(metadata_of(pod).get("uid") or "")
+
+
+def _owner_uid(pod: Mapping[str, Any]) -> str:
+    for ref in metadata_of(pod).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid") or "")
+    return ""
 
 
 def _bump(counts: dict[Any, int], key: Any, step: int) -> None:

@@ -364,6 +364,7 @@ def read_job_state(
     by_owner = {(view.kind, view.name): view for view in views}
     framework = views[0].framework if views else None
     pod_views, facts = table.read(framework, by_owner, left_out, frozenset(unproven))
+    facts = table.with_gone(facts, framework, by_owner, left_out)
     # Pods of a StatefulSet or Job being deleted: a role of the job is going away.
     deleting = deleting or any(
         controller[0] in ("StatefulSet", "Job") and controller not in by_owner
