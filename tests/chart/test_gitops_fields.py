@@ -428,9 +428,18 @@ def sweeper_changes(
     }
 
 
+# PodGroup fields the guide names as a whole: minResources holds whatever resources the job asks
+# for, the others are one placement or gang setting each.
+WHOLE = (
+    "spec.minResources",
+    "spec.networkTopology",
+    "spec.topologyConstraint",
+    "spec.schedulingPolicy",
+)
+
+
 def whole_map(field: str) -> str:
-    """A PodGroup's minResources is one field: its keys are whatever resources the job asks for."""
-    return "spec.minResources" if field.startswith("spec.minResources") else field
+    return next((whole for whole in WHOLE if field.startswith(f"{whole}.")), field)
 
 
 def pytorch(replicas: int = 2, annotations: dict[str, str] | None = None) -> list[dict[str, Any]]:
@@ -521,7 +530,36 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         ("Job", 'metadata.annotations["trainhook.io/ssh-keys-digest"]'),
         ("StatefulSet", 'metadata.annotations["trainhook.io/ssh-keys-digest"]'),
     }
+    # Every PodGroup the sweeper keeps: Volcano's within a tier, KAI's within a Topology level,
+    # Kubernetes' own (whose gang size is the one field it may patch).
+    placed = {contract.PLACEMENT_TOPOLOGY: "cloud.example.com/rack", contract.PLACEMENT: "required"}
+    volcano = {contract.SCHEDULER: "volcano", contract.PLACEMENT_TIER: "2", **placed}
+    tiered = sweeper_changes(
+        pytorch(annotations=volcano), [], podgroups=[owned("PodGroup", "pt", job="pt")]
+    )
+    kai = {contract.SCHEDULER: "kai", contract.KAI_TOPOLOGY: "cluster-topology", **placed}
+    kai_roles = [
+        statefulset("pt-master", role="master", job="pt", annotations=kai, priority_class="hi"),
+        statefulset("pt-worker", role="worker", job="pt", annotations=kai, priority_class="hi"),
+    ]
+    kai_kept = sweeper_changes(
+        stamped(*kai_roles), [], kai_podgroups=[owned("PodGroup", "pt", job="pt")]
+    )
+    gang = {"schedulingPolicy": {"gang": {"minCount": 1}}}
+    kubernetes_kept = sweeper_changes(
+        pytorch(annotations={contract.SCHEDULER: "kubernetes"}),
+        [],
+        kubernetes_podgroups=[owned("PodGroup", "pt", job="pt", spec=gang)],
+        kubernetes_podgroup_api=contract.KUBERNETES_PODGROUP_APIS[0],
+    )
+    podgroups = tiered | kai_kept | kubernetes_kept
+    assert {
+        ("PodGroup", "spec.networkTopology"),
+        ("PodGroup", "spec.topologyConstraint"),
+        ("PodGroup", "spec.schedulingPolicy"),
+    } <= podgroups
     changes = finished | restamped | suspended | never_started | kept | timed | running | paused
+    changes |= podgroups
     assert changes | released | recorded == documented("sweeper")
 
 
