@@ -29,6 +29,7 @@ ENVIRONMENT = {
     "TRAINHOOK_SWEEPER_USERNAME": "system:serviceaccount:trainhook:trainhook-sweeper",
     "TRAINHOOK_PROGRESS_URL": "https://trainhook-progress.trainhook.svc:8444",
     "TRAINHOOK_PROGRESS_CA_FILE": "/tls/ca.crt",
+    "TRAINHOOK_FABRIC_PROFILES": "/etc/trainhook/fabric-profiles/profiles.yaml",
 }
 
 
@@ -64,6 +65,7 @@ def test_defaults_without_flags_or_environment(clean_environment: pytest.MonkeyP
         "sweeper_username": "",
         "progress_url": "",
         "progress_ca_file": "",
+        "fabric_profiles": "",
     }
 
 
@@ -91,6 +93,7 @@ def test_every_setting_comes_from_its_environment_variable(
         "sweeper_username": "system:serviceaccount:trainhook:trainhook-sweeper",
         "progress_url": "https://trainhook-progress.trainhook.svc:8444",
         "progress_ca_file": "/tls/ca.crt",
+        "fabric_profiles": "/etc/trainhook/fabric-profiles/profiles.yaml",
     }
 
 

@@ -11,7 +11,10 @@ import yaml
 
 from webhook.cli.validators import scheduler_name
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER, KUBERNETES_PODGROUP_APIS
+from webhook.core.fabrics.registry import use_profiles
+from webhook.core.fabrics.schema import ProfileError
 from webhook.core.render import RenderError, render_all, table
+from webhook.server.launch import read_fabric_profiles
 
 
 def add_paths(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_COSCHEDULING_SCHEDULER})",
     )
     parser.add_argument(
+        "--fabric-profiles",
+        metavar="FILE",
+        default="",
+        help="the cluster's fabric profiles (YAML), as the webhook's --fabric-profiles",
+    )
+    parser.add_argument(
         "--kubernetes-podgroup-api",
         default=KUBERNETES_PODGROUP_APIS[0],
         choices=KUBERNETES_PODGROUP_APIS,
@@ -55,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         sources = load(args.paths)
-    except InputError as error:
+        use_profiles(read_fabric_profiles(args.fabric_profiles) if args.fabric_profiles else {})
+    except (InputError, ProfileError) as error:
         print(f"trainhook render: {error}", file=sys.stderr)
         return 1
     documents = [doc for _, doc in sources]

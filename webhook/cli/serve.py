@@ -89,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "trainhook.io/report-progress (default: none, such pods are refused)",
     )
     option(
+        "--fabric-profiles",
+        "TRAINHOOK_FABRIC_PROFILES",
+        "",
+        "YAML file of the cluster's fabric profiles for trainhook.io/fabric, beside the "
+        "reference aws-efa, infiniband and gke-tcpxo (docs/fabrics.md)",
+    )
+    option(
         "--progress-ca-file",
         "TRAINHOOK_PROGRESS_CA_FILE",
         "",
@@ -125,5 +132,6 @@ def run(args: argparse.Namespace) -> int:
             sweeper_username=args.sweeper_username,
             progress_url=args.progress_url,
             progress_ca_file=args.progress_ca_file,
+            fabric_profiles=args.fabric_profiles,
         )
     )

@@ -10,6 +10,10 @@ JOB: Final = "trainhook.io/job"
 ROLE: Final = "trainhook.io/role"
 INDEX: Final = "trainhook.io/index"
 
+# The first env item of a sidecar a fabric profile adds (its value: the profile): the job's own
+# env stays out of that container.
+FABRIC_SIDECAR_ENV: Final = "TRAINHOOK_FABRIC"
+
 # Labels the webhook writes on pods.
 RANK: Final = "trainhook.io/rank"
 ROLE_INDEX: Final = "trainhook.io/role-index"
@@ -55,6 +59,9 @@ COMPAT: Final = "trainhook.io/compat"
 # "true": the job's pods get Kubeflow Trainer v2's three KUBEFLOW_TRAINER_STATUS_* variables, a
 # token whose audience names the job, and the CA of the sweeper's progress endpoint.
 REPORT_PROGRESS: Final = "trainhook.io/report-progress"
+# The fabric profile (aws-efa, infiniband, gke-tcpxo or the cluster's own) the job's pods get the
+# devices, env, sidecars and host mounts of, job-wide (core/fabrics).
+FABRIC: Final = "trainhook.io/fabric"
 
 # Annotations the webhook writes.
 # The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
@@ -130,6 +137,7 @@ POD_SETTINGS: Final = (
     SSH_AUTH_MOUNT_PATH,
     COMPAT,
     REPORT_PROGRESS,
+    FABRIC,
 )
 
 # The labels among the keys above; every other key is an annotation, except these, both.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from flask import Flask
 
+    from webhook.core.fabrics.schema import Profile
     from webhook.core.job.progress import ProgressEndpoint
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -39,6 +40,7 @@ class ServeSettings:
     sweeper_username: str = ""
     progress_url: str = ""  # the sweeper's progress endpoint; "" when it serves none
     progress_ca_file: str = ""  # the CA pods trust it with (PEM)
+    fabric_profiles: str = ""  # the cluster's fabric profiles (YAML); "" for the reference ones
 
 
 def serve(settings: ServeSettings) -> int:
@@ -63,6 +65,7 @@ def serve(settings: ServeSettings) -> int:
 def _serve(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> int:
     # Imported only now: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when it is imported.
     from webhook.certs.material import CertificateError
+    from webhook.core.errors import TrainhookError
     from webhook.server.tls import serving_certificate
 
     if settings.lookup:
@@ -87,6 +90,11 @@ def _serve(settings: ServeSettings, cleanups: list[Callable[[], None]]) -> int:
         progress_endpoint(settings.progress_url, settings.progress_ca_file)
     except _SetupError as error:
         print(f"trainhook serve: {error}", file=sys.stderr)
+        return 2
+    try:
+        use_fabric_profiles(settings.fabric_profiles)
+    except TrainhookError as error:
+        print(f"trainhook serve: --fabric-profiles {error}", file=sys.stderr)
         return 2
     try:
         serving_certificate(settings.cert_file, settings.key_file).load()
@@ -139,6 +147,7 @@ def build_app(settings: ServeSettings) -> Flask:
     from webhook.server.tls import serving_certificate
 
     certificate = serving_certificate(settings.cert_file, settings.key_file)
+    use_fabric_profiles(settings.fabric_profiles)
 
     def certificate_loaded() -> str | None:
         return None if certificate.loaded else "the serving certificate is not loaded"
@@ -168,6 +177,35 @@ def build_app(settings: ServeSettings) -> Flask:
 
 class _SetupError(Exception):
     pass
+
+
+def use_fabric_profiles(path: str) -> None:
+    """Admit with the reference fabric profiles and those of the file at `path` (none when "");
+    raises webhook.core.fabrics.schema.ProfileError for a file that cannot be used."""
+    from webhook.core.fabrics.registry import use_profiles
+
+    use_profiles(read_fabric_profiles(path) if path else {})
+
+
+def read_fabric_profiles(path: str) -> dict[str, Profile]:
+    """The profiles of a YAML or JSON file (name -> fields); raises ProfileError in one line."""
+    import yaml
+
+    from webhook.core.fabrics.schema import ProfileError, parse_profiles
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ProfileError(f"{path}: cannot read: {reason}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ProfileError(f"{path}:{line}: invalid YAML: {problem}") from None
+    return parse_profiles(data, path)
 
 
 def progress_endpoint(url: str, ca_file: str) -> ProgressEndpoint | None:

@@ -10,6 +10,8 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting
+from webhook.core.fabrics import registry as fabrics
+from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
 from webhook.core.job.failure_rules import (
     PARTIAL,
@@ -101,6 +103,10 @@ class JobSettings:
     roles: tuple[str, ...] | None = _job_wide(
         contract.ROLES, EVERY_ROLE, "every pod waits for the same roles"
     )
+    # The fabric profile every pod of the job is shaped for (webhook.core.fabrics).
+    fabric: str | None = _job_wide(
+        contract.FABRIC, EVERY_ROLE, "every pod reaches its peers over the same fabric"
+    )
 
 
 JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
@@ -166,11 +172,11 @@ SETTING_KEYS = (
 )
 _READ_AT_MOST = 256
 # Every pod of a job carries the same settings: they are parsed once and found again by value.
-_read: dict[tuple[str, tuple[str | None, ...]], Settings] = {}
+_read: dict[tuple[str, int, tuple[str | None, ...]], Settings] = {}
 
 
 def read_settings(annotations: Mapping[str, str], framework: Framework) -> Settings:
-    key = (framework.name, tuple(map(annotations.get, SETTING_KEYS)))
+    key = (framework.name, fabrics.version(), tuple(map(annotations.get, SETTING_KEYS)))
     settings = _read.get(key)
     if settings is None:
         settings = _parse(annotations, framework)
@@ -254,6 +260,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
         compat=_compat(get(contract.COMPAT), framework),
         roles=_roles(get(contract.ROLES), framework),
+        fabric=_fabric(get(contract.FABRIC), framework, get(contract.GPU_RESOURCE)),
     )
     _check_placement(settings, get)
     _check_kai_topology(settings, get)
@@ -447,6 +454,16 @@ def _compat(value: str | None, framework: Framework) -> str | None:
             f"not {framework.name}",
         )
     return compat
+
+
+def _fabric(value: str | None, framework: Framework, gpu_resource: str | None) -> str | None:
+    if value is None:
+        return None
+    fabrics.profile_for(value)
+    why = framework_refusal(value, framework.name, gpu_resource or DEFAULT_GPU_RESOURCE)
+    if why is not None:
+        raise InvalidSetting(contract.FABRIC, value, why)
+    return value
 
 
 def _nproc(value: str | None) -> int | None:

@@ -11,6 +11,7 @@ from webhook.core import contract
 from webhook.core.compat import COMPATS, job_lists
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
+from webhook.core.fabrics.apply import apply_fabric, fabric_env
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
 from webhook.core.job.colocation import colocate_pod
@@ -229,6 +230,8 @@ def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]
     env = common_env(placement) | framework.env(placement)
     if compat is not None:
         env |= compat.env(framework, placement)
+    if settings.fabric is not None:
+        env = fabric_env(env, settings.fabric)
     field_env = framework.field_env(placement) if framework.field_env is not None else {}
     return Place(placement, env, field_env, files)
 
@@ -264,6 +267,9 @@ def write_shared(
     set_shm(draft, pod, reading.training, settings)
     set_scheduler(draft, pod, settings, placement, coscheduling_scheduler, warnings)
     colocate_pod(draft, pod, settings, placement.topology.job)
+    if settings.fabric is not None:
+        name = reading.framework.name
+        apply_fabric(draft, pod, settings.fabric, name, reading.training, reading.gpus, warnings)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
     compat = COMPATS[settings.compat] if settings.compat is not None else None

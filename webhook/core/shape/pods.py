@@ -91,12 +91,29 @@ def equipped(
     pod: Mapping[str, Any], training: int | None
 ) -> list[tuple[str, int, Mapping[str, Any]]]:
     """The containers that get the job's env and files, as (field, position, container): every
-    init container, then the training container; sidecars get nothing."""
+    init container but a fabric profile's sidecar, then the training container; sidecars get
+    nothing."""
     spec = pod.get("spec") or {}
-    found = [("initContainers", i, c) for i, c in enumerate(spec.get("initContainers") or [])]
+    found = [
+        ("initContainers", i, c)
+        for i, c in enumerate(spec.get("initContainers") or [])
+        if not fabric_sidecar(c)
+    ]
     if training is not None:
         found.append(("containers", training, spec["containers"][training]))
     return found
+
+
+def fabric_sidecar(container: Mapping[str, Any]) -> bool:
+    """Whether a container is the sidecar of a fabric profile (trainhook.io/fabric)."""
+    env = container.get("env")
+    return (
+        container.get("restartPolicy") == "Always"
+        and isinstance(env, list)
+        and bool(env)
+        and isinstance(env[0], Mapping)
+        and env[0].get("name") == contract.FABRIC_SIDECAR_ENV
+    )
 
 
 def check_counts(pod: Mapping[str, Any]) -> None:
