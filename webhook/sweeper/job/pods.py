@@ -269,8 +269,6 @@ def controller_uid(obj: Mapping[str, Any]) -> str:
     return ""
 
 
-
-
 # A pod is read once per version: a pod event costs one pod's reading, not the whole job's. One
 # reading is kept per pod (its latest version), so pod events do not pile readings up.
 _READ_PODS_AT_MOST = 100_000
