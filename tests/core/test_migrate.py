@@ -14,6 +14,14 @@ from webhook.core import contract
 from webhook.core.migrate import Migration, MigrationError, migrate_one
 from webhook.core.render import render_all
 
+# What a PyTorchJob on pods without GPUs and without nprocPerNode is told: training-operator 1.9
+# defaults it to `auto`, which torchrun reads there as the node's CPU count.
+CPU_AUTO = (
+    "spec.nprocPerNode: absent (the operator's default 'auto') → 1 process per pod: torchrun "
+    "reads 'auto' on a pod without GPUs as os.cpu_count(), the CPUs of the node it lands on; set "
+    "trainhook.io/nproc-per-node to the processes per pod the job ran"
+)
+
 
 def annotations_of(migration: Migration) -> list[dict[str, str]]:
     return [o["metadata"].get("annotations", {}) for o in migration.objects]
@@ -45,7 +53,7 @@ def test_a_pytorchjob_becomes_one_statefulset_per_replica_type_named_as_the_oper
         for role in ("master", "worker")
     ]
     assert [o["metadata"]["namespace"] for o in migration.objects] == ["ml", "ml"]
-    assert migration.notes == []
+    assert migration.notes == [CPU_AUTO]
     pods = render_all(migration.objects).pods
     assert [p.name for p in pods] == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
 
@@ -61,7 +69,9 @@ def test_every_workload_of_a_job_with_several_roles_names_them_all_in_role_order
 
 
 def test_a_job_of_one_role_has_no_roles_annotation() -> None:
-    migration = migrate_one(pytorchjob(Worker={"replicas": 2, "template": template()}))
+    migration = migrate_one(
+        pytorchjob({"elasticPolicy": {}}, Worker={"replicas": 2, "template": template()})
+    )
     assert annotations_of(migration) == [{}]
 
 
@@ -90,7 +100,8 @@ def test_run_policy_becomes_the_lifecycle_annotations_on_every_workload() -> Non
     }
     assert migration.notes == [
         "spec.runPolicy.schedulingPolicy: gang scheduling with trainhook.io/scheduler: 'volcano' "
-        "(the templates name no gang scheduler)"
+        "(the templates name no gang scheduler)",
+        CPU_AUTO,
     ]
 
 
@@ -156,17 +167,21 @@ def test_restart_policies_that_differ_per_replica_type_keep_the_first_roles_with
     }
     assert migration.notes == [
         "spec.pytorchReplicaSpecs: restart policies differ per replica type (master: ExitCode, "
-        "worker: Never); trainhook.io/restart-policy is one per job: 'ExitCode', the first role's"
+        "worker: Never); trainhook.io/restart-policy is one per job: 'ExitCode', the first role's",
+        CPU_AUTO,
     ]
 
 
 def test_a_statefulset_template_loses_a_restart_policy_the_api_server_would_refuse() -> None:
     migration = migrate_one(
-        pytorchjob(Worker={"replicas": 2, "template": template(restartPolicy="OnFailure")})
+        pytorchjob(
+            {"elasticPolicy": {}},
+            Worker={"replicas": 2, "template": template(restartPolicy="OnFailure")},
+        )
     )
     (workload,) = migration.objects
     assert "restartPolicy" not in workload["spec"]["template"]["spec"]
-    assert migration.notes[0].startswith(
+    assert migration.notes[1].startswith(
         "spec.pytorchReplicaSpecs.Worker.template.spec.restartPolicy: 'OnFailure' → removed"
     )
 
@@ -206,7 +221,7 @@ def test_elastic_policy_maps_to_elastic_max_restarts_nproc_and_the_rendezvous_co
     ("value", "annotation", "note"),
     [
         ("4", "4", None),
-        ("auto", "auto", None),
+        ("auto", "auto", "'auto' → 1 process per pod: torchrun reads 'auto' on a pod without GPUs"),
         ("gpu", "auto", "'gpu' → 'auto'"),
         ("cpu", None, "'cpu' has no equivalent"),
     ],
@@ -216,6 +231,52 @@ def test_nproc_per_node(value: str, annotation: str | None, note: str | None) ->
     assert job_wide(migration).get(contract.NPROC_PER_NODE) == annotation
     assert [n for n in migration.notes if n.startswith("spec.nprocPerNode")] == (
         [] if note is None else [n for n in migration.notes if note in n]
+    )
+
+
+def test_nproc_per_node_auto_on_pods_with_gpus_is_trainhooks_auto_without_a_note() -> None:
+    gpu = template()
+    gpu["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 4}}
+    for spec in ({}, {"nprocPerNode": "auto"}):
+        replicas = {"replicas": 1, "template": gpu}
+        migration = migrate_one(pytorchjob(spec, Master=replicas, Worker=replicas))
+        assert not [n for n in migration.notes if n.startswith("spec.nprocPerNode")]
+        pods = render_all(migration.objects).pods
+        assert [(p.env["PET_NPROC_PER_NODE"], p.env["WORLD_SIZE"]) for p in pods] == [
+            ("4", "8"),
+            ("4", "8"),
+        ]
+
+
+def test_a_pytorchjob_of_workers_only_not_elastic_is_refused_as_the_operator_cannot_run_it() -> (
+    None
+):
+    assert refused(pytorchjob(Worker={"replicas": 2, "template": template()})) == (
+        "spec.pytorchReplicaSpecs: Workers without a Master or an elasticPolicy: the "
+        "training-operator gives their pods no MASTER_ADDR, RANK or WORLD_SIZE, so torchrun's "
+        "nodes never meet; add a Master of one replica (rank 0) or an elasticPolicy"
+    )
+
+
+def test_lower_case_replica_types_are_the_operators_own_roles() -> None:
+    migration = migrate_one(
+        pytorchjob(
+            master={"replicas": 1, "template": template()},
+            worker={"replicas": 2, "template": template()},
+        )
+    )
+    assert [(o["metadata"]["name"], o["spec"]["replicas"]) for o in migration.objects] == [
+        ("pt-master", 1),
+        ("pt-worker", 2),
+    ]
+    assert refused(
+        pytorchjob(
+            Master={"replicas": 1, "template": template()},
+            master={"replicas": 1, "template": template()},
+        )
+    ) == (
+        "spec.pytorchReplicaSpecs.master: a second master replica type; the operator keeps one "
+        "of them"
     )
 
 
@@ -264,15 +325,29 @@ def test_what_cannot_work_is_refused_in_one_line(source: dict[str, Any], line: s
 
 
 @pytest.mark.parametrize(
-    ("policy", "annotation"),
-    [("Always", "All"), ("OnCompletion", "All"), ("Never", "None"), ("OnFailure", None)],
+    ("policy", "annotation", "note"),
+    [
+        ("Always", "All", None),
+        ("OnCompletion", "All", None),
+        # The operator's default: an empty policy cleans a completed job's pods.
+        (None, "All", None),
+        ("Never", "None", None),
+        ("OnFailure", None, "'OnFailure' (clean failed jobs only) has no equivalent"),
+        # Any other value the operator takes, and cleans no pod.
+        ("OnFailed", None, "'OnFailed' is none of the operator's"),
+    ],
 )
-def test_paddle_operator_clean_pod_policy(policy: str, annotation: str | None) -> None:
+def test_paddle_operator_clean_pod_policy(
+    policy: str | None, annotation: str | None, note: str | None
+) -> None:
     migration = migrate_one(paddle_operator(cleanPodPolicy=policy))
     assert job_wide(migration).get(contract.CLEAN_POD_POLICY) == annotation
     assert job_wide(migration)[contract.PORT] == "36000"
-    assert any(n.startswith("spec.cleanPodPolicy: 'OnFailure'") for n in migration.notes) == (
-        annotation is None
+    assert [n for n in migration.notes if n.startswith("spec.cleanPodPolicy")] == (
+        [] if note is None else [n for n in migration.notes if note in n]
+    )
+    assert len([n for n in migration.notes if n.startswith("spec.cleanPodPolicy")]) == (
+        note is not None
     )
 
 

@@ -90,6 +90,8 @@ KINDS: dict[tuple[str, str], Kind] = {
     ),
 }
 
+# The training-operator's API version (its kinds' replica types are taken in any case).
+TRAINING_OPERATOR = "kubeflow.org/v1"
 # runPolicy.cleanPodPolicy -> trainhook.io/clean-pod-policy
 CLEAN_POD_POLICIES = {"All": "All", "Running": "Running", "None": "None"}
 # A replica's restartPolicy -> trainhook.io/restart-policy; Always has none (a success ends it)
@@ -115,8 +117,15 @@ def migrate_replica_job(source: Mapping[str, Any], key: tuple[str, str], notes: 
     carry_metadata(meta, job, notes)
     replica_specs = spec.child(kind.replica_specs)
     policies: dict[str, str] = {}
+    # The training-operator's defaulting takes a replica type in any case (setTypeNameToCamelCase).
+    any_case = {t.lower(): r for t, r in kind.roles.items()} if key[0] == TRAINING_OPERATOR else {}
     for replica_type in replica_specs.data:
-        role = kind.roles.get(str(replica_type))
+        role = kind.roles.get(str(replica_type)) or any_case.get(str(replica_type).lower())
+        if role in [r.role for r in job.roles]:
+            raise MigrationError(
+                f"{replica_specs.at(str(replica_type))}: a second {role} replica type; the "
+                "operator keeps one of them"
+            )
         if role is None:
             raise MigrationError(
                 f"{replica_specs.at(str(replica_type))}: unknown replica type for {key[1]} "
@@ -343,9 +352,18 @@ def _success_policy(spec: Fields, job: Job, notes: Notes) -> None:
 
 def _pytorch(spec: Fields, job: Job, notes: Notes, key: tuple[str, str]) -> None:
     nproc = spec.text("nprocPerNode")
+    if not spec.has("elasticPolicy") and not any(r.role == "master" for r in job.roles):
+        raise MigrationError(
+            f"spec.{KINDS[key].replica_specs}: Workers without a Master or an elasticPolicy: the "
+            "training-operator gives their pods no MASTER_ADDR, RANK or WORLD_SIZE, so torchrun's "
+            "nodes never meet; add a Master of one replica (rank 0) or an elasticPolicy"
+        )
+    elastic = spec.child("elasticPolicy")
+    if nproc is None and elastic.get("nProcPerNode") is None:
+        # training-operator 1.9's default (DefaultNprocPerNode), which it passes to torchrun.
+        _cpu_auto(job, notes, "spec.nprocPerNode", "absent (the operator's default 'auto')")
     if nproc is not None:
         _nproc(nproc, job, notes, "spec.nprocPerNode")
-    elastic = spec.child("elasticPolicy")
     if not elastic.data:
         return
     low, high = elastic.integer("minReplicas", 1), elastic.integer("maxReplicas", 1)
@@ -395,6 +413,8 @@ def _nproc(value: str, job: Job, notes: Notes, path: str) -> None:
         job.annotations[contract.NPROC_PER_NODE] = "auto"
         if value == "gpu":
             notes.add(path, "'gpu' → 'auto': one process per GPU of the training container")
+        else:
+            _cpu_auto(job, notes, path, "'auto'")
         return
     if value == "cpu":
         notes.add(
@@ -404,6 +424,30 @@ def _nproc(value: str, job: Job, notes: Notes, path: str) -> None:
     if not value.isdigit() or int(value) < 1:
         raise MigrationError(f"{path}: invalid value {value!r}: a whole number, auto, gpu or cpu")
     job.annotations[contract.NPROC_PER_NODE] = value
+
+
+def _cpu_auto(job: Job, notes: Notes, path: str, given: str) -> None:
+    """torchrun reads `auto` as the GPU count, Trainhook's `auto` too; on a pod without GPUs
+    torchrun starts os.cpu_count() processes (the node's CPUs), which no one knows before the pod
+    is scheduled: Trainhook starts 1, and says so."""
+    if any(_gpus(role.template) for role in job.roles):
+        return
+    notes.add(
+        path,
+        f"{given} → 1 process per pod: torchrun reads 'auto' on a pod without GPUs as "
+        "os.cpu_count(), the CPUs of the node it lands on; set "
+        f"{contract.NPROC_PER_NODE} to the processes per pod the job ran",
+    )
+
+
+def _gpus(template: Mapping[str, Any]) -> bool:
+    """Whether a container of the template asks for GPUs (a resource named .../gpu)."""
+    for container in template["spec"]["containers"]:
+        resources = container.get("resources") or {}
+        for bound in ("limits", "requests"):
+            if any(str(name).endswith("/gpu") for name in resources.get(bound) or {}):
+                return True
+    return False
 
 
 def _add_env(job: Job, name: str, value: str) -> None:

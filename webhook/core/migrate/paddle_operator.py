@@ -56,19 +56,22 @@ def migrate_paddle_operator(source: Mapping[str, Any], key: tuple[str, str], not
                     f"elastic ({contract.ELASTIC}); the job runs {role} replicas",
                 )
     check_roles(job, ROLES, "spec")
-    clean = spec.text("cleanPodPolicy")
+    # The operator cleans a completed job's pods when the policy is empty (its default), Always
+    # or OnCompletion, a failed job's when Always or OnFailure; any other value cleans none.
+    clean = spec.text("cleanPodPolicy") or "OnCompletion"
     if clean == "OnFailure":
         notes.add(
             "spec.cleanPodPolicy",
             "'OnFailure' (clean failed jobs only) has no equivalent, because the clean-pod "
             f"policy applies whatever the outcome: {contract.CLEAN_POD_POLICY} stays 'None'",
         )
-    elif clean is not None:
-        if clean not in CLEAN_POD_POLICIES:
-            raise MigrationError(
-                f"spec.cleanPodPolicy: invalid value {clean!r}: Always, OnCompletion, OnFailure "
-                "or Never"
-            )
+    elif clean not in CLEAN_POD_POLICIES:
+        notes.add(
+            "spec.cleanPodPolicy",
+            f"{clean!r} is none of the operator's (Always, OnCompletion, OnFailure, Never), "
+            f"which cleans no pod, as Never: {contract.CLEAN_POD_POLICY} stays 'None'",
+        )
+    else:
         job.annotations[contract.CLEAN_POD_POLICY] = CLEAN_POD_POLICIES[clean]
     intranet = spec.text("intranet")
     if intranet == "Host":
