@@ -11,7 +11,7 @@ import pytest
 from tests.support.builders import paddle_operator, pytorchjob, template
 from tests.support.pod_files import pod_files
 from webhook.core import contract
-from webhook.core.migrate import Migration, MigrationError, migrate_one
+from webhook.core.migrate import Migration, MigrationError, is_source, migrate_one
 from webhook.core.render import render_all
 
 # What a PyTorchJob on pods without GPUs and without nprocPerNode is told: training-operator 1.9
@@ -278,6 +278,38 @@ def test_lower_case_replica_types_are_the_operators_own_roles() -> None:
         "spec.pytorchReplicaSpecs.master: a second master replica type; the operator keeps one "
         "of them"
     )
+
+
+@pytest.mark.parametrize(
+    ("api", "kind", "why"),
+    [
+        (
+            "kubeflow.org/v1alpha2",
+            "MPIJob",
+            "an API version it does not read; rewrite the job as kubeflow.org/v1 or "
+            "kubeflow.org/v2beta1 (the fields that moved are in its operator's upgrade notes)",
+        ),
+        (
+            "kubeflow.org/v1beta2",
+            "TFJob",
+            "an API version it does not read; rewrite the job as kubeflow.org/v1 (the fields "
+            "that moved are in its operator's upgrade notes)",
+        ),
+        (
+            "leaderworkerset.x-k8s.io/v1",
+            "LeaderWorkerSet",
+            "a LeaderWorkerSet serves (a group of pods per replica, restarted as one), it is no "
+            "training job that ends; label its pods' StatefulSets yourself if they train",
+        ),
+    ],
+)
+def test_an_operators_job_in_a_version_or_kind_migrate_does_not_read_is_refused_in_one_line(
+    api: str, kind: str, why: str
+) -> None:
+    source = {"apiVersion": api, "kind": kind, "metadata": {"name": "j"}, "spec": {}}
+    assert is_source(source)
+    assert refused(source) == f"{kind} ({api}): not read by trainhook migrate: {why}"
+    assert not is_source({"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"})
 
 
 def test_a_field_migrate_does_not_know_is_named_never_dropped_silently() -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from webhook.cli.render import InputError, add_paths, load
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.migrate import SOURCES, MigrationError, migrate_one
+from webhook.core.migrate import MigrationError, is_source, migrate_one
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,34 +24,81 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        sources = load(args.paths)
-    except InputError as error:
-        print(f"trainhook migrate: {error}", file=sys.stderr)
-        return 1
+    """Each file on its own: a file or job that cannot be migrated is refused in one line and the
+    others are still written; the exit is then 1."""
     objects: list[Any] = []
     notes: list[str] = []
-    for where, doc in sources:
-        what = _what(doc)
-        if not isinstance(doc, dict) or (doc.get("apiVersion"), doc.get("kind")) not in SOURCES:
-            objects.append(doc)
-            notes.append(f"note: {where} ({what}): not an operator's job; written unchanged")
-            continue
+    failed = False
+    jobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> where the job was
+    for file in _files(args.paths):
         try:
-            migration = migrate_one(doc, args.framework)
-        except MigrationError as error:
-            print(f"trainhook migrate: {where} ({what}): {error}", file=sys.stderr)
-            return 1
-        objects.extend(migration.objects)
-        objects.extend(migration.others)
-        notes.extend(f"note: {where} ({what}): {line}" for line in migration.notes)
+            sources = load([file])
+        except InputError as error:
+            print(f"trainhook migrate: {error}", file=sys.stderr)
+            failed = True
+            continue
+        for where, doc in _unwrapped(sources):
+            what = _what(doc)
+            if not is_source(doc):
+                objects.append(doc)
+                notes.append(f"note: {where} ({what}): not an operator's job; written unchanged")
+                continue
+            try:
+                migration = migrate_one(doc, args.framework)
+            except MigrationError as error:
+                print(f"trainhook migrate: {where} ({what}): {error}", file=sys.stderr)
+                failed = True
+                continue
+            job = (str((doc.get("metadata") or {}).get("namespace") or ""), _name(doc))
+            if job in jobs:
+                print(
+                    f"trainhook migrate: {where} ({what}): job {job[1]} is also {jobs[job]}, "
+                    "and two jobs of one name in one namespace would be one job; rename one",
+                    file=sys.stderr,
+                )
+                failed = True
+                continue
+            jobs[job] = where
+            objects.extend(migration.objects)
+            objects.extend(migration.others)
+            notes.extend(f"note: {where} ({what}): {line}" for line in migration.notes)
     if not objects:
-        print("trainhook migrate: no documents found", file=sys.stderr)
+        if not failed:
+            print("trainhook migrate: no documents found", file=sys.stderr)
         return 1
     sys.stdout.write(yaml.dump_all(objects, Dumper=ManifestDumper, sort_keys=False, width=100))
     for line in notes:
         print(line, file=sys.stderr)
-    return 0
+    return 1 if failed else 0
+
+
+def _files(paths: list[str]) -> list[str]:
+    """The files of the arguments, a folder's YAML files in order, as `trainhook render` reads
+    them; each is loaded on its own so one that cannot be read refuses only itself."""
+    found: list[str] = []
+    for path in paths:
+        target = Path(path)
+        if path != "-" and target.is_dir():
+            found += sorted(str(p) for p in target.rglob("*") if p.suffix in (".yaml", ".yml"))
+        else:
+            found.append(path)
+    return found
+
+
+def _unwrapped(sources: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """A `kind: List` (what `kubectl get -o yaml` prints) is its items."""
+    found: list[tuple[str, Any]] = []
+    for where, doc in sources:
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else None
+        if isinstance(items, list):
+            found += [(f"{where} item {n}", item) for n, item in enumerate(items, 1) if item]
+        else:
+            found.append((where, doc))
+    return found
+
+
+def _name(doc: dict[str, Any]) -> str:
+    return str((doc.get("metadata") or {}).get("name"))
 
 
 class ManifestDumper(yaml.SafeDumper):

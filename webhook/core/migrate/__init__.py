@@ -15,7 +15,7 @@ from webhook.core.migrate.paddle_operator import migrate_paddle_operator
 from webhook.core.migrate.volcano import migrate_volcano
 from webhook.core.render import RenderError, render_all
 
-__all__ = ["SOURCES", "Migration", "MigrationError", "migrate", "migrate_one"]
+__all__ = ["SOURCES", "Migration", "MigrationError", "is_source", "migrate", "migrate_one"]
 
 Reader = Callable[[Mapping[str, Any], tuple[str, str], Notes, "str | None"], Job]
 
@@ -38,6 +38,39 @@ SOURCES: dict[tuple[str, str], Reader] = {
     ("batch.paddlepaddle.org/v1", "PaddleJob"): _paddle_operator,
     ("batch.volcano.sh/v1alpha1", "Job"): migrate_volcano,
 }
+# Jobs of the operators' API groups in versions trainhook migrate does not read (older ones, as
+# MPIJob v1alpha2 or TFJob v1beta2), and the training kinds it has no reader for: refused in one
+# line, never passed through as if they were not jobs. (group, kind) -> what to do instead.
+UNREAD: dict[tuple[str, str], str] = {
+    **{
+        (api.split("/")[0], kind): "an API version it does not read; rewrite the job as "
+        + " or ".join(sorted(a for a, k in SOURCES if k == kind and a.split("/")[0] == group))
+        + " (the fields that moved are in its operator's upgrade notes)"
+        for api, kind in SOURCES
+        for group in [api.split("/")[0]]
+    },
+    ("trainer.kubeflow.org", "TrainJob"): "no reader for Kubeflow Trainer's TrainJobs yet: write "
+    "its trainer and runtime as labelled workloads (docs/migrating.md)",
+    ("trainer.kubeflow.org", "TrainingRuntime"): "a runtime is read with the TrainJob that uses "
+    "it, and TrainJobs are not read yet",
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "a runtime is read with the TrainJob "
+    "that uses it, and TrainJobs are not read yet",
+    ("jobset.x-k8s.io", "JobSet"): "no reader for JobSets yet: write each replicated Job as a "
+    "labelled Indexed Job of one role (docs/migrating.md)",
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "a LeaderWorkerSet serves (a group of pods "
+    "per replica, restarted as one), it is no training job that ends; label its pods' "
+    "StatefulSets yourself if they train",
+}
+
+
+def is_source(document: Any) -> bool:
+    """Whether `document` is an operator's job: one trainhook migrate reads or refuses."""
+    if not isinstance(document, Mapping):
+        return False
+    api, kind = str(document.get("apiVersion")), str(document.get("kind"))
+    return (api, kind) in SOURCES or (api.split("/")[0], kind) in UNREAD
+
+
 # Top-level fields every object has; status is what the operator wrote, never carried over.
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 
@@ -48,6 +81,9 @@ def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migr
     would refuse."""
     key = (str(source.get("apiVersion")), str(source.get("kind")))
     reader = SOURCES.get(key)
+    instead = UNREAD.get((key[0].split("/")[0], key[1]))
+    if reader is None and instead is not None:
+        raise MigrationError(f"{key[1]} ({key[0]}): not read by trainhook migrate: {instead}")
     if reader is None:
         known = ", ".join(f"{kind} ({api})" for api, kind in SOURCES)
         raise MigrationError(f"{key[1]} ({key[0]}): not a kind trainhook migrate reads ({known})")
