@@ -2,8 +2,8 @@
 
 Copy this file next to your training script; it needs only the standard library (and
 Transformers for `ProgressCallback`). In a pod of a job annotated
-`trainhook.io/report-progress: "true"`, the webhook sets KUBEFLOW_TRAINER_STATUS_URL,
-KUBEFLOW_TRAINER_STATUS_CA_CERT and KUBEFLOW_TRAINER_STATUS_TOKEN; elsewhere every call here
+`trainhook.io/report-progress: "true"`, the webhook sets KUBEFLOW_TRAINER_SERVER_URL,
+KUBEFLOW_TRAINER_SERVER_CA_CERT and KUBEFLOW_TRAINER_SERVER_TOKEN; elsewhere every call here
 does nothing, so the same script runs on a laptop. A report that fails is logged and dropped:
 progress reporting never stops training.
 
@@ -43,9 +43,9 @@ from typing import Any
 
 log = logging.getLogger("trainhook_progress")
 
-URL = "KUBEFLOW_TRAINER_STATUS_URL"
-CA_CERT = "KUBEFLOW_TRAINER_STATUS_CA_CERT"
-TOKEN = "KUBEFLOW_TRAINER_STATUS_TOKEN"
+URL = "KUBEFLOW_TRAINER_SERVER_URL"
+CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 EVERY_SECONDS = 15.0  # the endpoint writes a job's progress at most every 10 s by default
 
 

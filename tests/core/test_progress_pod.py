@@ -32,12 +32,12 @@ def test_a_reporting_pod_gets_trainers_three_variables_a_job_token_and_the_ca() 
     pod = mutated({"trainhook.io/report-progress": "true"})
     for container in pod["spec"]["initContainers"] + pod["spec"]["containers"][:1]:
         env = {item["name"]: item.get("value") for item in container["env"]}
-        assert env["KUBEFLOW_TRAINER_STATUS_URL"] == (
+        assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
             "https://trainhook-progress.trainhook-system.svc:8444"
             "/apis/trainhook.io/v1/namespaces/ml/jobs/bert/status"
         )
-        assert env["KUBEFLOW_TRAINER_STATUS_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
-        assert env["KUBEFLOW_TRAINER_STATUS_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
+        assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+        assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
         assert {
             "name": "trainhook-progress",
             "mountPath": "/var/run/secrets/kubeflow/trainer",
@@ -77,7 +77,7 @@ def test_a_reporting_pod_gets_trainers_three_variables_a_job_token_and_the_ca() 
 def test_a_pod_that_does_not_ask_gets_no_token() -> None:
     pod = mutated({"trainhook.io/report-progress": "false"})
     names = {item["name"] for item in pod["spec"]["containers"][0]["env"]}
-    assert "KUBEFLOW_TRAINER_STATUS_URL" not in names
+    assert "KUBEFLOW_TRAINER_SERVER_URL" not in names
     assert "volumes" not in pod["spec"]
 
 

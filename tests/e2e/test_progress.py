@@ -225,7 +225,7 @@ def test_a_pytorch_loop_reports_progress_that_trainhook_status_shows_moving(
     cluster: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     env = start_pod(cluster["api"], "linear", cluster["endpoint"], tmp_path)
-    assert env["KUBEFLOW_TRAINER_STATUS_URL"] == (
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
         cluster["endpoint"].url + "/apis/trainhook.io/v1/namespaces/ml/jobs/linear/status"
     )
     seen = watch(run_training(TORCH_LOOP, env, tmp_path), capsys, "linear")
@@ -249,8 +249,8 @@ def test_a_hugging_face_trainer_reports_through_the_callback(
 
 def post(env: dict[str, str], url: str, body: bytes) -> int:
     """One report as the reporter sends it, with the pod's own token and CA; the status."""
-    context = ssl.create_default_context(cafile=env["KUBEFLOW_TRAINER_STATUS_CA_CERT"])
-    token = Path(env["KUBEFLOW_TRAINER_STATUS_TOKEN"]).read_text()
+    context = ssl.create_default_context(cafile=env["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+    token = Path(env["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read_text()
     request = urllib.request.Request(url, body, {"Authorization": f"Bearer {token}"})
     try:
         with urllib.request.urlopen(request, context=context, timeout=30) as response:
@@ -267,11 +267,11 @@ def test_a_pod_cannot_report_for_another_job_and_a_flood_is_cut_to_the_jobs_rate
     pod_a = start_pod(cluster["api"], "job-a", cluster["endpoint"], tmp_path / "a")
     pod_b = start_pod(cluster["api"], "job-b", cluster["endpoint"], tmp_path / "b")
     report = b'{"trainerStatus": {"progressPercentage": 10}}'
-    assert post(pod_a, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 403
-    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 200
+    assert post(pod_a, pod_b["KUBEFLOW_TRAINER_SERVER_URL"], report) == 403
+    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_SERVER_URL"], report) == 200
     desk: ProgressDesk = cluster["desk"]
     writes = desk.writes
-    url = pod_a["KUBEFLOW_TRAINER_STATUS_URL"]
+    url = pod_a["KUBEFLOW_TRAINER_SERVER_URL"]
     started = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         codes = list(pool.map(lambda _: post(pod_a, url, report), range(400)))
@@ -285,4 +285,4 @@ def test_a_pod_cannot_report_for_another_job_and_a_flood_is_cut_to_the_jobs_rate
     time.sleep(1.0)
     assert desk.writes - writes <= (elapsed + 1.0) / 0.3 + 2
     # And it still serves.
-    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_STATUS_URL"], report) == 200
+    assert post(pod_b, pod_b["KUBEFLOW_TRAINER_SERVER_URL"], report) == 200

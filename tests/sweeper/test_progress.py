@@ -319,9 +319,9 @@ def test_the_example_reporter_reports_a_loop_through_the_pods_files(
     pod = make_job(emulator, "bert")
     token = tmp_path / "token"
     token.write_text(token_for(emulator, "bert", pod))
-    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_URL", endpoint + status_path("ml", "bert"))
-    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_CA_CERT", str(certs / "ca.crt"))
-    monkeypatch.setenv("KUBEFLOW_TRAINER_STATUS_TOKEN", str(token))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_URL", endpoint + status_path("ml", "bert"))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_CA_CERT", str(certs / "ca.crt"))
+    monkeypatch.setenv("KUBEFLOW_TRAINER_SERVER_TOKEN", str(token))
     monkeypatch.setenv("RANK", "0")
     module = example_module()
     progress = module.Progress(total_steps=200, total_epochs=2)  # step 1, then the checkpoint
@@ -341,7 +341,7 @@ def test_the_example_reporter_reports_a_loop_through_the_pods_files(
 def test_the_example_reporter_does_nothing_outside_a_reporting_pod(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("KUBEFLOW_TRAINER_STATUS_URL", raising=False)
+    monkeypatch.delenv("KUBEFLOW_TRAINER_SERVER_URL", raising=False)
     assert example_module().send(progress=10) is False
 
 

@@ -56,7 +56,7 @@ SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
 # The variables and files of the scheduler or operator a job comes from (volcano,
 # paddle-operator), job-wide.
 COMPAT: Final = "trainhook.io/compat"
-# "true": the job's pods get Kubeflow Trainer v2's three KUBEFLOW_TRAINER_STATUS_* variables, a
+# "true": the job's pods get Kubeflow Trainer v2's three KUBEFLOW_TRAINER_SERVER_* variables, a
 # token whose audience names the job, and the CA of the sweeper's progress endpoint.
 REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 # The fabric profile (aws-efa, infiniband, gke-tcpxo or the cluster's own) the job's pods get the

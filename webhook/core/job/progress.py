@@ -2,7 +2,7 @@
 sends, and the compact summary the sweeper writes on the job.
 
 A pod of a job with `trainhook.io/report-progress: "true"` gets Trainer v2's three variables
-(KUBEFLOW_TRAINER_STATUS_URL, _CA_CERT, _TOKEN) and one projected volume at Trainer's path: a
+(KUBEFLOW_TRAINER_SERVER_URL, _CA_CERT, _TOKEN) and one projected volume at Trainer's path: a
 service-account token whose audience names the job, and the endpoint's CA (projected from the
 pod's own `trainhook.io/progress-ca` annotation, so no per-namespace ConfigMap is needed). A
 script written for Trainer v2 POSTs `{"trainerStatus": {...}}` to that URL unchanged.
@@ -23,9 +23,9 @@ from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.shape.pods import add_volume, equipped, mount
 
-ENV_URL: Final = "KUBEFLOW_TRAINER_STATUS_URL"
-ENV_CA_CERT: Final = "KUBEFLOW_TRAINER_STATUS_CA_CERT"
-ENV_TOKEN: Final = "KUBEFLOW_TRAINER_STATUS_TOKEN"
+ENV_URL: Final = "KUBEFLOW_TRAINER_SERVER_URL"
+ENV_CA_CERT: Final = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+ENV_TOKEN: Final = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 MOUNT_PATH: Final = "/var/run/secrets/kubeflow/trainer"
 VOLUME: Final = "trainhook-progress"
 TOKEN_SECONDS: Final = 3600
