@@ -15,16 +15,26 @@ from tests.chart.rendering import render
 SWEEPER = "system:serviceaccount:trainhook:trainhook-sweeper"
 
 
-def policy(values: dict[str, Any] | None = None) -> dict[str, Any]:
-    document: dict[str, Any] = render(values, kube_version="1.31.0").one(
-        "ValidatingAdmissionPolicy"
+WRITES = "trainhook-sweeper-writes"  # what the sweeper may write
+MARKS = "trainhook-sweeper-marks"  # what only the sweeper may write
+
+
+def policy(values: dict[str, Any] | None = None, name: str = WRITES) -> dict[str, Any]:
+    document: dict[str, Any] = render(values, kube_version="1.31.0").named(
+        "ValidatingAdmissionPolicy", name
     )
     return document
 
 
+def _join(items: Any, separator: Any = "") -> Any:
+    """`list.join(separator)` of the CEL strings extension the API server's CEL includes."""
+    return celpy.celtypes.StringType(str(separator).join(str(item) for item in items))
+
+
 def evaluate(expression: str, activation: dict[str, Any]) -> Any:
     environment = celpy.Environment()
-    return environment.program(environment.compile(expression)).evaluate(activation)
+    program = environment.program(environment.compile(expression), functions={"join": _join})
+    return program.evaluate(activation)
 
 
 def admit(
@@ -34,14 +44,17 @@ def admit(
     obj: dict[str, Any] | None,
     old: dict[str, Any] | None,
     namespace: str = "ml",
+    name: str = WRITES,
 ) -> str | None:
-    """None when the policy lets the write through, else the message the client would get."""
-    spec = policy()["spec"]
+    """None when the policy `name` lets the write through, else the message the client would
+    get."""
+    spec = policy(name=name)["spec"]
     target = obj if operation == "CREATE" else old
     assert target is not None
     request = {
         "operation": operation,
         "userInfo": {"username": user},
+        "name": target["metadata"]["name"],
         "resource": {"resource": resource},
         "namespace": namespace,
     }
@@ -222,8 +235,10 @@ def test_the_policy_follows_the_sweepers_service_account_and_needs_kubernetes_1_
     assert condition["expression"] == (
         'request.userInfo.username == "system:serviceaccount:trainhook:platform-sweeper"'
     )
-    binding = render(kube_version="1.31.0").one("ValidatingAdmissionPolicyBinding")["spec"]
-    assert binding == {"policyName": "trainhook-sweeper-writes", "validationActions": ["Deny"]}
+    rendered = render(kube_version="1.31.0")
+    for name in (WRITES, MARKS):
+        binding = rendered.named("ValidatingAdmissionPolicyBinding", name)["spec"]
+        assert binding == {"policyName": name, "validationActions": ["Deny"]}
     assert render(kube_version="1.29.0").of_kind("ValidatingAdmissionPolicy") == []
     off = {"sweeper": {"admissionPolicy": {"enabled": False}}}
     assert render(off, kube_version="1.31.0").of_kind("ValidatingAdmissionPolicy") == []
@@ -281,3 +296,72 @@ def test_the_sweeper_may_lift_no_other_gate_nor_change_anything_with_its_own(
         "containers, and makes only Opaque Secrets and ClusterIP Services selecting their job's "
         "pods; this UPDATE of pods ml/pt-worker-0 would"
     )
+
+
+# --- the marks only the sweeper writes ------------------------------------------------------
+
+SOMEONE = "system:serviceaccount:ml:default"  # anyone allowed to update pods
+RESTARTED = {"trainhook.io/attempt": "2026-01-01T00:00:00Z"}
+RELEASED = {**RESTARTED, "trainhook.io/released-attempt": "2026-01-01T00:00:00Z"}
+STAMP = {"trainhook.io/topology": '{"master":1,"worker":2}'}
+CA = {"trainhook.io/progress-ca": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
+
+
+def pod(annotations: dict[str, str] | None = None, **labels: str) -> dict[str, Any]:
+    """A pod of job pt as the API server holds it, with these annotations."""
+    found = thing("pt-worker-0", POD_SPEC, **JOB, **labels)
+    if annotations is not None:
+        found["metadata"]["annotations"] = dict(annotations)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "marks"),
+    [
+        (pod(), pod(RESTARTED), "trainhook.io/attempt"),  # a restart in place forged
+        (pod(RESTARTED), pod(RELEASED), "trainhook.io/released-attempt"),  # a barrier opened
+        (pod(RELEASED), pod(RESTARTED), "trainhook.io/released-attempt"),  # ... or held shut
+        (pod(STAMP), pod({"trainhook.io/topology": '{"master":1,"worker":9}'}),
+         "trainhook.io/topology"),  # the pod made stale, for the sweeper to delete
+        (pod(STAMP), pod({}), "trainhook.io/topology"),
+        (pod(CA), pod({"trainhook.io/progress-ca": "evil"}), "trainhook.io/progress-ca"),
+        (pod(), pod({"trainhook.io/last-checkpoint": '{"step":9}'}),
+         "trainhook.io/last-checkpoint"),
+        (pod(STAMP), pod({"trainhook.io/attempt": "x", "trainhook.io/topology": "{}"}),
+         "trainhook.io/attempt, trainhook.io/topology"),
+    ],
+)  # fmt: skip
+def test_no_one_but_the_sweeper_adds_changes_or_removes_a_sweeper_mark_on_a_pod(
+    before: dict[str, Any], after: dict[str, Any], marks: str
+) -> None:
+    message = admit(SOMEONE, "UPDATE", "pods", after, before, name=MARKS)
+    assert message == (
+        f"only the Trainhook sweeper writes {marks} on a pod; this UPDATE of pod "
+        f"ml/pt-worker-0 by {SOMEONE} may not"
+    )
+    assert admit(SWEEPER, "UPDATE", "pods", after, before, name=MARKS) is None
+
+
+def test_a_pod_created_with_an_attempt_is_refused_and_one_with_the_webhooks_marks_is_not() -> None:
+    message = admit(SOMEONE, "CREATE", "pods", pod({**STAMP, **RELEASED}), None, name=MARKS)
+    assert message == (
+        "only the Trainhook sweeper writes trainhook.io/attempt, trainhook.io/released-attempt "
+        f"on a pod; this CREATE of pod ml/pt-worker-0 by {SOMEONE} may not"
+    )
+    # The webhook's stamp and CA are written inside the request that creates the pod.
+    assert admit(SOMEONE, "CREATE", "pods", pod({**STAMP, **CA}), None, name=MARKS) is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (pod(STAMP), pod({**STAMP, "team": "a"})),  # other annotations
+        (pod({**STAMP, **RELEASED, **CA}), pod({**STAMP, **RELEASED, **CA}, team="a")),  # labels
+        (pod(), pod({"team": "a"})),
+        (pod(None), pod(None, team="a")),
+    ],
+)  # fmt: skip
+def test_updates_that_leave_the_marks_as_they_were_pass(
+    before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    assert admit(SOMEONE, "UPDATE", "pods", after, before, name=MARKS) is None
