@@ -6,9 +6,11 @@ i's `<lease-name>-<i>`, so one shard (the default) is the single leader Lease of
 replica holds at most its share of the shards (shards / replicas, rounded up) while the others
 run; a shard left free (released, or not renewed for its duration, measured on the candidate's
 own clock from when it last saw the Lease change, so clocks need not agree) is taken at once by
-a replica below its share, and by any replica once it has stayed free for a further lease
-duration, so the shards of a replica that died are taken over. A holder that cannot renew for
-the renew deadline (shorter than the duration) stops acting on that shard.
+a replica below its share; one its holder stopped renewing is taken by any replica as soon as it
+has expired, so the shards of a replica that died are served again within about one lease
+duration, and one given up by its holder (holder cleared) by any replica once it has stayed
+free for a further lease duration. A holder that cannot renew for the renew deadline (shorter
+than the duration) stops acting on that shard.
 
 Each Lease records the shard count it was taken with. A replica acts only while every Lease it
 reads that is held and renewed carries its own count, so replicas of two shard counts (during a
@@ -86,15 +88,15 @@ def next_step(
     """create, renew, acquire or wait: what a candidate does with a shard's lease as it finds it.
     `unchanged_for`: seconds since this candidate first saw the lease in its current version (or
     missing); `holding`: shards it holds already, `share` how many it takes before the others
-    have had `grace` more seconds to take a free one."""
+    have had `grace` more seconds to take a free one. A lease whose holder stopped renewing it
+    (died, or cut off) is taken by any replica once expired: the shard was served a moment ago
+    and its jobs wait; one given up (no holder) or never created goes first to a replica below
+    its share, which keeps the shards spread over the replicas as they start and stop."""
     if record is not None and record.holder == identity:
         return "renew"
-    expired_for = (
-        unchanged_for
-        if record is None or not record.holder
-        else unchanged_for - record.duration_seconds
-    )
-    if expired_for < 0 or (holding >= share and expired_for < grace):
+    abandoned = record is not None and bool(record.holder)
+    expired_for = unchanged_for - record.duration_seconds if abandoned else unchanged_for
+    if expired_for < 0 or (holding >= share and not abandoned and expired_for < grace):
         return "wait"
     return "create" if record is None else "acquire"
 
