@@ -415,7 +415,7 @@ def test_the_guide_lists_every_field_render_changes_on_workloads_and_no_other(
 
 
 def sweeper_changes(
-    workloads: list[dict[str, Any]], pods: list[dict[str, Any]], **owned: list[dict[str, Any]]
+    workloads: list[dict[str, Any]], pods: list[dict[str, Any]], **owned: Any
 ) -> set[Any]:
     """(kind, field) for every field the sweeper's merge patches write on the job's objects."""
     job = workloads[0]["metadata"]["labels"].get(contract.JOB, workloads[0]["metadata"]["name"])
@@ -545,11 +545,11 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
     kai_kept = sweeper_changes(
         stamped(*kai_roles), [], kai_podgroups=[owned("PodGroup", "pt", job="pt")]
     )
-    gang = {"schedulingPolicy": {"gang": {"minCount": 1}}}
+    gang_size: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 1}}}
     kubernetes_kept = sweeper_changes(
         pytorch(annotations={contract.SCHEDULER: "kubernetes"}),
         [],
-        kubernetes_podgroups=[owned("PodGroup", "pt", job="pt", spec=gang)],
+        kubernetes_podgroups=[owned("PodGroup", "pt", job="pt", spec=gang_size)],
         kubernetes_podgroup_api=contract.KUBERNETES_PODGROUP_APIS[0],
     )
     podgroups = tiered | kai_kept | kubernetes_kept
