@@ -13,7 +13,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/trainhook
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY webhook ./webhook
 # Every dependency ships wheels; only Trainhook's admission path is compiled (mypyc, asked for by
 # TRAINHOOK_COMPILE=1; setup.py), with mypy and setuptools installed for that build and removed

@@ -82,3 +82,39 @@ def test_the_wheel_make_builds_installs_the_commands_in_a_fresh_venv(tmp_path: P
     )
     assert migrated.returncode == 0, migrated.stderr
     assert migrated.stdout.count("kind: StatefulSet") == 2
+
+
+def test_the_license_file_is_apache_2_and_the_wheel_carries_it(tmp_path: Path) -> None:
+    """pyproject.toml says Apache-2.0; LICENSE holds its text, and setuptools' default
+    license-files put it into every wheel (and so into the image's installed package)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    text = (REPO / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "webhook", source / "webhook", ignore=shutil.ignore_patterns("*.so"))
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
+    built = subprocess.run(
+        [*pip_wheel, "--no-build-isolation", "--wheel-dir", str(tmp_path / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "TRAINHOOK_COMPILE": "0"},  # plain Python, as pip install . builds
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("trainhook-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"trainhook-{PYPROJECT['project']['version']}.dist-info"
+        assert archive.read(f"{info}/licenses/LICENSE").decode() == text
+        metadata = archive.read(f"{info}/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
+    assert "License-File: LICENSE" in metadata.splitlines()

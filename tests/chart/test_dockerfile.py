@@ -111,7 +111,7 @@ def test_the_image_runs_on_slim_python_built_by_the_same_python_with_a_compiler(
 
 def test_every_path_the_dockerfile_copies_exists_and_is_in_the_build_context() -> None:
     sources = [source for stage in STAGES for source in copied_sources(stage)]
-    assert sources == ["pyproject.toml", "setup.py", "README.md", "webhook"]
+    assert sources == ["pyproject.toml", "setup.py", "README.md", "LICENSE", "webhook"]
     for source in sources:
         assert (REPO / source).exists(), source
         assert in_build_context(source), f"{source} is excluded by .dockerignore"
