@@ -195,6 +195,19 @@ def test_a_fabric_workloads_pods_admitted_twice_change_nothing(profile: str) -> 
         assert (outcome.patch, outcome.warnings) == ([], [])
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_fabric_workloads_later_pods_take_the_first_pods_patch_byte_for_byte(
+    profile: str,
+) -> None:
+    from tests.core.test_pod_patches import full, pods_of, reused
+
+    pods = pods_of(3, {FABRIC: profile, "trainhook.io/gpus": "8"})
+    pod_patches.forget()
+    answers = [reused(pod, "default", "") for pod in pods]
+    assert pod_patches.counts() == pod_patches.Counts(keyed=3, reused=2, full=1, drafted=0)
+    assert answers == [full(pod, "default", "") for pod in pods]
+
+
 # --- refusals, each in one line ---------------------------------------------------------------
 
 
