@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonpatch
 
-from tests.support.builders import indexed_job, statefulset
+from tests.support.builders import bare_pod, indexed_job, statefulset
 from webhook.core import contract
 from webhook.core.mutation.admit import Outcome, Request, admit
 
@@ -103,3 +103,23 @@ def test_labelling_an_existing_statefulset_under_its_own_service_gives_both_warn
         "serviceName my-training is kept: host names end in it, but Trainhook makes only the "
         "job's headless Service llm",
     ]
+
+
+def test_a_bare_pods_own_subdomain_is_kept_with_a_warning_naming_the_jobs_service() -> None:
+    pod = bare_pod(
+        "bare-0",
+        "pytorch",
+        labels={contract.INDEX: "0", contract.JOB: "bare"},
+        annotations={contract.TOPOLOGY: '{"worker":2}'},
+    )
+    pod["spec"]["subdomain"] = "trainers"
+    outcome = admit(Request("Pod", "CREATE", pod, "ml"))
+    assert outcome is not None
+    assert outcome.warnings == [
+        "subdomain trainers is kept, but the pod's peers reach it under the job's headless "
+        "Service bare"
+    ]
+    del pod["spec"]["subdomain"]
+    outcome = admit(Request("Pod", "CREATE", pod, "ml"))
+    assert outcome is not None and outcome.warnings == []
+    assert jsonpatch.apply_patch(pod, outcome.patch)["spec"]["subdomain"] == "bare"

@@ -395,6 +395,11 @@ def _set_identity(
             draft.dict_at("spec")["hostname"] = placement.hostname
         if spec.get("subdomain") is None:
             draft.dict_at("spec")["subdomain"] = service
+        elif spec["subdomain"] != service:
+            warnings.append(
+                f"subdomain {spec['subdomain']} is kept, but the pod's peers reach it under the "
+                f"job's headless Service {service}"
+            )
     check_hostname(draft.root.get("spec", {}).get("hostname"), placement)
 
 
