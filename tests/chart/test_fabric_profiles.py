@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import yaml
 
 from tests.chart.rendering import NEWEST_KUBERNETES, render, render_error, validate_strictly
@@ -56,7 +59,7 @@ def test_the_webhook_reads_the_mounted_file_at_start() -> None:
 
 
 def test_a_change_of_the_profiles_rolls_the_webhooks_pods() -> None:
-    def checksum(values: dict[str, object]) -> str:
+    def checksum(values: Mapping[str, Any]) -> str:
         deployment = render(values).named("Deployment", "trainhook-webhook")
         annotations = deployment["spec"]["template"]["metadata"]["annotations"]
         return str(annotations["checksum/fabric-profiles"])
