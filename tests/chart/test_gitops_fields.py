@@ -52,6 +52,7 @@ metadata:
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
+    trainhook.io/fabric: aws-efa
 spec:
   replicas: 2
   selector:
@@ -87,6 +88,7 @@ metadata:
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
+    trainhook.io/fabric: aws-efa
 spec:
   completionMode: Indexed
   completions: 2
