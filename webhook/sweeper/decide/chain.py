@@ -35,6 +35,7 @@ from webhook.sweeper.decide.lifecycle.restart import (
     restart_took,
 )
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
+from webhook.sweeper.decide.marks import forged_mark_actions
 from webhook.sweeper.decide.owned import (
     cluster_service_actions,
     owned_gate_actions,
@@ -68,9 +69,10 @@ SETTLE = timedelta(seconds=5)
 
 def decide(state: JobState, now: datetime) -> Decision:
     decision = _decide(state, now)
-    if not state.intruders and not state.unattributed:
+    forged = tuple(forged_mark_actions(state)) if state.workloads else ()
+    if not state.intruders and not state.unattributed and not forged:
         return decision
-    said = (*intruder_events(state), *unattributed_events(state))
+    said = (*intruder_events(state), *unattributed_events(state), *forged)
     return Decision((*said, *decision.actions), decision.recheck_at, decision.phase)
 
 
