@@ -318,6 +318,20 @@ def test_a_volume_of_a_profiles_name_but_other_content_is_refused() -> None:
     )
 
 
+def test_a_pod_claim_of_the_profiles_name_from_another_template_is_refused() -> None:
+    claims = [{"name": "efa", "resourceClaimTemplateName": "efa-per-gpu"}]
+    use_profiles(parse_profiles({"efa-dra": {"ncclNet": "IB", "resourceClaims": claims}}, "f"))
+    pod = bare_pod("solo", "pytorch", annotations={FABRIC: "efa-dra"})
+    pod["spec"]["resourceClaims"] = [{"name": "efa", "resourceClaimTemplateName": "mine"}]
+    with pytest.raises(TrainhookError) as error:
+        admit(Request("Pod", "CREATE", pod, "default"), Found())
+    assert str(error.value) == (
+        "trainhook.io/fabric: invalid value 'efa-dra': it claims efa from ResourceClaimTemplate "
+        "efa-per-gpu, the pod's claim efa is {'name': 'efa', 'resourceClaimTemplateName': "
+        "'mine'}: rename the pod's claim"
+    )
+
+
 def test_a_profile_variable_trainhook_sets_for_the_job_is_refused() -> None:
     use_profiles(parse_profiles({"odd": {"ncclNet": "IB", "env": {"WORLD_SIZE": "1"}}}, "f"))
     assert refusal(job("odd")) == (
@@ -446,6 +460,8 @@ def test_render_refuses_a_profiles_file_it_cannot_use_in_one_line(
         ("p:\n  ncclNet: IB\n  sidecars: [{name: d, image: i, restartPolicy: Never}]\n",
          "f: profile p: sidecars: d: 'restartPolicy' is not a container field this sidecar may "
          "set (Trainhook runs it as a sidecar)"),
+        ("p:\n  ncclNet: IB\n  sidecars: [{name: d, image: i, env: {A: b}}]\n",
+         "f: profile p: sidecars: d: env: a list of variables, each with a name"),
         ("p:\n  ncclNet: IB\n  sidecars: [{name: d, image: i, volumeMounts: [{name: x, "
          "mountPath: /x}]}]\n",
          "f: profile p: sidecars: d: volumeMounts: 'x': a sidecar mounts only the profile's "

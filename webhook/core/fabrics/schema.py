@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
+from webhook.core.contract import FABRIC_SIDECAR_ENV
 from webhook.core.errors import TrainhookError
 from webhook.core.limits import MAX_LABEL, shown
 
@@ -315,8 +316,18 @@ def _sidecars(
                     f"{here}: volumeMounts: {shown(volume)}: a sidecar mounts only the "
                     f"profile's hostPaths ({', '.join(sorted(volumes)) or 'none'})"
                 )
+        env = item.get("env") or []
+        names = [e.get("name") if isinstance(e, Mapping) else None for e in _listed(env)]
+        if not isinstance(env, list) or not all(isinstance(n, str) and n for n in names):
+            raise ProfileError(f"{here}: env: a list of variables, each with a name")
+        if FABRIC_SIDECAR_ENV in names:
+            raise ProfileError(f"{here}: env: {FABRIC_SIDECAR_ENV} is Trainhook's mark")
         found.append(item)
     return tuple(found)
+
+
+def _listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _text(value: object, where: str) -> str:
