@@ -95,6 +95,32 @@ def volcano(
     return Case(job, pods, framework=framework, roles=roles, files=files)
 
 
+def trainer(job: str, nodes: int, plugin: str, nproc: str = "1") -> Case:
+    """A Kubeflow Trainer TrainJob's trainer pods (`<job>-node-0-<i>`), as its plugins
+    (pkg/runtime/framework/plugins/{torch,jax}) give the node container env: torch's PET_*
+    (PET_NPROC_PER_NODE `auto`, which on pods without GPUs is the CPUs the node asks for, at
+    least 1), jax's JAX_*; the coordinator is pod 0 on port 29500."""
+    master = f"{job}-node-0-0.{job}"
+    pods: op.Pods = {}
+    for index in range(nodes):
+        if plugin == "torch":
+            env = {
+                "PET_NNODES": str(nodes),
+                "PET_NPROC_PER_NODE": nproc,
+                "PET_NODE_RANK": str(index),
+                "PET_MASTER_ADDR": master,
+                "PET_MASTER_PORT": "29500",
+            }
+        else:
+            env = {
+                "JAX_NUM_PROCESSES": str(nodes),
+                "JAX_PROCESS_ID": str(index),
+                "JAX_COORDINATOR_ADDRESS": f"{master}:29500",
+            }
+        pods[("node", index)] = env
+    return Case(job, pods, roles={"node": "worker"})
+
+
 CASES: dict[str, Case] = {
     "training-operator/pytorchjob-simple.yaml": Case(
         "pytorch-simple", op.pytorchjob("pytorch-simple", {"master": 1, "worker": 1}), "kubeflow"
@@ -165,6 +191,11 @@ CASES: dict[str, Case] = {
     "volcano/job-mindspore-ssh-env-svc.yaml": volcano(
         "mindspore-cpu", {"pod": 8}, {"ssh", "env", "svc"}
     ),
+    # No plugin: generic; the trainer task's TaskCompleted → CompleteJob ends the job.
+    "volcano/job-paddle-ctr-trainer-completes.yaml": volcano(
+        "ctr-volcano", {"pserver": 2, "trainer": 2}, set()
+    ),
+    "trainer/trainjob-torch-multi-node.yaml": trainer("multi-node-example", 3, "torch"),
 }
 
 # What an operator gives that Trainhook gives differently, by variable; docs/migrating.md names
@@ -220,6 +251,8 @@ def test_the_corpus_has_every_kind_and_framework_and_every_file_a_case() -> None
         ("batch.paddlepaddle.org/v1", "PaddleJob"),
         ("mindspore.gitee.com/v1", "MSJob"),
         ("batch.volcano.sh/v1alpha1", "Job"),
+        ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
+        ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
     }
     frameworks = {pods[0].framework.name for pods in map(rendered, CASES)}
     assert frameworks == {
@@ -385,6 +418,14 @@ def test_every_difference_is_named_in_the_guide() -> None:
         assert f"`{var}`" in section, var
     seen = {_difference_key(v) for name in CASES for v in env_differences(name)}
     assert seen == set(DIFFERENCES), "a listed difference no corpus file shows"
+
+
+def test_a_volcano_task_whose_completion_ends_the_job_ends_the_migrated_job() -> None:
+    # The parameter servers never exit: the job is done once every trainer has.
+    objects, _ = migrated("volcano/job-paddle-ctr-trainer-completes.yaml")
+    assert {o["metadata"]["annotations"][contract.SUCCESS_POLICY] for o in objects} == {
+        "role=trainer"
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

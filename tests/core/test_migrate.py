@@ -11,7 +11,7 @@ import pytest
 from tests.support.builders import paddle_operator, pytorchjob, template
 from tests.support.pod_files import pod_files
 from webhook.core import contract
-from webhook.core.migrate import Migration, MigrationError, is_source, migrate_one
+from webhook.core.migrate import Migration, MigrationError, is_source, migrate, migrate_one
 from webhook.core.render import render_all
 
 # What a PyTorchJob on pods without GPUs and without nprocPerNode is told: training-operator 1.9
@@ -737,3 +737,97 @@ def test_a_paddle_operator_jobs_smaller_gang_is_its_min_available() -> None:
     migration = migrate_one(source)
     assert job_wide(migration)[contract.MIN_AVAILABLE] == "1"
     assert not [n for n in migration.notes if "minAvailable" in n]
+
+
+def trainjob(**trainer: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj", "namespace": "ml"},
+        "spec": {
+            "runtimeRef": {"name": "rt", "kind": "ClusterTrainingRuntime"},
+            "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"], **trainer},
+        },
+    }
+
+
+def runtime(policy: dict[str, Any], *steps: dict[str, Any]) -> dict[str, Any]:
+    node = {
+        "name": "node",
+        "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "t:1"}]}}},
+        },
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "rt"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, **policy},
+            "template": {"spec": {"replicatedJobs": [*steps, node]}},
+        },
+    }
+
+
+def migrated_trainjob(source: dict[str, Any], *documents: dict[str, Any]) -> Migration:
+    (migration,) = migrate([source, *documents])
+    return migration
+
+
+def test_a_trainjob_on_a_torch_runtime_is_one_indexed_job_of_its_nodes_named_as_trainers() -> None:
+    cpus = {"requests": {"cpu": "2"}, "limits": {"cpu": "4"}}
+    migration = migrated_trainjob(trainjob(resourcesPerNode=cpus), runtime({"torch": {}}))
+    (workload,) = migration.objects
+    assert (workload["kind"], workload["metadata"]["name"]) == ("Job", "tj-node-0")
+    assert workload["spec"]["completions"] == 2
+    assert migration.notes == []
+    pods = render_all(migration.objects).pods
+    assert [p.name for p in pods] == ["tj-node-0-0", "tj-node-0-1"]
+    # Trainer's auto on pods without GPUs: the CPUs the node requests.
+    assert [
+        {k: p.env[k] for k in ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "WORLD_SIZE")}
+        for p in pods
+    ] == [
+        {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": "0", "WORLD_SIZE": "4"},
+        {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "2", "PET_NODE_RANK": "1", "WORLD_SIZE": "4"},
+    ]
+    assert pods[1].env["PET_MASTER_ADDR"] == "tj-node-0-0.tj.ml.svc"
+    assert pods[1].env["PET_MASTER_PORT"] == "29500"
+    assert pods[0].pod["spec"]["containers"][0]["command"] == ["torchrun", "train.py"]
+
+
+def test_a_trainjob_with_gpus_runs_one_process_per_gpu_as_torchruns_auto() -> None:
+    gpus = {"limits": {"nvidia.com/gpu": 4}}
+    migration = migrated_trainjob(trainjob(resourcesPerNode=gpus), runtime({"torch": {}}))
+    assert [p.env["PET_NPROC_PER_NODE"] for p in render_all(migration.objects).pods] == ["4", "4"]
+
+
+def test_a_trainjob_on_a_jax_runtime_gets_trainers_jax_variables() -> None:
+    migration = migrated_trainjob(trainjob(), runtime({"jax": {}}))
+    pod = render_all(migration.objects).pods[1]
+    assert {k: pod.env[k] for k in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID")} == {
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
+    }
+    assert pod.env["JAX_COORDINATOR_ADDRESS"] == "tj-node-0-0.tj.ml.svc:29500"
+
+
+def test_a_trainjobs_initializer_steps_are_notes_and_a_missing_runtime_is_refused() -> None:
+    initializer = {"name": "dataset-initializer", "template": {"spec": {}}}
+    migration = migrated_trainjob(trainjob(), runtime({"torch": {}}, initializer))
+    assert migration.notes == [
+        "ClusterTrainingRuntime/rt.spec.template.spec.replicatedJobs[0]: 'dataset-initializer' "
+        "has no equivalent: Trainhook runs the trainer's pods only; run this step as an init "
+        "container of the trainer, or as a Job of its own"
+    ]
+    assert refused(trainjob()) == (
+        "spec.runtimeRef: ClusterTrainingRuntime rt is not in the input: give its manifest with "
+        "the TrainJob (kubectl get clustertrainingruntimes NAME -o yaml)"
+    )
+    with pytest.raises(MigrationError) as error:
+        migrated_trainjob(trainjob(), runtime({"mpi": {"numProcPerNode": 1}}))
+    assert str(error.value) == (
+        "ClusterTrainingRuntime/rt.spec.mlPolicy.mpi: Trainer's MPI runtime (a launcher Job "
+        "beside the nodes) is not read yet"
+    )

@@ -7,36 +7,64 @@ family; `SOURCES` says which reads what, so a new kind is one row there.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.migrate.base import Fields, Job, Migration, MigrationError, Notes, workloads
 from webhook.core.migrate.kubeflow import KINDS, migrate_replica_job
 from webhook.core.migrate.paddle_operator import migrate_paddle_operator
+from webhook.core.migrate.trainer import RuntimeKey, Runtimes, migrate_trainjob, runtime_key
 from webhook.core.migrate.volcano import migrate_volcano
 from webhook.core.render import RenderError, render_all
 
-__all__ = ["SOURCES", "Migration", "MigrationError", "is_source", "migrate", "migrate_one"]
+__all__ = [
+    "SOURCES",
+    "Migration",
+    "MigrationError",
+    "is_source",
+    "migrate",
+    "migrate_one",
+    "runtime_key",
+    "runtimes_of",
+]
 
-Reader = Callable[[Mapping[str, Any], tuple[str, str], Notes, "str | None"], Job]
+
+@dataclass(frozen=True)
+class Given:
+    """What a source is read with besides itself: the framework of a Volcano Job that names
+    none, and the Trainer runtimes of the input, which TrainJobs name."""
+
+    framework: str | None = None
+    runtimes: Runtimes = field(default_factory=dict)
 
 
-def _replica_job(
-    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: str | None
-) -> Job:
+Reader = Callable[[Mapping[str, Any], tuple[str, str], Notes, Given], Job]
+
+
+def _replica_job(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: Given) -> Job:
     return migrate_replica_job(source, key, notes)
 
 
 def _paddle_operator(
-    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: str | None
+    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: Given
 ) -> Job:
     return migrate_paddle_operator(source, key, notes)
+
+
+def _volcano(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, given: Given) -> Job:
+    return migrate_volcano(source, key, notes, given.framework)
+
+
+def _trainjob(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, given: Given) -> Job:
+    return migrate_trainjob(source, key, notes, given.runtimes)
 
 
 # (apiVersion, kind) -> the function that reads it
 SOURCES: dict[tuple[str, str], Reader] = {
     **{key: _replica_job for key in KINDS},
     ("batch.paddlepaddle.org/v1", "PaddleJob"): _paddle_operator,
-    ("batch.volcano.sh/v1alpha1", "Job"): migrate_volcano,
+    ("batch.volcano.sh/v1alpha1", "Job"): _volcano,
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): _trainjob,
 }
 # Jobs of the operators' API groups in versions trainhook migrate does not read (older ones, as
 # MPIJob v1alpha2 or TFJob v1beta2), and the training kinds it has no reader for: refused in one
@@ -49,12 +77,6 @@ UNREAD: dict[tuple[str, str], str] = {
         for api, kind in SOURCES
         for group in [api.split("/")[0]]
     },
-    ("trainer.kubeflow.org", "TrainJob"): "no reader for Kubeflow Trainer's TrainJobs yet: write "
-    "its trainer and runtime as labelled workloads (docs/migrating.md)",
-    ("trainer.kubeflow.org", "TrainingRuntime"): "a runtime is read with the TrainJob that uses "
-    "it, and TrainJobs are not read yet",
-    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "a runtime is read with the TrainJob "
-    "that uses it, and TrainJobs are not read yet",
     ("jobset.x-k8s.io", "JobSet"): "no reader for JobSets yet: write each replicated Job as a "
     "labelled Indexed Job of one role (docs/migrating.md)",
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "a LeaderWorkerSet serves (a group of pods "
@@ -65,7 +87,7 @@ UNREAD: dict[tuple[str, str], str] = {
 
 def is_source(document: Any) -> bool:
     """Whether `document` is an operator's job: one trainhook migrate reads or refuses."""
-    if not isinstance(document, Mapping):
+    if not isinstance(document, Mapping) or runtime_key(document) is not None:
         return False
     api, kind = str(document.get("apiVersion")), str(document.get("kind"))
     return (api, kind) in SOURCES or (api.split("/")[0], kind) in UNREAD
@@ -75,7 +97,20 @@ def is_source(document: Any) -> bool:
 TOP_LEVEL = ("apiVersion", "kind", "metadata", "spec", "status")
 
 
-def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migration:
+def runtimes_of(documents: Sequence[Any]) -> dict[RuntimeKey, Mapping[str, Any]]:
+    """The Trainer runtimes among `documents`, which TrainJobs name; they are read, not
+    written."""
+    found: dict[RuntimeKey, Mapping[str, Any]] = {}
+    for document in documents:
+        key = runtime_key(document) if isinstance(document, Mapping) else None
+        if key is not None:
+            found[key] = document
+    return found
+
+
+def migrate_one(
+    source: Mapping[str, Any], framework: str | None = None, runtimes: Runtimes | None = None
+) -> Migration:
     """The workloads of one operator object, and a note for every field without an exact
     equivalent. Raises MigrationError for what cannot work, including workloads the webhook
     would refuse."""
@@ -88,7 +123,7 @@ def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migr
         known = ", ".join(f"{kind} ({api})" for api, kind in SOURCES)
         raise MigrationError(f"{key[1]} ({key[0]}): not a kind trainhook migrate reads ({known})")
     notes = Notes()
-    job = reader(source, key, notes, framework)
+    job = reader(source, key, notes, Given(framework, runtimes or {}))
     top = notes.track(Fields(source, ""))
     for name in TOP_LEVEL:
         top.get(name)
@@ -103,4 +138,9 @@ def migrate_one(source: Mapping[str, Any], framework: str | None = None) -> Migr
 
 def migrate(documents: Sequence[Any], framework: str | None = None) -> list[Migration]:
     """Every operator object in `documents`, in order; other documents are refused."""
-    return [migrate_one(doc, framework) for doc in documents if doc is not None]
+    runtimes = runtimes_of(documents)
+    return [
+        migrate_one(doc, framework, runtimes)
+        for doc in documents
+        if doc is not None and runtime_key(doc) is None
+    ]

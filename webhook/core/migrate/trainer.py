@@ -1,0 +1,290 @@
+"""Kubeflow Trainer v2: a TrainJob with the TrainingRuntime or ClusterTrainingRuntime it names.
+
+Trainer runs the runtime's JobSet: its trainer step (the replicated Job labelled
+`trainer.kubeflow.org/trainjob-ancestor-step: trainer`, one Job `<trainjob>-node-0` of
+`numNodes` Indexed pods named `<trainjob>-node-0-<i>` under the Service `<trainjob>`) with the
+TrainJob's `trainer` (image, command, args, env, resourcesPerNode) in its `node` container. Its
+plugins (pkg/runtime/framework/plugins) give that container:
+
+* torch: PET_NNODES, PET_NPROC_PER_NODE (`auto`; on pods without GPUs the CPUs the node's
+  resources ask for, at least 1), PET_NODE_RANK (the completion index), PET_MASTER_ADDR (pod 0)
+  and PET_MASTER_PORT 29500;
+* jax: JAX_NUM_PROCESSES, JAX_PROCESS_ID (the completion index), JAX_COORDINATOR_ADDRESS
+  (pod 0 on 29500);
+* no framework policy (plainml): nothing.
+
+The migrated job is one labelled Indexed Job named as Trainer's, so the pods keep their names
+and the frameworks' own variables carry the same values; port 29500 is `trainhook.io/port`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core import contract
+from webhook.core.migrate.base import (
+    JOB,
+    Fields,
+    Job,
+    MigrationError,
+    Notes,
+    Role,
+    carry_metadata,
+    metadata,
+)
+
+API_GROUP = "trainer.kubeflow.org"
+RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_STEP = "trainer"
+NODE = "node"  # the trainer step's Job and container
+PORT = 29500  # Trainer's ContainerTrainerPort
+# The runtime's ML policy -> (framework, role of its nodes)
+POLICIES = {"torch": ("pytorch", "worker"), "jax": ("jax", "worker")}
+# Policies Trainer has that trainhook migrate does not read yet -> why
+UNREAD_POLICIES = {
+    "mpi": "Trainer's MPI runtime (a launcher Job beside the nodes) is not read yet",
+    "flux": "Flux has no Trainhook framework",
+    "xgboost": "Trainer's XGBoost runtime is not read yet",
+}
+
+# A runtime by (kind, namespace or None for a ClusterTrainingRuntime, name).
+RuntimeKey = tuple[str, str | None, str]
+Runtimes = Mapping[RuntimeKey, Mapping[str, Any]]
+
+
+def runtime_key(document: Mapping[str, Any]) -> RuntimeKey | None:
+    """The key a runtime document is found by, or None for any other document."""
+    api = str(document.get("apiVersion") or "")
+    kind = str(document.get("kind"))
+    if api.split("/")[0] != API_GROUP or kind not in RUNTIME_KINDS:
+        return None
+    meta = document.get("metadata") or {}
+    namespace = None if kind == RUNTIME_KINDS[0] else str(meta.get("namespace") or "")
+    return kind, namespace, str(meta.get("name"))
+
+
+def migrate_trainjob(
+    source: Mapping[str, Any], key: tuple[str, str], notes: Notes, runtimes: Runtimes
+) -> Job:
+    name, namespace, meta, spec = metadata(source, key[1], notes)
+    reference = spec.child("runtimeRef")
+    kind = reference.text("kind") or RUNTIME_KINDS[0]
+    reference.get("apiGroup")
+    runtime_name = reference.text("name")
+    found_key: RuntimeKey = (
+        kind,
+        None if kind == RUNTIME_KINDS[0] else str(namespace or ""),
+        str(runtime_name),
+    )
+    runtime = runtimes.get(found_key)
+    if runtime is None:
+        raise MigrationError(
+            f"spec.runtimeRef: {kind} {runtime_name} is not in the input: give its manifest "
+            "with the TrainJob (kubectl get clustertrainingruntimes NAME -o yaml)"
+        )
+    where = f"{kind}/{runtime_name}.spec"
+    runtime_spec = notes.track(Fields(runtime.get("spec"), where))
+    policy = runtime_spec.child("mlPolicy")
+    chosen = [p for p in (*POLICIES, *UNREAD_POLICIES) if policy.has(p)]
+    for unread in chosen:
+        if unread in UNREAD_POLICIES:
+            raise MigrationError(f"{policy.at(unread)}: {UNREAD_POLICIES[unread]}")
+    framework, role = POLICIES[chosen[0]] if chosen else ("generic", NODE)
+    job = Job(name=name, namespace=namespace, framework=framework, roles=[])
+    carry_metadata(meta, job, notes)
+    steps = runtime_spec.child("template").child("spec")
+    template, replicated = _trainer_step(steps, notes)
+    trainer = spec.child("trainer")
+    runtime_nodes = policy.integer("numNodes", 1)
+    nodes = trainer.integer("numNodes", 1) or runtime_nodes or 1
+    container = _node_container(template, replicated)
+    _apply_trainer(trainer, container, replicated)
+    job.roles.append(
+        Role(
+            role=role,
+            replicas=nodes,
+            template=template,
+            path=replicated,
+            kind=JOB,
+            name=f"{name}-{NODE}-0",
+        )
+    )
+    if framework != "generic":
+        job.annotations[contract.PORT] = str(PORT)
+    if chosen and chosen[0] == "torch":
+        torch = policy.child("torch")
+        if torch.has("envInjection"):
+            torch.get("envInjection")
+            notes.add(
+                torch.at("envInjection"),
+                "no equivalent: only the trainer's pods get the PET_* variables",
+            )
+        _nproc(trainer, container, job)
+    elif trainer.has("numProcPerNode"):
+        notes.add(
+            trainer.at("numProcPerNode"),
+            f"{trainer.get('numProcPerNode')!r} has no equivalent: {framework} runs one process "
+            "per pod",
+        )
+    if chosen:
+        policy.child(chosen[0])
+    _pod_group(runtime_spec, job, notes)
+    _lifecycle(spec, job, notes)
+    for field_name, why in (
+        (
+            "initializer",
+            "Trainhook runs no step before the trainer: run the dataset and model "
+            "initializers as init containers of the trainer",
+        ),
+        ("runtimePatches", "not applied: put what they set in the runtime's template"),
+        ("managedBy", "no controller owns the workloads"),
+    ):
+        if spec.has(field_name):
+            notes.add(spec.at(field_name), f"{spec.get(field_name)!r}: {why}")
+    return job
+
+
+def _trainer_step(steps: Fields, notes: Notes) -> tuple[dict[str, Any], str]:
+    """The pod template of the runtime's trainer step, and where it is; the other steps are
+    notes, and so are the JobSet's fields beyond its replicated Jobs."""
+    jobs = steps.get("replicatedJobs") or []
+    if not isinstance(jobs, list):
+        raise MigrationError(f"{steps.at('replicatedJobs')}: expected a list of replicated Jobs")
+    found: tuple[dict[str, Any], str] | None = None
+    for position, raw in enumerate(jobs):
+        where = f"{steps.at('replicatedJobs')}[{position}]"
+        replicated = Fields(raw, where)
+        step_name = replicated.text("name")
+        job_template = replicated.get("template") or {}
+        labels = (job_template.get("metadata") or {}).get("labels") or {}
+        is_trainer = labels.get(ANCESTOR) == TRAINER_STEP or (
+            step_name == NODE
+            and not any(
+                ((j.get("template") or {}).get("metadata") or {}).get("labels", {}).get(ANCESTOR)
+                == TRAINER_STEP
+                for j in jobs
+                if isinstance(j, Mapping)
+            )
+        )
+        if not is_trainer:
+            notes.add(
+                where,
+                f"{step_name!r} has no equivalent: Trainhook runs the trainer's pods only; run "
+                "this step as an init container of the trainer, or as a Job of its own",
+            )
+            continue
+        if found is not None:
+            raise MigrationError(f"{where}: a second trainer step; Trainer runs one")
+        notes.track(replicated)
+        count = replicated.integer("replicas", 1)
+        if count not in (None, 1):
+            notes.add(replicated.at("replicas"), f"{count} → 1: the trainer is one Job of nodes")
+        job_spec = notes.track(Fields(job_template.get("spec"), f"{where}.template.spec"))
+        pod = job_spec.get("template")
+        if not isinstance(pod, Mapping) or not isinstance(pod.get("spec"), Mapping):
+            raise MigrationError(f"{job_spec.at('template')}: a pod template with a spec")
+        for field_name in job_spec.data:
+            if field_name in ("template", "completions", "parallelism", "completionMode"):
+                job_spec.get(field_name)
+            else:
+                notes.add(
+                    job_spec.at(str(field_name)),
+                    f"{job_spec.get(str(field_name))!r} has no equivalent on the trainer's Job",
+                )
+        found = (copy.deepcopy(dict(pod)), f"{where}.template.spec.template")
+    for field_name in steps.data:
+        if field_name != "replicatedJobs":
+            notes.add(
+                steps.at(str(field_name)),
+                f"{steps.get(str(field_name))!r} has no equivalent: the job is its trainer's "
+                "pods, done as the framework's success rule says",
+            )
+    if found is None:
+        raise MigrationError(
+            f"{steps.at('replicatedJobs')}: no trainer step (a replicated Job labelled "
+            f"{ANCESTOR}: {TRAINER_STEP}, or named {NODE})"
+        )
+    return found
+
+
+def _node_container(template: dict[str, Any], path: str) -> dict[str, Any]:
+    containers = template["spec"].get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise MigrationError(f"{path}.spec.containers: at least one container")
+    named = [c for c in containers if isinstance(c, dict) and c.get("name") == NODE]
+    return named[0] if named else containers[0]
+
+
+def _apply_trainer(trainer: Fields, container: dict[str, Any], path: str) -> None:
+    """The TrainJob's trainer in the node container, as Trainer's builder puts it there."""
+    for field_name in ("image", "command", "args"):
+        value = trainer.get(field_name)
+        if value is not None:
+            container[field_name] = copy.deepcopy(value)
+    env = trainer.get("env") or []
+    if env:
+        given = {e.get("name"): e for e in env if isinstance(e, Mapping)}
+        kept = [e for e in container.get("env") or [] if e.get("name") not in given]
+        container["env"] = kept + [copy.deepcopy(dict(e)) for e in given.values()]
+    resources = trainer.get("resourcesPerNode")
+    if resources is not None:
+        container["resources"] = copy.deepcopy(resources)
+
+
+def _nproc(trainer: Fields, container: Mapping[str, Any], job: Job) -> None:
+    """PET_NPROC_PER_NODE as Trainer's torch plugin writes it: the TrainJob's numProcPerNode,
+    else `auto`, which on pods without GPUs is the CPUs the node's resources ask for."""
+    given = trainer.integer("numProcPerNode", 1)
+    resources = container.get("resources") or {}
+    gpus = any(
+        str(name).endswith("/gpu")
+        for bound in ("limits", "requests")
+        for name in resources.get(bound) or {}
+    )
+    if given is None and not gpus:
+        given = max(1, _cpus(resources))
+    if given is not None:
+        job.annotations[contract.NPROC_PER_NODE] = str(given)
+
+
+def _cpus(resources: Mapping[str, Any]) -> int:
+    """The whole CPUs of a request, else of a limit (Kubernetes rounds a quantity's Value up)."""
+    for bound in ("requests", "limits"):
+        value = (resources.get(bound) or {}).get("cpu")
+        if value is not None:
+            text = str(value)
+            cores = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+            return int(-(-cores // 1))
+    return 0
+
+
+def _pod_group(runtime_spec: Fields, job: Job, notes: Notes) -> None:
+    group = runtime_spec.child("podGroupPolicy")
+    if group.has("coscheduling"):
+        coscheduling = group.child("coscheduling")
+        job.annotations[contract.SCHEDULER] = "coscheduling"
+        timeout = coscheduling.integer("scheduleTimeoutSeconds", 1)
+        if timeout is not None:
+            job.annotations[contract.SCHEDULE_TIMEOUT_SECONDS] = str(timeout)
+    if group.has("volcano"):
+        volcano = group.child("volcano")
+        job.annotations[contract.SCHEDULER] = "volcano"
+        if volcano.has("networkTopology"):
+            notes.add(
+                volcano.at("networkTopology"),
+                f"{volcano.get('networkTopology')!r} is not carried over: set "
+                f"{contract.PLACEMENT_TOPOLOGY}, {contract.PLACEMENT_TIER} and "
+                f"{contract.PLACEMENT} on the workload",
+            )
+
+
+def _lifecycle(spec: Fields, job: Job, notes: Notes) -> None:
+    suspend = spec.get("suspend")
+    if suspend is True:
+        job.annotations[contract.SUSPEND] = "true"
+    deadline = spec.integer("activeDeadlineSeconds", 1)
+    if deadline is not None:
+        job.annotations[contract.ACTIVE_DEADLINE_SECONDS] = str(deadline)
