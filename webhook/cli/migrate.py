@@ -9,7 +9,8 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.render import InputError, add_paths, load
+from webhook.cli.bounded_yaml import load_file
+from webhook.cli.render import InputError, add_paths
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.migrate import MigrationError, is_source, migrate_one
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     jobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> where the job was
     for file in _files(args.paths):
         try:
-            sources = load([file])
+            sources = load_file(file)
         except InputError as error:
             print(f"trainhook migrate: {error}", file=sys.stderr)
             failed = True
