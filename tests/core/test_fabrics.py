@@ -74,7 +74,8 @@ def training(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+    items = container.get("env") or []
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in items}
 
 
 # --- golden renders, valid against the pinned API schema ------------------------------------
@@ -90,6 +91,37 @@ def test_each_reference_profile_renders_its_golden_pods(profile: str) -> None:
 def test_each_reference_profiles_pods_validate_against_kubernetes_1_32(profile: str) -> None:
     for pod in rendered_pods(job(profile)):
         kubernetes_validate.validate(pod, "1.32", strict=True)
+
+
+@pytest.mark.parametrize("version", ["1.29", "1.37"])
+@pytest.mark.parametrize("profile", PROFILES)
+def test_each_reference_profiles_pods_validate_from_the_oldest_to_the_newest_kubernetes(
+    profile: str, version: str
+) -> None:
+    for pod in rendered_pods(job(profile)):
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])
+def test_every_pod_of_every_example_job_gets_the_profile_whatever_its_role(example: Path) -> None:
+    documents = [doc for doc in yaml.safe_load_all(example.read_text()) if doc]
+    for doc in documents:
+        labels = doc["metadata"].get("labels") or {}
+        if "trainhook.io/framework" in labels:
+            annotations = doc["metadata"].setdefault("annotations", {})
+            annotations[FABRIC] = "aws-efa"
+            if labels["trainhook.io/framework"] == "xgboost":
+                annotations["trainhook.io/gpus"] = "1"
+    pods = render_all(documents).pods
+    assert pods
+    for pod in pods:
+        assert (pod.env["NCCL_NET"], pod.env["FI_PROVIDER"]) == ("AWS Libfabric", "efa")
+        spec = pod.pod["spec"]
+        (trainer,) = [c for c in spec["containers"] if env_of(c).get("NCCL_NET")]
+        assert trainer["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"
 
 
 def test_an_aws_efa_job_pins_the_libfabric_plugin_and_asks_for_an_efa_in_every_pod() -> None:
@@ -222,7 +254,10 @@ def test_an_unknown_profile_is_refused_when_the_statefulset_is_admitted() -> Non
     (master, _) = job("aws-efx")
     with pytest.raises(TrainhookError) as error:
         admit(Request("StatefulSet", "CREATE", master, "default"), Found())
-    assert str(error.value).startswith("trainhook.io/fabric: invalid value 'aws-efx': no such")
+    assert str(error.value) == (
+        "trainhook.io/fabric: invalid value 'aws-efx': no such fabric profile; the profiles "
+        "are aws-efa, gke-tcpxo, infiniband"
+    )
 
 
 def test_a_user_env_var_the_profile_sets_otherwise_is_refused() -> None:
