@@ -121,6 +121,20 @@ def trainer(job: str, nodes: int, plugin: str, nproc: str = "1") -> Case:
     return Case(job, pods, roles={"node": "worker"})
 
 
+def jobset(job: str, replicated: dict[str, tuple[int, int]]) -> Case:
+    """A JobSet's pods: replicated Job R of (Jobs, pods per Job) has pods `<job>-R-<i>-<j>`. Its
+    controller gives them no env, only labels and annotations (checked on their own below)."""
+    pods: op.Pods = {}
+    roles: dict[str, str] = {}
+    for step, (jobs, per_job) in replicated.items():
+        for index in range(jobs):
+            role = step if jobs == 1 else f"{step}-{index}"
+            roles[role] = role
+            for pod in range(per_job):
+                pods[(role, pod)] = {}
+    return Case(job, pods, roles=roles)
+
+
 CASES: dict[str, Case] = {
     "training-operator/pytorchjob-simple.yaml": Case(
         "pytorch-simple", op.pytorchjob("pytorch-simple", {"master": 1, "worker": 1}), "kubeflow"
@@ -196,6 +210,7 @@ CASES: dict[str, Case] = {
         "ctr-volcano", {"pserver": 2, "trainer": 2}, set()
     ),
     "trainer/trainjob-torch-multi-node.yaml": trainer("multi-node-example", 3, "torch"),
+    "jobset/jobset-pytorch-mnist.yaml": jobset("pytorch", {"workers": (1, 4)}),
 }
 
 # What an operator gives that Trainhook gives differently, by variable; docs/migrating.md names
@@ -253,6 +268,7 @@ def test_the_corpus_has_every_kind_and_framework_and_every_file_a_case() -> None
         ("batch.volcano.sh/v1alpha1", "Job"),
         ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
         ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
+        ("jobset.x-k8s.io/v1alpha2", "JobSet"),
     }
     frameworks = {pods[0].framework.name for pods in map(rendered, CASES)}
     assert frameworks == {
@@ -418,6 +434,29 @@ def test_every_difference_is_named_in_the_guide() -> None:
         assert f"`{var}`" in section, var
     seen = {_difference_key(v) for name in CASES for v in env_differences(name)}
     assert seen == set(DIFFERENCES), "a listed difference no corpus file shows"
+
+
+def test_a_jobsets_pods_keep_its_names_and_its_controllers_labels_and_annotations() -> None:
+    # The example's own MASTER_ADDR is pytorch-workers-0-0.pytorch: pod 0 under the Service
+    # named after the JobSet, which Trainhook's headless Service is too.
+    pods = rendered("jobset/jobset-pytorch-mnist.yaml")
+    assert [p.name for p in pods] == [f"pytorch-workers-0-{i}" for i in range(4)]
+    assert {p.pod["spec"]["subdomain"] for p in pods} == {"pytorch"}
+    stamped = {
+        "jobset.sigs.k8s.io/jobset-name": "pytorch",
+        "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+        "jobset.sigs.k8s.io/replicatedjob-replicas": "1",
+        "jobset.sigs.k8s.io/global-replicas": "1",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "jobset.sigs.k8s.io/job-global-index": "0",
+        "jobset.sigs.k8s.io/restart-attempt": "0",
+    }
+    for pod in pods:
+        for where in ("labels", "annotations"):
+            given = pod.pod["metadata"][where]
+            assert {k: given[k] for k in stamped} == stamped
+        index = pod.pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert pod.name.endswith(f"-{index}")
 
 
 def test_a_volcano_task_whose_completion_ends_the_job_ends_the_migrated_job() -> None:

@@ -831,3 +831,65 @@ def test_a_trainjobs_initializer_steps_are_notes_and_a_missing_runtime_is_refuse
         "ClusterTrainingRuntime/rt.spec.mlPolicy.mpi: Trainer's MPI runtime (a launcher Job "
         "beside the nodes) is not read yet"
     )
+
+
+def jobset_source(*replicated: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js"},
+        "spec": {"replicatedJobs": list(replicated), **spec},
+    }
+
+
+def replicated_job(name: str, jobs: int, pods: int) -> dict[str, Any]:
+    job_spec = {"completions": pods, "parallelism": pods, "template": template()}
+    return {"name": name, "replicas": jobs, "template": {"spec": job_spec}}
+
+
+def test_each_job_of_a_jobset_is_an_indexed_job_of_its_name_and_a_role_of_a_generic_job() -> None:
+    migration = migrate_one(
+        jobset_source(replicated_job("driver", 1, 1), replicated_job("slice", 2, 2))
+    )
+    assert [
+        (o["metadata"]["name"], o["metadata"]["labels"][contract.ROLE], o["spec"]["completions"])
+        for o in migration.objects
+    ] == [("js-driver-0", "driver", 1), ("js-slice-0", "slice-0", 2), ("js-slice-1", "slice-1", 2)]
+    assert migration.notes == []
+    pods = {p.name: p.pod["metadata"]["annotations"] for p in render_all(migration.objects).pods}
+    assert list(pods) == [
+        "js-driver-0-0",
+        "js-slice-0-0",
+        "js-slice-0-1",
+        "js-slice-1-0",
+        "js-slice-1-1",
+    ]
+    assert pods["js-slice-1-0"]["jobset.sigs.k8s.io/job-global-index"] == "2"
+    assert pods["js-slice-1-0"]["jobset.sigs.k8s.io/global-replicas"] == "3"
+
+
+def test_a_jobsets_success_and_failure_policies_are_the_jobs_where_they_can_be() -> None:
+    migration = migrate_one(
+        jobset_source(
+            replicated_job("driver", 1, 1),
+            replicated_job("workers", 1, 2),
+            successPolicy={"operator": "All", "targetReplicatedJobs": ["driver"]},
+            failurePolicy={"maxRestarts": 3},
+        )
+    )
+    assert {k: v for k, v in job_wide(migration).items() if k != contract.ROLES} == {
+        contract.SUCCESS_POLICY: "role=driver",
+        contract.RESTART_POLICY: "RestartJob",
+        contract.BACKOFF_LIMIT: "3",
+    }
+    assert refused(
+        jobset_source(
+            {
+                "name": "w",
+                "template": {"spec": {"completions": 4, "parallelism": 2, "template": template()}},
+            }
+        )
+    ) == (
+        "spec.replicatedJobs[0].template.spec.parallelism: 2 of 4 completions: a training Job "
+        "runs every pod at once"
+    )

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.migrate.base import Fields, Job, Migration, MigrationError, Notes, workloads
+from webhook.core.migrate.jobset import migrate_jobset
 from webhook.core.migrate.kubeflow import KINDS, migrate_replica_job
 from webhook.core.migrate.paddle_operator import migrate_paddle_operator
 from webhook.core.migrate.trainer import RuntimeKey, Runtimes, migrate_trainjob, runtime_key
@@ -55,6 +56,10 @@ def _volcano(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, give
     return migrate_volcano(source, key, notes, given.framework)
 
 
+def _jobset(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, _: Given) -> Job:
+    return migrate_jobset(source, key, notes)
+
+
 def _trainjob(source: Mapping[str, Any], key: tuple[str, str], notes: Notes, given: Given) -> Job:
     return migrate_trainjob(source, key, notes, given.runtimes)
 
@@ -65,6 +70,7 @@ SOURCES: dict[tuple[str, str], Reader] = {
     ("batch.paddlepaddle.org/v1", "PaddleJob"): _paddle_operator,
     ("batch.volcano.sh/v1alpha1", "Job"): _volcano,
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): _trainjob,
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): _jobset,
 }
 # Jobs of the operators' API groups in versions trainhook migrate does not read (older ones, as
 # MPIJob v1alpha2 or TFJob v1beta2), and the training kinds it has no reader for: refused in one
@@ -77,8 +83,6 @@ UNREAD: dict[tuple[str, str], str] = {
         for api, kind in SOURCES
         for group in [api.split("/")[0]]
     },
-    ("jobset.x-k8s.io", "JobSet"): "no reader for JobSets yet: write each replicated Job as a "
-    "labelled Indexed Job of one role (docs/migrating.md)",
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): "a LeaderWorkerSet serves (a group of pods "
     "per replica, restarted as one), it is no training job that ends; label its pods' "
     "StatefulSets yourself if they train",
