@@ -72,3 +72,19 @@ def test_two_jobs_of_one_name_across_files_are_named_as_a_conflict(tmp_path: Pat
         f"{tmp_path / 'a.yaml'} document 1, and two jobs of one name in one namespace would be "
         "one job; rename one"
     )
+
+
+def test_a_trainjob_is_migrated_with_its_runtime_from_another_file(tmp_path: Path) -> None:
+    corpus = Path(__file__).parent.parent / "corpus" / "trainer"
+    trainjob, runtime = yaml.safe_load_all((corpus / "trainjob-torch-multi-node.yaml").read_text())
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(trainjob))
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+    done = run_cli("migrate", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(done.stdout)] == [
+        ("Job", "multi-node-example-node-0")
+    ]
+    assert done.stderr == (
+        f"note: {tmp_path / 'runtime.yaml'} document 1 (ClusterTrainingRuntime "
+        "torch-distributed): a Trainer runtime, read for the TrainJobs that name it; not written\n"
+    )

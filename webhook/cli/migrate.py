@@ -12,7 +12,7 @@ import yaml
 from webhook.cli.bounded_yaml import load_file
 from webhook.cli.render import InputError, add_paths
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.migrate import MigrationError, is_source, migrate_one
+from webhook.core.migrate import MigrationError, is_source, migrate_one, runtime_key, runtimes_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,38 +31,50 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     failed = False
     jobs: dict[tuple[str, str], str] = {}  # (namespace, name) -> where the job was
+    documents: list[tuple[str, Any] | InputError] = []  # in file order, with unreadable files
     for file in _files(args.paths):
         try:
-            sources = load_file(file)
+            documents += _unwrapped(load_file(file))
         except InputError as error:
-            print(f"trainhook migrate: {error}", file=sys.stderr)
+            documents.append(error)
+    # Trainer's runtimes are read for the TrainJobs that name them, wherever they are.
+    runtimes = runtimes_of([d[1] for d in documents if not isinstance(d, InputError)])
+    for document in documents:
+        if isinstance(document, InputError):
+            print(f"trainhook migrate: {document}", file=sys.stderr)
             failed = True
             continue
-        for where, doc in _unwrapped(sources):
-            what = _what(doc)
-            if not is_source(doc):
-                objects.append(doc)
-                notes.append(f"note: {where} ({what}): not an operator's job; written unchanged")
-                continue
-            try:
-                migration = migrate_one(doc, args.framework)
-            except MigrationError as error:
-                print(f"trainhook migrate: {where} ({what}): {error}", file=sys.stderr)
-                failed = True
-                continue
-            job = (str((doc.get("metadata") or {}).get("namespace") or ""), _name(doc))
-            if job in jobs:
-                print(
-                    f"trainhook migrate: {where} ({what}): job {job[1]} is also {jobs[job]}, "
-                    "and two jobs of one name in one namespace would be one job; rename one",
-                    file=sys.stderr,
-                )
-                failed = True
-                continue
-            jobs[job] = where
-            objects.extend(migration.objects)
-            objects.extend(migration.others)
-            notes.extend(f"note: {where} ({what}): {line}" for line in migration.notes)
+        where, doc = document
+        what = _what(doc)
+        if isinstance(doc, dict) and runtime_key(doc) is not None:
+            notes.append(
+                f"note: {where} ({what}): a Trainer runtime, read for the TrainJobs that name it; "
+                "not written"
+            )
+            continue
+        if not is_source(doc):
+            objects.append(doc)
+            notes.append(f"note: {where} ({what}): not an operator's job; written unchanged")
+            continue
+        try:
+            migration = migrate_one(doc, args.framework, runtimes)
+        except MigrationError as error:
+            print(f"trainhook migrate: {where} ({what}): {error}", file=sys.stderr)
+            failed = True
+            continue
+        job = (str((doc.get("metadata") or {}).get("namespace") or ""), _name(doc))
+        if job in jobs:
+            print(
+                f"trainhook migrate: {where} ({what}): job {job[1]} is also {jobs[job]}, "
+                "and two jobs of one name in one namespace would be one job; rename one",
+                file=sys.stderr,
+            )
+            failed = True
+            continue
+        jobs[job] = where
+        objects.extend(migration.objects)
+        objects.extend(migration.others)
+        notes.extend(f"note: {where} ({what}): {line}" for line in migration.notes)
     if not objects:
         if not failed:
             print("trainhook migrate: no documents found", file=sys.stderr)
