@@ -17,7 +17,12 @@ does not count:
 * trickle: events far enough apart that each is reconciled alone (a container restarted: its
   failed runs are recorded on the workload);
 * ready: a trickle of pods turning Ready one by one, each reconciled alone;
-* burst: 1,000 container restarts at once, coalesced into one reconcile.
+* burst: 1,000 container restarts at once, coalesced into one reconcile;
+* ready after restarts: the same trickle once every pod's container has restarted once (what
+  the job looks like after one NCCL blip).
+
+The job's peers ConfigMap (a 10,000-pod job is past the inline bound) is in the cache, as the
+sweeper's watch holds it.
 
 The goal is 1 ms per event.
 """
@@ -35,13 +40,16 @@ from typing import Any
 from bench.sweeper import NOW, merge_patch, new_version, pytorch_pods
 from bench.tables import table
 from webhook.core import contract
+from webhook.core.shape.peers import configmap
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS
 from webhook.sweeper.actions import Patch
 from webhook.sweeper.decide import decide
+from webhook.sweeper.decide.owned import labels, peer_files_of
 from webhook.sweeper.informers import PodTables, watch_of
 from webhook.sweeper.job.state import JobKey, WorkloadViews, job_key, read_job_state
 
 GOAL_MS = 1.0
+LONG_AGO = "2026-03-02T09:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,12 @@ class EventCost:
     per_event_ms: float
 
 
-def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> list[EventCost]:
+PATTERNS = ("ignored", "trickle", "ready", "burst", "ready after restarts")
+
+
+def event_costs(
+    pods: int = 10_000, trickled: int = 20, burst: int = 1000, patterns: Sequence[str] = PATTERNS
+) -> list[EventCost]:
     stored, held, _ = pytorch_pods(pods, 0)
     burst = min(burst, pods)
     queued: set[JobKey] = set()
@@ -72,6 +85,7 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
             pod["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
         cache._put(pod, notify=False)
     version = 10_000_000
+    configmaps = peers_held(stored, held)
 
     def event(index: int, change: str) -> dict[str, Any]:
         nonlocal version
@@ -81,10 +95,17 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
         status = pod["status"]
         if change == "ignored":
             status["podIP"] = f"10.1.{version % 256}.{version // 256 % 256}"
-        elif change == "ready":
+        elif change in ("ready", "ready after restarts"):
             status["conditions"] = held[index]["status"]["conditions"] = [
                 {"type": "Ready", "status": "True"}
             ]
+        elif change == "restarted long ago":  # its failed run recorded and settled long since
+            container = status["containerStatuses"][0]
+            container["restartCount"] = 1
+            container["lastState"] = {
+                "terminated": {"exitCode": 1, "reason": "Error", "finishedAt": LONG_AGO}
+            }
+            held[index]["status"]["containerStatuses"] = status["containerStatuses"]
         else:
             container = status["containerStatuses"][0]
             container["restartCount"] = held[index]["status"]["containerStatuses"][0][
@@ -100,7 +121,12 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
         while queued:
             key = queued.pop()
             state = read_job_state(
-                key[0], key[1], workloads=stored, pod_table=tables.of(key), workload_views=views
+                key[0],
+                key[1],
+                workloads=stored,
+                pod_table=tables.of(key),
+                workload_views=views,
+                configmaps=configmaps,
             )
             decision = decide(state, NOW)
             began = time.thread_time()
@@ -114,11 +140,17 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
     queued.add(job_key(PODS, held[0]) or ("", ""))
     reconcile()  # every pod read once, as after the first list
     results = []
-    patterns = (("ignored", trickled), ("trickle", trickled), ("ready", trickled), ("burst", burst))
-    for pattern, count in patterns:
+    for pattern in patterns:
+        count = burst if pattern == "burst" else trickled
+        if pattern == "ready after restarts":  # every pod's container restarted once, long ago
+            for index in range(pods):
+                cache._put(event(index, "restarted long ago"))
+            reconcile()
         picked = (i * 37 % pods for i in range(pods * 2))
-        if pattern == "ready":  # pods not Ready yet
-            picked = (i for i in picked if i % 2)
+        if pattern == "ready":  # pods not Ready yet, of the first half
+            picked = (i for i in picked if i % 2 and i < pods // 2)
+        elif pattern == "ready after restarts":  # and of the second half
+            picked = (i for i in picked if i % 2 and i >= pods // 2)
         events = [event(next(picked), pattern) for _ in range(count)]
         reconciles = 0
         # The collector's pass over what building the job left behind is not a pod event's.
@@ -132,6 +164,19 @@ def event_costs(pods: int = 10_000, trickled: int = 20, burst: int = 1000) -> li
         spent = time.thread_time() - began - (writing - written)
         results.append(EventCost(pattern, pods, count, reconciles, spent * 1e3 / count))
     return results
+
+
+def peers_held(stored: list[dict[str, Any]], held: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's peers ConfigMap as the sweeper made it and its watch holds it."""
+    state = read_job_state(held[0]["metadata"]["namespace"], "", workloads=stored, pods=held[:1])
+    state = read_job_state(state.namespace, state.workloads[0].workload.job, workloads=stored)
+    made = []
+    for files in peer_files_of(state).values():
+        body = configmap(files, state.namespace)
+        body["metadata"]["labels"] = labels(state)
+        body["metadata"].update(uid=f"uid-{files.name}", resourceVersion="77")
+        made.append(body)
+    return made
 
 
 def _write(workloads: list[dict[str, Any]], patch: Patch) -> None:
@@ -163,9 +208,13 @@ def events_table(costs: Sequence[EventCost]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pod_events")
     parser.add_argument("--pods", default="10000,1000", help="job sizes, comma-separated")
+    parser.add_argument(
+        "--patterns", default=",".join(PATTERNS), help="which of them, comma-separated"
+    )
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.pods.split(",")]
-    print(events_table([cost for size in sizes for cost in event_costs(size)]))
+    patterns = [p for p in args.patterns.split(",") if p]
+    print(events_table([c for size in sizes for c in event_costs(size, patterns=patterns)]))
     return 0
 
 

@@ -95,7 +95,11 @@ def next_step(
     if record is not None and record.holder == identity:
         return "renew"
     abandoned = record is not None and bool(record.holder)
-    expired_for = unchanged_for - record.duration_seconds if abandoned else unchanged_for
+    expired_for = (
+        unchanged_for - record.duration_seconds
+        if record is not None and record.holder
+        else unchanged_for
+    )
     if expired_for < 0 or (holding >= share and not abandoned and expired_for < grace):
         return "wait"
     return "create" if record is None else "acquire"
