@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from flask import Flask, Response, request
+from gunicorn.http.errors import ParseException
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
@@ -36,6 +37,9 @@ def create_app(context: Context, readiness: tuple[ReadinessCheck, ...] = ()) -> 
         started = time.perf_counter()
         try:
             answer = _answer(context)
+        except ParseException as error:  # a chunked body gunicorn cannot read: the client's
+            text = " ".join(str(error).split())[:200] or type(error).__name__
+            return _status(400, "BadRequest", f"malformed request body: {text}")
         except Exception:
             log.exception("admission failed", extra={"path": request.path})
             metrics.ERRORS.labels("internal").inc()
