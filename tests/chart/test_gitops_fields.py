@@ -255,6 +255,47 @@ spec:
           volumeMounts:
             - name: data
               mountPath: /data
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: every-node-rule
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/failure-policy: "node-taint=nvidia.com/gpu-unhealthy -> restart-job exclude-node"
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: every-node-rule
+  template:
+    metadata:
+      labels:
+        app: every-node-rule
+    spec:
+      containers:
+        - name: pytorch
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-node-rule-job
+  labels:
+    trainhook.io/framework: pytorch
+  annotations:
+    trainhook.io/failure-policy: "node-condition=GpuHealthy:False -> restart-job exclude-node"
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: pytorch
+          image: trainer:1
 """
 
 

@@ -167,7 +167,8 @@ def refusal(annotations: dict[str, str], framework: str = "pytorch") -> str:
         (
             "status=Failed -> fail",
             "trainhook.io/failure-policy: invalid value 'status=Failed -> fail': rule 1: unknown "
-            "term 'status': one of exit, reason, pod-reason, condition, disrupted, message, role",
+            "term 'status': one of exit, reason, pod-reason, condition, disrupted, message, role, "
+            "node-condition, node-taint",
         ),
         (
             "role=chief -> fail",
@@ -248,7 +249,7 @@ spec:
     assert capsys.readouterr().err == (
         f"trainhook render: {job} document 1 (StatefulSet bert): trainhook.io/failure-policy: "
         "invalid value 'message~\"NCCL*timed out\" -> restart-job max=three': rule 2: after "
-        "the action only max=N (a whole number), not 'max=three'\n"
+        "the action only max=N (a whole number) and exclude-node, not 'max=three'\n"
     )
 
 

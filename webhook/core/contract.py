@@ -113,6 +113,9 @@ PROGRESS_TEXT: Final = "trainhook.io/progress-text"
 # On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
 # that prefer to preempt a pod which has just saved its work.
 LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
+# On the pod templates of a job whose failure rules exclude nodes (`exclude-node`): its pods are
+# admitted with the nodes the job's restarts exclude, read from their workload's status.
+EXCLUDES_NODES: Final = "trainhook.io/excludes-nodes"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 

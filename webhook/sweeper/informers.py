@@ -230,7 +230,7 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         kept_spec["initContainers"] = [
             {k: c[k] for k in ("name", "restartPolicy") if k in c} for c in spec["initContainers"]
         ]
-    for key in ("subdomain", "priorityClassName"):
+    for key in ("subdomain", "priorityClassName", "nodeName"):
         if key in spec:
             kept_spec[key] = spec[key]
     if spec.get("schedulingGates"):

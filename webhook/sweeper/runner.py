@@ -8,7 +8,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -44,6 +44,7 @@ from webhook.sweeper.informers import (
 from webhook.sweeper.job.pods import pod_peers
 from webhook.sweeper.job.state import JobKey, JobState, WorkloadViews, job_key, read_job_state
 from webhook.sweeper.lease import ShardElector, shard_of
+from webhook.sweeper.node_watch import NodeWatch, names_nodes
 from webhook.sweeper.queue import WorkQueue
 from webhook.sweeper.serving.health import SweeperHealth
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
@@ -215,6 +216,12 @@ class Sweeper:
             watched=self.selectors,
             pod_tables=self.pod_tables,
         )
+        self.nodes = NodeWatch(
+            kube,
+            on_change=self._changed,
+            resync_seconds=config.resync_seconds,
+            backoff_base=config.backoff_base,
+        )
         self.elector = ShardElector(
             kube,
             namespace=config.lease_namespace,
@@ -276,6 +283,7 @@ class Sweeper:
             self.elector.stop()
             for informer in self.watches.values():
                 informer.stop()
+            self.nodes.stop()
             self.elector.release()
             deadline = time.monotonic() + JOIN_SECONDS
             for thread in [worker, elector, *threads]:
@@ -338,7 +346,7 @@ class Sweeper:
         members: Sequence[Mapping[str, Any]] = workloads
         if not workloads:  # the framework of a job of bare pods, or of none left, is its pods'
             members = [pod for c in pods.controllers() for pod in pods.objects_of(c)]
-        return read_job_state(
+        state = read_job_state(
             key[0],
             key[1],
             workloads=workloads,
@@ -355,6 +363,12 @@ class Sweeper:
             + unlabelled_peers(self.kube, key, pods.mounting(), objects[CONFIGMAPS]),
             cluster_domain=self.config.cluster_domain,
         )
+        return self._with_nodes(key, state)
+
+    def _with_nodes(self, key: JobKey, state: JobState) -> JobState:
+        """The state with the nodes its pods run on, for the rules that name them."""
+        nodes = self.nodes.views(key, (pod.node for pod in state.pods), names_nodes(state))
+        return replace(state, nodes=nodes) if nodes else state
 
     def reconcile(self, key: JobKey) -> None:
         """Decide on the cached state and act; on a conflict decide again on fresh state."""
@@ -376,8 +390,11 @@ class Sweeper:
                     return
                 except StaleState as stale:
                     log.info("job %s/%s: %s; deciding again on fresh state", *key, stale)
-                    state = fetch_state(
-                        self.kube, key, self.config.cluster_domain, self.kubernetes_podgroup_api
+                    state = self._with_nodes(
+                        key,
+                        fetch_state(
+                            self.kube, key, self.config.cluster_domain, self.kubernetes_podgroup_api
+                        ),
                     )
                     continue
                 self._failures.pop(key, None)

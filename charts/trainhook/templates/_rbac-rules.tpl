@@ -100,6 +100,16 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
   verbs: [create]
 {{- end }}
 
+{{- /*
+Sweeper, cluster-wide (ClusterRole): Nodes, read only, for the failure rules that name a node's
+conditions or taints (`node-condition=`, `node-taint=`); one list and watch of every node.
+*/ -}}
+{{- define "trainhook.rules.sweeperNodes" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, watch]
+{{- end }}
+
 {{- /* Sweeper, release namespace (Role): its leader-election Lease, by name once it exists. */ -}}
 {{- define "trainhook.rules.sweeperLease" -}}
 - apiGroups: [coordination.k8s.io]

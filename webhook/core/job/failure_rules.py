@@ -69,11 +69,14 @@ MAX_RULES: Final = 32
 MAX_PATTERN_CHARS: Final = 256
 MAX_ALTERNATIVES: Final = 16
 MAX_EXIT_CODE: Final = 255
+EXCLUDE_NODE: Final = "exclude-node"  # a restart's modifier: keep the recreated pods off the node
+NODE_STATUSES: Final = ("True", "False", "Unknown")
 GRAMMAR: Final = (
-    "one rule a line, MATCH -> ACTION [max=N]; MATCH is `*` or terms joined by spaces: "
-    "exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
+    "one rule a line, MATCH -> ACTION [max=N] [exclude-node]; MATCH is `*` or terms joined by "
+    "spaces: exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
     "condition=DisruptionTarget[:Reason] disrupted=preemption|drain|node-loss|kubelet|any "
-    'message~"NCCL*timeout|Watchdog" role=worker; ACTION one of ' + ", ".join(ACTIONS)
+    'message~"NCCL*timeout|Watchdog" role=worker node-condition=GpuHealthy:False '
+    "node-taint=nvidia.com/gpu-unhealthy; ACTION one of " + ", ".join(ACTIONS)
 )
 
 
@@ -87,6 +90,9 @@ class Failure:
     message: str = ""  # its termination message
     pod_reason: str = ""  # the pod's status.reason: UnexpectedAdmissionError, Evicted, ...
     conditions: tuple[tuple[str, str], ...] = ()  # (type, reason) of True pod conditions
+    # The node the pod runs on: (type, status) of its conditions, and the keys of its taints.
+    node_conditions: tuple[tuple[str, str], ...] = ()
+    node_taints: frozenset[str] = frozenset()
 
     def disruption(self) -> str | None:
         """preemption, drain, node-loss or kubelet when the pod was stopped from outside."""
@@ -114,6 +120,13 @@ class Match:
     disrupted: frozenset[str] = frozenset()
     message: tuple[tuple[str, ...], ...] = ()  # alternatives, each its literal pieces
     roles: frozenset[str] = frozenset()
+    node_conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
+    node_taints: frozenset[str] = frozenset()
+
+    @property
+    def on_node(self) -> bool:
+        """Whether the rule names a fact of the pod's node: it then fires on a running pod too."""
+        return bool(self.node_conditions or self.node_taints)
 
     def matches(self, failure: Failure) -> bool:
         if self.exit_codes and not (
@@ -132,6 +145,12 @@ class Match:
             if kind is None or not (DISRUPTED_ANY in self.disrupted or kind in self.disrupted):
                 return False
         if self.message and not any(_found(p, failure.message) for p in self.message):
+            return False
+        if self.node_conditions and not any(
+            c in failure.node_conditions for c in self.node_conditions
+        ):
+            return False
+        if self.node_taints and not self.node_taints & failure.node_taints:
             return False
         return not self.roles or failure.role in self.roles
 
@@ -157,6 +176,7 @@ class Rule:
     budget: int | None = None  # max=N: how often this rule may act before the job fails
     preset: str = ""  # the restart policy it comes from; "" for the user's own rules
     verdict_reason: str = "FailurePolicy"  # the job's reason when a `fail` rule fires
+    exclude_node: bool = False  # the pods its restart recreates keep off the pod's node
 
     @property
     def key(self) -> str:
@@ -214,12 +234,25 @@ def _rule(number: int, line: str, preset: str = "", verdict_reason: str = "Failu
         raise _refuse(number, line, f"action {found!r}: one of {', '.join(ACTIONS)}")
     action = action_words[0]
     budget: int | None = None
+    exclude_node = False
     for word in action_words[1:]:
+        if word == EXCLUDE_NODE:
+            if action not in BUDGETED or exclude_node:
+                raise _refuse(
+                    number,
+                    line,
+                    f"{EXCLUDE_NODE} is given once, after one of {', '.join(BUDGETED)} "
+                    "(the restart that recreates the pods elsewhere)",
+                )
+            exclude_node = True
+            continue
         key, eq, value = word.partition("=")
         number_value = whole_number(value, 1_000_000) if eq else None
         if key != "max" or number_value is None:
             raise _refuse(
-                number, line, f"after the action only max=N (a whole number), not {word!r}"
+                number,
+                line,
+                f"after the action only max=N (a whole number) and {EXCLUDE_NODE}, not {word!r}",
             )
         if action not in BUDGETED:
             raise _refuse(
@@ -232,7 +265,7 @@ def _rule(number: int, line: str, preset: str = "", verdict_reason: str = "Failu
     terms = _terms(number, line, match_text.strip())
     match = _match(number, line, terms)
     text = f"{match_text.strip()} -> {' '.join(action_words)}"
-    return Rule(number, text, match, action, budget, preset, verdict_reason)
+    return Rule(number, text, match, action, budget, preset, verdict_reason, exclude_node)
 
 
 def _terms(number: int, line: str, text: str) -> list[tuple[str, str, str]]:
@@ -271,7 +304,17 @@ def _terms(number: int, line: str, text: str) -> list[tuple[str, str, str]]:
     return terms
 
 
-KEYS: Final = ("exit", "reason", "pod-reason", "condition", "disrupted", "message", "role")
+KEYS: Final = (
+    "exit",
+    "reason",
+    "pod-reason",
+    "condition",
+    "disrupted",
+    "message",
+    "role",
+    "node-condition",
+    "node-taint",
+)
 
 
 def _match(number: int, line: str, terms: Iterable[tuple[str, str, str]]) -> Match:
@@ -296,6 +339,8 @@ _FIELDS: Final = {
     "disrupted": "disrupted",
     "message": "message",
     "role": "roles",
+    "node-condition": "node_conditions",
+    "node-taint": "node_taints",
 }
 
 
@@ -305,18 +350,68 @@ def _value(number: int, line: str, key: str, value: str) -> object:
     if key == "message":
         return _pattern(number, line, value)
     items = value.split(",")
-    if any(not item or not _word(item, key == "condition") for item in items):
+    if key == "node-taint":
+        return _taint_keys(number, line, items)
+    if any(not item or not _word(item, key in ("condition", "node-condition")) for item in items):
         raise _refuse(number, line, f"{key}={value}: comma-separated names (letters, digits, -)")
     if key == "disrupted":
         allowed = (*DISRUPTIONS, DISRUPTED_ANY)
         unknown = [item for item in items if item not in allowed]
         if unknown:
             raise _refuse(number, line, f"disrupted={unknown[0]}: one of {', '.join(allowed)}")
+    if key == "node-condition":
+        return _node_conditions(number, line, items)
     if key == "condition":
         return tuple(
             (kind, reason or "*") for kind, _, reason in (item.partition(":") for item in items)
         )
     return frozenset(items)
+
+
+def _node_conditions(number: int, line: str, items: list[str]) -> tuple[tuple[str, str], ...]:
+    found = []
+    for item in items:
+        kind, _, status = item.partition(":")
+        if not kind or status not in ("", *NODE_STATUSES):
+            raise _refuse(
+                number,
+                line,
+                f"node-condition={item}: a node condition's type, then :True (the default), "
+                ":False or :Unknown",
+            )
+        found.append((kind, status or "True"))
+    return tuple(found)
+
+
+def _taint_keys(number: int, line: str, items: list[str]) -> frozenset[str]:
+    """Taint keys: a qualified name, with an optional DNS prefix and a slash."""
+    for item in items:
+        prefix, slash, name = item.rpartition("/")
+        good = (
+            0 < len(name) <= 63
+            and all(c.isalnum() or c in "-_." for c in name)
+            and name[0].isalnum()
+            and name[-1].isalnum()
+            and (not slash or (0 < len(prefix) <= 253 and _dns(prefix)))
+        )
+        if not good:
+            raise _refuse(
+                number,
+                line,
+                f"node-taint={item}: taint keys (like nvidia.com/gpu-unhealthy), "
+                "separated by commas",
+            )
+    return frozenset(items)
+
+
+def _dns(text: str) -> bool:
+    return all(
+        part
+        and part[0].isalnum()
+        and part[-1].isalnum()
+        and all(c.isalnum() or c == "-" for c in part)
+        for part in text.split(".")
+    )
 
 
 def _word(text: str, colon: bool) -> bool:

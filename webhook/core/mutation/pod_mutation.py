@@ -16,6 +16,7 @@ from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
 from webhook.core.job.colocation import colocate_pod
 from webhook.core.job.completeness import missing_roles
+from webhook.core.job.node_exclusion import exclude_nodes, excluded_by, wants_owner
 from webhook.core.job.processes import gpu_count, processes_per_pod
 from webhook.core.job.progress import ProgressEndpoint, add_progress
 from webhook.core.job.settings import Settings, read_settings
@@ -64,8 +65,11 @@ class PodMutation:
 
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The StatefulSet or Job to read when a labelled pod carries no topology stamp."""
-    if contract.FRAMEWORK not in labels_of(pod) or contract.TOPOLOGY in annotations_of(pod):
+    """The StatefulSet or Job to read when a labelled pod carries no topology stamp, or when its
+    job's restarts may exclude nodes (recorded on the workload, see core/job/node_exclusion.py)."""
+    if contract.FRAMEWORK not in labels_of(pod):
+        return None
+    if contract.TOPOLOGY in annotations_of(pod) and not wants_owner(pod):
         return None
     identity = identify(pod)
     if identity.owner_kind == "Pod" or not identity.owner_name:
@@ -139,6 +143,7 @@ def mutate_pod(
     if own_written is not None:
         own_written(draft.root, warnings)
     write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
+    exclude_nodes(draft, pod, excluded_by(owner))
     check_annotation_size(annotations_of(draft.root))
     return PodMutation(
         draft.root, warnings, place.placement, place.env, place.files, reading.settings, reading

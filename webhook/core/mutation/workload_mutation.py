@@ -11,6 +11,7 @@ from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
 from webhook.core.job.completeness import missing_roles
+from webhook.core.job.node_exclusion import excludes_nodes
 from webhook.core.job.restart_in_place import (
     add_restart_plumbing,
     remove_restart_plumbing,
@@ -84,7 +85,7 @@ def mutate_workload(
             "workload of the job"
         )
     _label_template(draft, current, workload)
-    _annotate_template(draft, current, topology)
+    _annotate_template(draft, current, topology, excludes_nodes(w.settings for w in peers))
     _restart_plumbing(draft, workload)
     spec = obj.get("spec") or {}
     if workload.kind == "StatefulSet" and operation == "CREATE":
@@ -191,7 +192,7 @@ def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
     stale = [
         key
         for key in current
-        if key in (contract.TOPOLOGY, contract.HOSTS)
+        if key in (contract.TOPOLOGY, contract.HOSTS, contract.EXCLUDES_NODES)
         or (key in contract.POD_SETTINGS and copied.get(key) == current[key])
     ]
     if stale:
@@ -281,10 +282,14 @@ def _label_template(draft: Draft, obj: Mapping[str, Any], workload: Workload) ->
         draft.dict_at("spec", "template", "metadata", "labels").update(wanted)
 
 
-def _annotate_template(draft: Draft, obj: Mapping[str, Any], topology: Topology) -> None:
+def _annotate_template(
+    draft: Draft, obj: Mapping[str, Any], topology: Topology, excluding: bool = False
+) -> None:
     own = annotations_of(obj)
     wanted = {key: own[key] for key in contract.POD_SETTINGS if key in own}
     wanted.update(stamp(topology))
+    if excluding:  # its pods read the nodes the job's restarts exclude (node_exclusion.py)
+        wanted[contract.EXCLUDES_NODES] = "true"
     current = annotations_of(_template(obj))
     if any(current.get(key) != value for key, value in wanted.items()):
         draft.dict_at("spec", "template", "metadata", "annotations").update(wanted)

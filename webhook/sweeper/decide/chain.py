@@ -24,7 +24,7 @@ from webhook.sweeper.decide.events import (
 from webhook.sweeper.decide.failures import restarts_whole_job
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
-from webhook.sweeper.decide.lifecycle.in_place import IN_PLACE_TIMEOUT, in_place_actions
+from webhook.sweeper.decide.lifecycle.in_place import in_place_actions, in_place_timeout
 from webhook.sweeper.decide.lifecycle.restart import (
     RestartPlan,
     fallback_event,
@@ -132,8 +132,9 @@ def _running(
     settled = max(created) + SETTLE if created else now
     counts = tally(state, now, succeeded)
     in_place_step = None
+    replacing = plan.excluded if plan is not None else ()
     if plan is not None and plan.in_place is not None and not state.deleting:
-        in_place_step = in_place_actions(state, plan.in_place, now)
+        in_place_step = in_place_actions(state, plan.in_place, now, plan.excluded)
         if in_place_step.fallback:
             since, same_second = restart_moment(state, now)
             plan = replace(
@@ -206,7 +207,7 @@ def _running(
     if in_place_step is not None:
         actions += in_place_step.actions
         if not in_place_step.in_place.released:
-            in_place_deadline = in_place_step.in_place.started + IN_PLACE_TIMEOUT
+            in_place_deadline = in_place_step.in_place.started + in_place_timeout(replacing)
     rechecks = [
         moment
         for moment in (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 from webhook.core.job.failure_rules import (
     PARTIAL,
@@ -20,6 +20,7 @@ from webhook.core.job.failure_rules import (
     Rule,
     failure_policy,
 )
+from webhook.sweeper.decide.nodes import node_facts, sick_nodes
 from webhook.sweeper.job.pods import PodView, Run, created_before
 from webhook.sweeper.job.state import JobState
 
@@ -80,6 +81,11 @@ class Fired:
     def action(self) -> str:
         return self.rule.action
 
+    @property
+    def excludes(self) -> str | None:
+        """The node the restart keeps the recreated pods off (`exclude-node`), if any."""
+        return self.pod.node or None if self.rule.exclude_node else None
+
 
 def disruption_of(pod: PodView) -> str | None:
     return _facts(pod, None).disruption() if pod.disrupted else None
@@ -92,7 +98,7 @@ def describe_disruption(pod: PodView, kind: str) -> tuple[str, str]:
     return reason, f"pod {pod.name} {what} ({', '.join(s for s in signs if s)})"
 
 
-def _facts(pod: PodView, run: Run | None) -> Failure:
+def _facts(pod: PodView, run: Run | None, **node: Any) -> Failure:
     return Failure(
         role=pod.role,
         exit_code=run.exit_code if run else None,
@@ -100,6 +106,7 @@ def _facts(pod: PodView, run: Run | None) -> Failure:
         message=run.message if run else "",
         pod_reason=pod.status_reason,
         conditions=pod.stop_conditions,
+        **node,
     )
 
 
@@ -147,8 +154,9 @@ def fired_rules(
             continue
         if not in_place and old and (restarted is None or restarted(pod)):
             continue
+        node = node_facts(state, pod)
         if pod.disrupted:
-            facts = _facts(pod, pod.training.current if pod.training else None)
+            facts = _facts(pod, pod.training.current if pod.training else None, **node)
             kind = facts.disruption() or "kubelet"
             rule = policy.first(facts)
             if rule is not None:
@@ -167,7 +175,7 @@ def fired_rules(
                 yield Fired(pod, early, key, "Completed", message)
         runs = [r for r in _failed_runs(pod) if settled(r, now) and _after(r, runs_since)]
         for run in runs:
-            rule = policy.first(_facts(pod, run))
+            rule = policy.first(_facts(pod, run, **node))
             if rule is not None and training is not None:
                 reason = run.reason if run.reason not in ("", "Completed") else "Error"
                 message = f"pod {pod.name}: container {container_name(pod, run)} {run.describe()}"
@@ -175,12 +183,21 @@ def fired_rules(
         if not runs and pod.phase == "Failed" and pod.status_reason:
             # refused by its kubelet before a container ran (UnexpectedAdmissionError, OutOfcpu,
             # NodeAffinity): its controller replaces it; only the user's own rules act on it
-            rule = users.first(_facts(pod, None))
+            rule = users.first(_facts(pod, None, **node))
             if rule is not None:
                 message = f"pod {pod.name} failed: {pod.status_reason}"
                 yield Fired(
                     pod, rule, f"{pod.uid8}/{pod.status_reason}", pod.status_reason, message
                 )
+
+    def passed(pod: PodView) -> bool:  # succeeded, or part of the last restart
+        if (pod.role, pod.index) in succeeded:
+            return True
+        old = since is not None and created_before(pod, since, same_second)
+        return not in_place and old and (restarted is None or restarted(pod))
+
+    for sick in sick_nodes(state, users.rules, passed):
+        yield Fired(sick.pod, sick.rule, sick.key, sick.reason, sick.message)
 
 
 def _failed_runs(pod: PodView) -> tuple[Run, ...]:

@@ -392,6 +392,7 @@ class RestartCause:
     role: str | None = None  # restart-role: the only role restarted
     pod: str | None = None  # restart-pod: the only pod restarted
     disruption: str | None = None  # preemption, drain, node-loss, kubelet
+    node: str | None = None  # exclude-node: the node the recreated pods keep off
 
 
 def restart_cause(
@@ -423,5 +424,6 @@ def restart_cause(
             role=fired.pod.role if fired.action == RESTART_ROLE else None,
             pod=fired.pod.name if fired.action == RESTART_POD else None,
             disruption=fired.disruption,
+            node=fired.excludes,
         )
     return None

@@ -140,6 +140,7 @@ class PodView:
     barrier_waiting: datetime | None = None
     gates: tuple[str, ...] = ()  # its scheduling gates, in order
     resource_version: str = ""
+    node: str = ""  # the node it is bound to (spec.nodeName)
 
     @property
     def waiting_for_roles(self) -> bool:
@@ -361,6 +362,7 @@ def _read_pod(
         barrier_waiting=_barrier_waiting(status),
         resource_version=metadata.get("resourceVersion") or "",
         gates=gates_of(pod),
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
     )
 
 

@@ -28,6 +28,7 @@ from webhook.kube.resources import (
     WORKLOAD_RESOURCES,
     Resource,
 )
+from webhook.sweeper.job.nodes import NodeView
 from webhook.sweeper.job.owned import Owned, owned_named, peers_configmaps
 from webhook.sweeper.job.pods import PodFacts, PodView, controller_of
 from webhook.sweeper.job.podtable import PodTable
@@ -159,6 +160,8 @@ class JobState:
     cluster_domain: str = ""  # as the webhook's --cluster-domain: host names in peer lists
     deleting: bool = False  # one of its workloads is being deleted: the job is going away
     facts: PodFacts | None = None  # of `pods`, when kept by a PodTable; else counted on demand
+    # The nodes its pods are bound to, by name, as the sweeper's watch of Nodes holds them.
+    nodes: Mapping[str, NodeView] = field(default_factory=dict)
 
     @property
     def key(self) -> JobKey:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.job.node_exclusion import MAX_EXCLUDED, recorded_exclusions
 from webhook.core.job.progress import human_duration
 from webhook.core.objects import parse_time
 from webhook.kube.client import ApiError, Kube
@@ -203,6 +204,12 @@ def _failure_rules(objects: JobObjects) -> list[str]:
     if isinstance(disruptions, dict) and disruptions:
         counted = ", ".join(f"{kind} {n}" for kind, n in sorted(disruptions.items()))
         lines.append(f"Not counted:  {counted} (restarts after pods were stopped from outside)")
+    excluded = recorded_exclusions(recorded)
+    if excluded:
+        lines.append(
+            f"Excluded:     nodes {', '.join(excluded)} (exclude-node: the pods its restarts "
+            f"recreate keep off them; at most {MAX_EXCLUDED}, until the job ends)"
+        )
     return lines
 
 

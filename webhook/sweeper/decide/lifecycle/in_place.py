@@ -24,6 +24,9 @@ from webhook.sweeper.job.pods import PodView
 from webhook.sweeper.job.state import JobState, format_time
 
 IN_PLACE_TIMEOUT: Final = timedelta(seconds=60)
+# A restart that recreates the pods on excluded nodes waits longer: their replacements are
+# scheduled on other nodes and pull their images there before they reach the barrier.
+REPLACING_TIMEOUT: Final = timedelta(minutes=10)
 # The kubelet's clock may run behind the sweeper's: a barrier that started waiting this much
 # before the restart was recorded still counts as waiting for it.
 CLOCK_SKEW: Final = timedelta(seconds=30)
@@ -62,17 +65,29 @@ def last_attempt(recorded: dict[str, Any]) -> int:
     return attempt if isinstance(attempt, int) and attempt > 0 else 0
 
 
-def members(state: JobState) -> list[PodView]:
-    return [p for p in state.pods if p.owner_kind == "StatefulSet" and not p.terminating]
+def members(state: JobState, replacing: tuple[str, ...] = ()) -> list[PodView]:
+    """The pods restarting in place: not those on the `replacing` nodes, which are recreated."""
+    return [
+        p
+        for p in state.pods
+        if p.owner_kind == "StatefulSet" and not p.terminating and p.node not in replacing
+    ]
 
 
-def why_not_in_place(state: JobState) -> str | None:
-    """Why the job's pods cannot restart in place now; None when they can."""
+def in_place_timeout(replacing: tuple[str, ...]) -> timedelta:
+    return REPLACING_TIMEOUT if replacing else IN_PLACE_TIMEOUT
+
+
+def why_not_in_place(state: JobState, replacing: tuple[str, ...] = ()) -> str | None:
+    """Why the job's pods cannot restart in place now; None when they can. The pods on the
+    `replacing` nodes are recreated (exclude-node): going or gone, they are no reason."""
     jobs = [w.name for w in state.workloads if w.kind != "StatefulSet"]
     if jobs:
         return f"{jobs[0]} is not a StatefulSet (its pods are recreated)"
     pods = [p for p in state.pods if p.owner_kind == "StatefulSet"]
     for pod in pods:
+        if pod.node in replacing:
+            continue
         kind = disruption_of(pod)
         if kind is not None:
             return f"pod {pod.name} was stopped from outside ({kind})"
@@ -85,7 +100,7 @@ def why_not_in_place(state: JobState) -> str | None:
                 f"pod {pod.name} has no restart barrier (created before the job restarted in place)"
             )
     expected = sum(w.replicas for w in state.workloads)
-    if len(pods) < expected:
+    if len(pods) < expected and not replacing:
         return f"{expected - len(pods)} of the job's {expected} pods are gone"
     return None
 
@@ -108,7 +123,11 @@ class Step:
     waiting_for: int = 0  # ranks not at their barrier yet
 
 
-def in_place_actions(state: JobState, in_place: InPlace, now: datetime) -> Step:
+def in_place_actions(
+    state: JobState, in_place: InPlace, now: datetime, replacing: tuple[str, ...] = ()
+) -> Step:
+    """`replacing`: the nodes whose pods are recreated; every other pod restarts in place, and
+    the barrier is released once the job has all its pods back, the new ones among them."""
     attempt = str(in_place.attempt)
     if in_place.released:
         # Repair a release that reached only some pods before a failed write (such a pod is
@@ -122,8 +141,8 @@ def in_place_actions(state: JobState, in_place: InPlace, now: datetime) -> Step:
             and pod.annotations.get(contract.RELEASED_ATTEMPT) != attempt
         )
         return Step(repair, in_place)
-    pods = members(state)
-    why = why_not_in_place(state)
+    pods = members(state, replacing)
+    why = why_not_in_place(state, replacing)
     if why is not None:
         return Step((), in_place, fallback=why)
     asked = tuple(
@@ -138,15 +157,17 @@ def in_place_actions(state: JobState, in_place: InPlace, now: datetime) -> Step:
         and pod.barrier_waiting is not None
         and pod.barrier_waiting >= in_place.started - CLOCK_SKEW
     ]
-    missing = len(pods) - len(waiting)
+    expected = sum(w.replicas for w in state.workloads) if replacing else len(pods)
+    missing = max(len(pods), expected) - len(waiting)
     if asked or missing:
-        if now >= in_place.started + IN_PLACE_TIMEOUT:
-            late = [p.name for p in pods if p not in waiting][:3]
+        timeout = in_place_timeout(replacing)
+        if now >= in_place.started + timeout:
+            late = [p.name for p in pods if p not in waiting][:3] or ["pods not recreated yet"]
             return Step(
                 (),
                 in_place,
                 fallback=f"{missing} rank(s) did not reach their barrier within "
-                f"{int(IN_PLACE_TIMEOUT.total_seconds())}s ({', '.join(late)}): the kubelet may "
+                f"{int(timeout.total_seconds())}s ({', '.join(late)}): the kubelet may "
                 "not restart all containers (RestartAllContainers, Kubernetes 1.35+)",
             )
         return Step(asked, in_place, waiting_for=missing)

@@ -9,11 +9,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.job.node_exclusion import RECORDED
 from webhook.core.objects import parse_time
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.failures import counts_restarts
 from webhook.sweeper.decide.lifecycle.in_place import InPlace, last_attempt, start_in_place
+from webhook.sweeper.decide.nodes import (
+    excluded_of,
+    exclusion_said,
+    kueue_replaces_nodes,
+    with_excluded,
+)
 from webhook.sweeper.decide.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
 from webhook.sweeper.decide.records import positive_count
 from webhook.sweeper.job.pods import PodView, created_before
@@ -47,6 +54,10 @@ class RestartPlan:
     # The short uids of the pods created in `since`'s own second before the restart: they are older
     # than it, the pods its controllers create in that second after it are not.
     same_second: frozenset[str] = frozenset()
+    # The nodes the job's restarts keep its pods off (exclude-node), oldest first; in place, the
+    # pods on them are the ones recreated.
+    excluded: tuple[str, ...] = ()
+    dropped: str = ""  # the node no longer excluded to keep the bound, set with `new`
 
     def older(self, pod: PodView) -> bool:
         """Whether `pod` was created before this restart."""
@@ -69,6 +80,8 @@ class RestartPlan:
             value["pod"] = self.pod
         if self.in_place is not None:
             value.update(self.in_place.recorded())
+        if self.excluded:
+            value[RECORDED] = list(self.excluded)
         return value
 
 
@@ -125,6 +138,9 @@ def plan_restart(
         return None, verdict
     if cause.disruption is not None:
         disruptions = {**disruptions, cause.disruption: disruptions.get(cause.disruption, 0) + 1}
+    excluded, dropped = excluded_of(recorded), ""
+    if cause.node is not None and not kueue_replaces_nodes(state):
+        excluded, dropped = with_excluded(excluded, cause.node)
     in_place_now, fallback = (
         start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
     )
@@ -147,6 +163,8 @@ def plan_restart(
         fallback,
         since if whole_job else state.attempt_began,
         same_second,
+        excluded,
+        dropped,
     )
     return plan, None
 
@@ -186,6 +204,7 @@ def _current_plan(
         in_place,
         attempt_began=state.attempt_began,
         same_second=same_second,
+        excluded=excluded_of(recorded),
     )
 
 
@@ -217,9 +236,16 @@ def recorded_same_second(recorded: dict[str, Any]) -> frozenset[str]:
 def restart_pods(state: JobState, plan: RestartPlan) -> list[PodView]:
     """The pods a restart still has to delete: every pod of the job's StatefulSets and Jobs
     (of its one role, for restart-role) created before it, not already going or finished. A
-    restart in place deletes none."""
+    restart in place deletes only the pods on the nodes it excludes."""
     if plan.in_place is not None:
-        return []
+        return [
+            pod
+            for pod in state.pods
+            if pod.node in plan.excluded
+            and pod.owner_kind == "StatefulSet"
+            and not pod.terminating
+            and plan.older(pod)
+        ]
     return [
         pod
         for pod in state.pods
@@ -266,7 +292,9 @@ def restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods:
         what = f"restarting all {pods} pod(s) of the job together"
     rule = f"; {cause.rule.name}" if cause.rule is not None else ""
     instead = f"; not in place: {plan.fallback}" if plan.fallback else ""
-    message = f"{what} ({counted}): {cause.message}{rule}{instead}"
+    in_place = plan.in_place is not None
+    excluded = exclusion_said(state, cause.node, in_place, plan.excluded, plan.dropped)
+    message = f"{what} ({counted}): {cause.message}{rule}{instead}{excluded}"
     kind = "Warning" if cause.counted else "Normal"
     return event_on(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
 
