@@ -475,11 +475,13 @@ def _intruder(
     name = metadata.get("name") or ""
     workloads = ", ".join(f"{kind} {workload}" for kind, workload in sorted(members))
     because = f": {why}" if why else ""
+    labelled = labels_of(pod).get(contract.JOB) == job
+    claims = f"is labelled {contract.JOB}={job}" if labelled else f"names job {job}"
     return Problem(
         "Pod",
         name,
         metadata.get("uid") or "",
-        f"pod {name} is labelled {contract.JOB}={job} but is not a pod of the job's workloads "
+        f"pod {name} {claims} but is not a pod of the job's workloads "
         f"({workloads}){because}; the sweeper ignores it",
     )
 
