@@ -124,12 +124,13 @@ def test_the_sweeper_benchmark_measures_what_it_says_on_small_jobs():
 def test_the_pod_event_benchmark_reconciles_as_the_sweeper_would():
     from bench.pod_events import event_costs, events_table
 
-    ignored, trickle, ready, burst = event_costs(pods=40, trickled=3, burst=10)
+    ignored, trickle, ready, burst, restarted = event_costs(pods=40, trickled=3, burst=10)
     assert (ignored.reconciles, trickle.reconciles, ready.reconciles, burst.reconciles) == (
         0,
         3,
         3,
         1,
     )
+    assert (restarted.pattern, restarted.reconciles) == ("ready after restarts", 3)
     assert (ignored.events, trickle.events, ready.events, burst.events) == (3, 3, 3, 10)
     assert events_table([burst]).splitlines()[2].split("|")[1:3] == [" burst      ", " 40   "]
