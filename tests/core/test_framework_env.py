@@ -314,3 +314,89 @@ def test_a_paddle_parameter_server_job_without_workers_yet_still_gets_its_env() 
     assert pods["only-ps-1"]["PADDLE_MASTER"] == "only-ps-0.ps-first.default.svc:36543"
     assert pods["only-ps-1"]["PADDLE_TRAINERS_NUM"] == "0"
     assert pods["only-ps-1"]["PADDLE_TRAINER_ENDPOINTS"] == ""
+
+
+# JAX on TPU. The values are those of the sources a TPU script is written against:
+# - GKE's TPU webhook (the GKE docs, "TPU_WORKER_ID: a unique integer for each Pod ... from zero
+#   to the number of Pods minus one; TPU_WORKER_HOSTNAMES: a comma-separated list of TPU VM
+#   hostnames ... ordered and zero indexed by the TPU_WORKER_ID"), as
+#   GoogleCloudPlatform/ai-on-gke ray-on-gke/tpu/kuberay-tpu-webhook/main.go writes them per
+#   slice: the slice's own hosts `<pod hostname>.<headless Service>`, the worker's index within
+#   its slice, and TPU_NAME naming the slice (`<group>-<slice index>`);
+# - kubernetes-sigs/jobset#787: MEGASCALE_NUM_SLICES from jobset.sigs.k8s.io/global-replicas,
+#   MEGASCALE_SLICE_ID from jobset.sigs.k8s.io/job-global-index, MEGASCALE_COORDINATOR_ADDRESS
+#   from jobset.sigs.k8s.io/coordinator, `<pod hostname>.<headless Service>` of the first pod of
+#   the first slice, no port (pkg/controllers/jobset_controller.go, CoordinatorEndpoint).
+
+
+def tpu_job(replicas: int, slices: str) -> dict[str, dict[str, str]]:
+    return env(
+        statefulset(
+            "v6e", "jax", replicas=replicas, annotations={"trainhook.io/tpu-slices": slices}
+        )
+    )
+
+
+def test_a_jax_worker_of_the_second_of_two_tpu_slices_gets_its_slice_and_the_megascale_env() -> (
+    None
+):
+    pods = tpu_job(4, "2")
+    assert framework_vars(pods["v6e-3"]) == {
+        "COORDINATOR_ADDRESS": "v6e-0.v6e.default.svc",
+        "COORDINATOR_PORT": "6666",
+        "NUM_PROCESSES": "4",
+        "PROCESS_ID": "3",
+        "JAX_COORDINATOR_ADDRESS": "v6e-0.v6e.default.svc:6666",
+        "JAX_NUM_PROCESSES": "4",
+        "JAX_PROCESS_ID": "3",
+        "TPU_WORKER_ID": "1",
+        "TPU_WORKER_HOSTNAMES": "v6e-2.v6e.default.svc,v6e-3.v6e.default.svc",
+        "TPU_NAME": "v6e-slice-1",
+        "MEGASCALE_NUM_SLICES": "2",
+        "MEGASCALE_SLICE_ID": "1",
+        "MEGASCALE_COORDINATOR_ADDRESS": "v6e-0.v6e.default.svc",
+    }
+    first = framework_vars(pods["v6e-1"])
+    assert (first["TPU_WORKER_ID"], first["TPU_NAME"], first["MEGASCALE_SLICE_ID"]) == (
+        "1",
+        "v6e-slice-0",
+        "0",
+    )
+    assert first["TPU_WORKER_HOSTNAMES"] == "v6e-0.v6e.default.svc,v6e-1.v6e.default.svc"
+
+
+def test_a_jax_job_on_one_tpu_slice_gets_the_tpu_env_and_no_megascale_env() -> None:
+    pods = tpu_job(2, "1")
+    tpu = {k: v for k, v in pods["v6e-1"].items() if k.startswith(("TPU_", "MEGASCALE_"))}
+    assert tpu == {
+        "TPU_WORKER_ID": "1",
+        "TPU_WORKER_HOSTNAMES": "v6e-0.v6e.default.svc,v6e-1.v6e.default.svc",
+        "TPU_NAME": "v6e-slice-0",
+    }
+
+
+def test_a_jax_job_without_tpu_slices_gets_no_tpu_env() -> None:
+    assert not [
+        k
+        for k in env(statefulset("jx", "jax", replicas=2))["jx-1"]
+        if k.startswith(("TPU_", "MEGASCALE_"))
+    ]
+
+
+def test_tpu_slices_that_do_not_divide_the_workers_are_refused_in_one_line() -> None:
+    with pytest.raises(RenderError) as caught:
+        render(
+            [statefulset("v6e", "jax", replicas=4, annotations={"trainhook.io/tpu-slices": "3"})]
+        )
+    assert str(caught.value) == (
+        "trainhook.io/tpu-slices: invalid value '3': job v6e has 4 workers, which 3 slices "
+        "cannot share equally: a slice is a whole number of TPU hosts, one worker each"
+    )
+
+
+def test_tpu_slices_on_a_job_other_than_jax_are_refused() -> None:
+    with pytest.raises(RenderError) as caught:
+        render([statefulset("pt", "pytorch", annotations={"trainhook.io/tpu-slices": "1"})])
+    assert str(caught.value) == (
+        "trainhook.io/tpu-slices: invalid value '1': read by jax jobs only, not pytorch"
+    )

@@ -53,6 +53,9 @@ ROLES: Final = "trainhook.io/roles"
 # job's SSH keys are mounted for a training container that does not run as root.
 MPI_IMPLEMENTATION: Final = "trainhook.io/mpi-implementation"
 SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
+# JAX on TPU: the job's workers are this many TPU slices of equal size, in index order; each pod
+# gets the TPU_* variables of its slice and, with several slices, the MEGASCALE_* ones; job-wide.
+TPU_SLICES: Final = "trainhook.io/tpu-slices"
 # The variables and files of the scheduler or operator a job comes from (volcano,
 # paddle-operator), job-wide.
 COMPAT: Final = "trainhook.io/compat"
@@ -138,6 +141,7 @@ POD_SETTINGS: Final = (
     ROLES,
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
+    TPU_SLICES,
     COMPAT,
     REPORT_PROGRESS,
     FABRIC,

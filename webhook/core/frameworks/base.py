@@ -30,6 +30,7 @@ class Placement:
     mpi_implementation: str = "OpenMPI"  # the MPI that reads the hostfile, as its format
     ssh_auth_mount_path: str | None = None  # where the training container's user finds ~/.ssh
     training: int | None = None  # the training container's position in spec.containers
+    tpu_slices: int | None = None  # the TPU slices the job's workers make (trainhook.io/tpu-slices)
 
     # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
     def __init__(
@@ -48,6 +49,7 @@ class Placement:
         mpi_implementation: str = "OpenMPI",
         ssh_auth_mount_path: str | None = None,
         training: int | None = None,
+        tpu_slices: int | None = None,
     ) -> None:
         object.__setattr__(self, "topology", topology)
         object.__setattr__(self, "role", role)
@@ -63,6 +65,7 @@ class Placement:
         object.__setattr__(self, "mpi_implementation", mpi_implementation)
         object.__setattr__(self, "ssh_auth_mount_path", ssh_auth_mount_path)
         object.__setattr__(self, "training", training)
+        object.__setattr__(self, "tpu_slices", tpu_slices)
 
     @property
     def rank(self) -> int:
@@ -161,6 +164,7 @@ class Framework:
     pod_extras: PodExtras | None = None
     elastic: bool = False  # takes trainhook.io/elastic (a rendezvous that admits min:max nodes)
     ssh_keys: bool = False  # its pods reach each other over ssh with the job's key Secret
+    tpu: bool = False  # takes trainhook.io/tpu-slices (its workers are TPU hosts)
     # Refuses a workload's pod template its pods could not run with, from the template,
     # trainhook.io/ssh-auth-mount-path and the position of its training container; at the
     # workload's admission, before any pod is refused.

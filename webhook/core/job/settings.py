@@ -99,6 +99,9 @@ class JobSettings:
     compat: str | None = _job_wide(
         contract.COMPAT, EVERY_ROLE, "every pod reads the same variables and files"
     )
+    tpu_slices: int | None = _job_wide(
+        contract.TPU_SLICES, EVERY_ROLE, "every worker counts its slice among the same slices"
+    )
     # Every role of the job, in the framework's order: its pods wait until each has a workload.
     roles: tuple[str, ...] | None = _job_wide(
         contract.ROLES, EVERY_ROLE, "every pod waits for the same roles"
@@ -259,6 +262,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
         ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
         compat=_compat(get(contract.COMPAT), framework),
+        tpu_slices=_tpu_slices(get(contract.TPU_SLICES), framework),
         roles=_roles(get(contract.ROLES), framework),
         fabric=_fabric(get(contract.FABRIC), framework, get(contract.GPU_RESOURCE)),
     )
@@ -442,6 +446,15 @@ def _ssh_auth_mount_path(value: str | None, framework: Framework) -> str | None:
             "user, e.g. /home/mpiuser/.ssh",
         )
     return value.rstrip("/")
+
+
+def _tpu_slices(value: str | None, framework: Framework) -> int | None:
+    number = _integer(contract.TPU_SLICES, value, 1, None, "a whole number of slices >= 1")
+    if number is not None and not framework.tpu:
+        raise InvalidSetting(
+            contract.TPU_SLICES, value, f"read by jax jobs only, not {framework.name}"
+        )
+    return number
 
 
 def _compat(value: str | None, framework: Framework) -> str | None:

@@ -230,6 +230,7 @@ def place_pod(reading: PodReading, identity: PodIdentity, pod: Mapping[str, Any]
         mpi_implementation=settings.mpi_implementation,
         ssh_auth_mount_path=settings.ssh_auth_mount_path,
         training=reading.training,
+        tpu_slices=settings.tpu_slices,
     )
     compat = COMPATS[settings.compat] if settings.compat is not None else None
     env = common_env(placement) | framework.env(placement)
