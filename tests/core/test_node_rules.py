@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.core.test_failure_rules import refusal
@@ -76,3 +78,20 @@ def test_a_bad_node_rule_is_refused_in_one_line_naming_the_value_and_what_is_all
     refused = refusal({"trainhook.io/failure-policy": policy})
     assert "\n" not in refused
     assert refused.startswith(message) or message in refused
+
+
+def test_the_gpu_cluster_rule_set_of_the_guide_is_admitted_as_written() -> None:
+    import yaml
+
+    from tests.support.builders import statefulset
+    from webhook.core.mutation.admit import Request, admit
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "sweeper.md").read_text()
+    section = guide.split("### A rule set for a GPU cluster", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    annotations = yaml.safe_load(block)["metadata"]["annotations"]
+    rules = parse_rules(annotations["trainhook.io/failure-policy"])
+    assert [rule.exclude_node for rule in rules][:5] == [False, True, True, True, True]
+    for framework in ("pytorch", "tensorflow", "jax"):
+        workload = statefulset("train", framework, role="worker", annotations=annotations)
+        assert admit(Request("StatefulSet", "CREATE", workload, "default")) is not None

@@ -175,6 +175,7 @@ def test_a_report_lands_on_the_job_as_a_compact_annotation(
         "metrics": {"loss": "0.2347"},
         "checkpoint": {"step": 400, "time": "2026-01-23T10:30:00Z"},
         "updated": "2026-01-23T10:30:45Z",
+        "stepSince": "2026-01-23T10:30:45Z",
     }
 
 

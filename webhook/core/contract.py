@@ -42,6 +42,9 @@ FAILURE_POLICY: Final = "trainhook.io/failure-policy"
 TTL_SECONDS_AFTER_FINISHED: Final = "trainhook.io/ttl-seconds-after-finished"
 ACTIVE_DEADLINE_SECONDS: Final = "trainhook.io/active-deadline-seconds"
 SUSPEND: Final = "trainhook.io/suspend"
+# How long the job may go without reporting a new step while every pod runs before it is stalled
+# (a failure `stalled`, routed by the failure rules).
+STALL_TIMEOUT: Final = "trainhook.io/stall-timeout"
 # Keep the job's pods within one domain of a node label (a rack, a block): job-wide.
 PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred

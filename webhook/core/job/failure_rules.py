@@ -76,7 +76,7 @@ GRAMMAR: Final = (
     "spaces: exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
     "condition=DisruptionTarget[:Reason] disrupted=preemption|drain|node-loss|kubelet|any "
     'message~"NCCL*timeout|Watchdog" role=worker node-condition=GpuHealthy:False '
-    "node-taint=nvidia.com/gpu-unhealthy; ACTION one of " + ", ".join(ACTIONS)
+    "node-taint=nvidia.com/gpu-unhealthy stalled; ACTION one of " + ", ".join(ACTIONS)
 )
 
 
@@ -93,6 +93,8 @@ class Failure:
     # The node the pod runs on: (type, status) of its conditions, and the keys of its taints.
     node_conditions: tuple[tuple[str, str], ...] = ()
     node_taints: frozenset[str] = frozenset()
+    # The job reported no new step for trainhook.io/stall-timeout while every pod ran.
+    stalled: bool = False
 
     def disruption(self) -> str | None:
         """preemption, drain, node-loss or kubelet when the pod was stopped from outside."""
@@ -122,6 +124,7 @@ class Match:
     roles: frozenset[str] = frozenset()
     node_conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
     node_taints: frozenset[str] = frozenset()
+    stalled: bool = False
 
     @property
     def on_node(self) -> bool:
@@ -129,6 +132,8 @@ class Match:
         return bool(self.node_conditions or self.node_taints)
 
     def matches(self, failure: Failure) -> bool:
+        if self.stalled and not failure.stalled:
+            return False
         if self.exit_codes and not (
             failure.exit_code is not None
             and any(low <= failure.exit_code <= high for low, high in self.exit_codes)
@@ -264,6 +269,13 @@ def _rule(number: int, line: str, preset: str = "", verdict_reason: str = "Failu
         budget = number_value
     terms = _terms(number, line, match_text.strip())
     match = _match(number, line, terms)
+    if match.stalled and (action in PARTIAL or len(terms) > 1):
+        raise _refuse(
+            number,
+            line,
+            f"{STALLED} is the whole job's, a term alone: its action one of "
+            f"{', '.join(a for a in ACTIONS if a not in PARTIAL)}",
+        )
     text = f"{match_text.strip()} -> {' '.join(action_words)}"
     return Rule(number, text, match, action, budget, preset, verdict_reason, exclude_node)
 
@@ -284,6 +296,9 @@ def _terms(number: int, line: str, text: str) -> list[tuple[str, str, str]]:
         while at < len(text) and not text[at].isspace() and text[at] not in "=~":
             at += 1
         key = text[start:at]
+        if key == STALLED and (at >= len(text) or text[at].isspace()):
+            terms.append((key, "", ""))
+            continue
         if at >= len(text) or text[at] not in "=~":
             raise _refuse(number, line, f"term {key!r} has no value: KEY=VALUE, or message~PATTERN")
         operator = text[at]
@@ -314,7 +329,9 @@ KEYS: Final = (
     "role",
     "node-condition",
     "node-taint",
+    "stalled",
 )
+STALLED: Final = "stalled"  # a term of its own, without a value
 
 
 def _match(number: int, line: str, terms: Iterable[tuple[str, str, str]]) -> Match:
@@ -324,6 +341,9 @@ def _match(number: int, line: str, terms: Iterable[tuple[str, str, str]]) -> Mat
             raise _refuse(number, line, f"unknown term {key!r}: one of {', '.join(KEYS)}")
         if key in found:
             raise _refuse(number, line, f"{key} given twice (list values with commas)")
+        if key == STALLED:
+            found[key] = True
+            continue
         if (key == "message") != (operator == "~"):
             wanted = "message~PATTERN" if key == "message" else f"{key}=VALUE"
             raise _refuse(number, line, f"write {wanted}")
@@ -341,6 +361,7 @@ _FIELDS: Final = {
     "role": "roles",
     "node-condition": "node_conditions",
     "node-taint": "node_taints",
+    "stalled": "stalled",
 }
 
 

@@ -278,7 +278,18 @@ def summary(
     if restart is not None:
         out["restart"] = restart
     out["updated"] = report.updated or now
+    if isinstance(out.get("step"), int):
+        out["stepSince"] = _step_since(out["step"], previous or {}) or out["updated"]
     return out
+
+
+def _step_since(step: object, previous: Mapping[str, Any]) -> str | None:
+    """When the step reported now was first reported (trainhook.io/stall-timeout counts from
+    it): kept while the reports repeat the step, None when the step is new."""
+    since = previous.get("stepSince")
+    if isinstance(step, int) and previous.get("step") == step and isinstance(since, str):
+        return since
+    return None
 
 
 def _restart(step: object, previous: Mapping[str, Any], now: str) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from webhook.core.errors import InvalidSetting
 from webhook.core.fabrics import registry as fabrics
 from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
+from webhook.core.job.durations import stall_timeout
 from webhook.core.job.failure_rules import (
     PARTIAL,
     RESTART_POLICIES,
@@ -87,6 +88,7 @@ class JobSettings:
     # A deadline or a suspension is often added to one workload of a running job.
     active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
     suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
+    stall_timeout: int | None = _job_wide(contract.STALL_TIMEOUT, ROLES_THAT_SET_IT)  # seconds
     # A role without it runs Open MPI, as one that says so.
     mpi_implementation: str = field(
         default=DEFAULT_MPI_IMPLEMENTATION,
@@ -253,6 +255,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             "a whole number of seconds >= 1",
         ),
         suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+        stall_timeout=stall_timeout(get(contract.STALL_TIMEOUT)),
         placement_topology=_label_key(
             contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)
         ),

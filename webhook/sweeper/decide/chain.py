@@ -59,6 +59,7 @@ from webhook.sweeper.decide.records import (
     state_event,
     status_json,
 )
+from webhook.sweeper.decide.stalls import stall_timer
 from webhook.sweeper.decide.topology import topology_actions
 from webhook.sweeper.job.state import JobState
 
@@ -204,6 +205,7 @@ def _running(
     actions = merge_records(state, actions, events, records_to_write(state, counts, status))
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
     in_place_deadline = None
+    stall = stall_timer(state)
     if in_place_step is not None:
         actions += in_place_step.actions
         if not in_place_step.in_place.released:
@@ -215,6 +217,7 @@ def _running(
             counts.pending,
             deadline_at(state, start),
             in_place_deadline,
+            stall.at if stall is not None else None,
             owned_recheck(state, now, actions),
         )
         if moment is not None and moment > now

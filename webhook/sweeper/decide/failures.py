@@ -21,6 +21,7 @@ from webhook.core.job.failure_rules import (
     failure_policy,
 )
 from webhook.sweeper.decide.nodes import node_facts, sick_nodes
+from webhook.sweeper.decide.stalls import STALLED, stalled
 from webhook.sweeper.job.pods import PodView, Run, created_before
 from webhook.sweeper.job.state import JobState
 
@@ -198,6 +199,12 @@ def fired_rules(
 
     for sick in sick_nodes(state, users.rules, passed):
         yield Fired(sick.pod, sick.rule, sick.key, sick.reason, sick.message)
+    stall = stalled(state, now)
+    first = next((p for p in state.pods if p.owner_kind in ("StatefulSet", "Job")), None)
+    if stall is not None and first is not None:
+        rule = policy.first(Failure(stalled=True))
+        if rule is not None:
+            yield Fired(first, rule, stall.key, STALLED, stall.message())
 
 
 def _failed_runs(pod: PodView) -> tuple[Run, ...]:

@@ -76,6 +76,7 @@ class Training:
     waiting_message: str = ""
     init_failures: int = 0  # failed runs of init containers (sidecars left out)
     init_failed: Run | None = None  # the latest failed run of an init container
+    started: datetime | None = None  # when its current run started, while it runs
 
     @property
     def exit_code(self) -> int | None:
@@ -415,6 +416,7 @@ def _training(pod: Mapping[str, Any], framework: Framework | None) -> Training |
         waiting_message=_reading(waiting.get("message") or ""),
         init_failures=init_failures,
         init_failed=init_failed,
+        started=parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt")),
     )
 
 
