@@ -472,7 +472,7 @@ def test_render_refuses_a_profiles_file_it_cannot_use_in_one_line(
          "digits and '-', at most 63 characters)"),
         ("p:\n  ncclNet: IB\n  resource: {a.io/b: 1}\n", "f: profile p: unknown field "
          "'resource'; the fields are ncclNet, env, resources, resourceClaims, capabilities, "
-         "annotations, hostPaths, sidecars"),
+         "annotations, hostPaths, sidecars, preflightMinBusBW"),
         ("p:\n  ncclNet: IB\n  env: {NCCL_NET: Socket}\n",
          "f: profile p: env: NCCL_NET is the profile's ncclNet; set it there"),
         ("p:\n  ncclNet: IB\n  env: {NCCL_IB_GID_INDEX: 3}\n",

@@ -68,6 +68,12 @@ REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 # The fabric profile (aws-efa, infiniband, gke-tcpxo or the cluster's own) the job's pods get the
 # devices, env, sidecars and host mounts of, job-wide (core/fabrics).
 FABRIC: Final = "trainhook.io/fabric"
+# A gang-wide all-reduce before the job's first step (`nccl`), job-wide: an init container in
+# every pod (core/fabrics/preflight.py); the bus bandwidth in GB/s below which a rank fails it; and
+# "true" to run it on every attempt of the job, not only its first.
+PREFLIGHT: Final = "trainhook.io/preflight"
+PREFLIGHT_MIN_BUSBW: Final = "trainhook.io/preflight-min-busbw"
+PREFLIGHT_EVERY_ATTEMPT: Final = "trainhook.io/preflight-every-attempt"
 
 # Annotations the webhook writes.
 # The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
@@ -148,6 +154,9 @@ POD_SETTINGS: Final = (
     COMPAT,
     REPORT_PROGRESS,
     FABRIC,
+    PREFLIGHT,
+    PREFLIGHT_MIN_BUSBW,
+    PREFLIGHT_EVERY_ATTEMPT,
 )
 
 # The labels among the keys above; every other key is an annotation, except these, both.

@@ -15,6 +15,7 @@ line naming the profile, the field and what is allowed. Every field but `ncclNet
       - {name: fabric-libs, path: /opt/fabric/lib, mountPath: /opt/fabric/lib, readOnly: true}
     sidecars:                         # containers run beside training (native sidecars)
       - {name: fabric-daemon, image: registry.example.com/daemon:1.0}
+    preflightMinBusBW: 40             # GB/s: the preflight's threshold for the profile's jobs
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class ProfileData(TypedDict):
     annotations: NotRequired[dict[str, str]]
     hostPaths: NotRequired[list[HostPathData]]
     sidecars: NotRequired[list[dict[str, Any]]]
+    preflightMinBusBW: NotRequired[int | float]
 
 
 FIELDS = (
@@ -87,6 +89,7 @@ FIELDS = (
     "annotations",
     "hostPaths",
     "sidecars",
+    "preflightMinBusBW",
 )  # those of ProfileData, in its order
 
 
@@ -114,6 +117,8 @@ class Profile:
     annotations: tuple[tuple[str, str], ...]
     host_paths: tuple[HostPath, ...]
     sidecars: tuple[Mapping[str, Any], ...]  # container specs; copied before each use
+    # GB/s: the trainhook.io/preflight threshold of its jobs that set none of their own.
+    preflight_min_busbw: float | None = None
 
     @property
     def nccl_net(self) -> str:
@@ -176,7 +181,22 @@ def parse_profile(name: str, fields: object, where: str) -> Profile:
         ),
         host_paths=host_paths,
         sidecars=_sidecars(fields, where, {h.name for h in host_paths}),
+        preflight_min_busbw=_busbw(fields.get("preflightMinBusBW"), where),
     )
+
+
+MAX_BUSBW = 100_000  # GB/s: far above any fabric
+
+
+def _busbw(value: object, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_BUSBW:
+        raise ProfileError(
+            f"{where}: preflightMinBusBW: {shown(value)} is not a bus bandwidth in GB/s above 0 "
+            f"and at most {MAX_BUSBW}, such as 40 or 12.5"
+        )
+    return float(value)
 
 
 def _pairs(fields: Mapping[str, Any], key: str, where: str) -> list[tuple[str, Any]]:

@@ -18,6 +18,7 @@ from typing import Final
 
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting
+from webhook.core.fabrics.preflight import VERDICTS as PREFLIGHT_VERDICTS
 from webhook.core.limits import whole_number
 
 # Actions.
@@ -63,6 +64,8 @@ DISRUPTIONS: Final = {
     ),
 }
 DISRUPTED_ANY: Final = "any"
+# What a failed run of the job's preflight found (webhook.core.fabrics.preflight): `any` is both.
+PREFLIGHT_ANY: Final = "any"
 
 MAX_POLICY_CHARS: Final = 4096
 MAX_RULES: Final = 32
@@ -76,7 +79,8 @@ GRAMMAR: Final = (
     "spaces: exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
     "condition=DisruptionTarget[:Reason] disrupted=preemption|drain|node-loss|kubelet|any "
     'message~"NCCL*timeout|Watchdog" role=worker node-condition=GpuHealthy:False '
-    "node-taint=nvidia.com/gpu-unhealthy stalled; ACTION one of " + ", ".join(ACTIONS)
+    "node-taint=nvidia.com/gpu-unhealthy stalled preflight=slow|error|any; ACTION one of "
+    + ", ".join(ACTIONS)
 )
 
 
@@ -95,6 +99,7 @@ class Failure:
     node_taints: frozenset[str] = frozenset()
     # The job reported no new step for trainhook.io/stall-timeout while every pod ran.
     stalled: bool = False
+    preflight: str = ""  # what the run of trainhook.io/preflight found: slow or error
 
     def disruption(self) -> str | None:
         """preemption, drain, node-loss or kubelet when the pod was stopped from outside."""
@@ -125,6 +130,7 @@ class Match:
     node_conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
     node_taints: frozenset[str] = frozenset()
     stalled: bool = False
+    preflight: frozenset[str] = frozenset()  # slow, error
 
     @property
     def on_node(self) -> bool:
@@ -133,6 +139,8 @@ class Match:
 
     def matches(self, failure: Failure) -> bool:
         if self.stalled and not failure.stalled:
+            return False
+        if self.preflight and failure.preflight not in self.preflight:
             return False
         if self.exit_codes and not (
             failure.exit_code is not None
@@ -330,6 +338,7 @@ KEYS: Final = (
     "node-condition",
     "node-taint",
     "stalled",
+    "preflight",
 )
 STALLED: Final = "stalled"  # a term of its own, without a value
 
@@ -362,6 +371,7 @@ _FIELDS: Final = {
     "node-condition": "node_conditions",
     "node-taint": "node_taints",
     "stalled": "stalled",
+    "preflight": "preflight",
 }
 
 
@@ -382,6 +392,12 @@ def _value(number: int, line: str, key: str, value: str) -> object:
             raise _refuse(number, line, f"disrupted={unknown[0]}: one of {', '.join(allowed)}")
     if key == "node-condition":
         return _node_conditions(number, line, items)
+    if key == "preflight":
+        allowed = (*PREFLIGHT_VERDICTS, PREFLIGHT_ANY)
+        unknown = [item for item in items if item not in allowed]
+        if unknown:
+            raise _refuse(number, line, f"preflight={unknown[0]}: one of {', '.join(allowed)}")
+        return frozenset(PREFLIGHT_VERDICTS if PREFLIGHT_ANY in items else items)
     if key == "condition":
         return tuple(
             (kind, reason or "*") for kind, _, reason in (item.partition(":") for item in items)

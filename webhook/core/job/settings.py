@@ -11,6 +11,7 @@ from webhook.core import contract
 from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting
 from webhook.core.fabrics import registry as fabrics
+from webhook.core.fabrics.preflight import read_every_attempt, read_min_busbw, read_preflight
 from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
 from webhook.core.job.durations import stall_timeout
@@ -112,6 +113,18 @@ class JobSettings:
     fabric: str | None = _job_wide(
         contract.FABRIC, EVERY_ROLE, "every pod reaches its peers over the same fabric"
     )
+    # A gang-wide all-reduce before the first step (webhook.core.fabrics.preflight): every rank
+    # takes part, against one threshold (GB/s; the fabric profile's when unset), on the same
+    # attempts.
+    preflight: str | None = _job_wide(
+        contract.PREFLIGHT, EVERY_ROLE, "every rank joins the same preflight"
+    )
+    preflight_min_busbw: float | None = _job_wide(
+        contract.PREFLIGHT_MIN_BUSBW, EVERY_ROLE, "every rank is held to the same threshold"
+    )
+    preflight_every_attempt: bool | None = _job_wide(
+        contract.PREFLIGHT_EVERY_ATTEMPT, EVERY_ROLE, "every rank runs it on the same attempts"
+    )
 
 
 JOB_SETTINGS: tuple[Field[Any], ...] = fields(JobSettings)
@@ -200,6 +213,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             get(contract.ELASTIC),
             f"elastic training is not available for {framework.name} jobs",
         )
+    preflight = read_preflight(get(contract.PREFLIGHT), framework.name, elastic is not None)
     settings = Settings(
         port=_integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
         gpus=_integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
@@ -268,6 +282,11 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         tpu_slices=_tpu_slices(get(contract.TPU_SLICES), framework),
         roles=_roles(get(contract.ROLES), framework),
         fabric=_fabric(get(contract.FABRIC), framework, get(contract.GPU_RESOURCE)),
+        preflight=preflight,
+        preflight_min_busbw=read_min_busbw(get(contract.PREFLIGHT_MIN_BUSBW), preflight),
+        preflight_every_attempt=read_every_attempt(
+            get(contract.PREFLIGHT_EVERY_ATTEMPT), preflight
+        ),
     )
     _check_placement(settings, get)
     _check_kai_topology(settings, get)

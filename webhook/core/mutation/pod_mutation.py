@@ -12,6 +12,8 @@ from webhook.core.compat import COMPATS, job_lists
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.fabrics.apply import apply_fabric, fabric_env
+from webhook.core.fabrics.preflight import add_preflight, later_attempt, wants_attempts
+from webhook.core.fabrics.registry import profile_for
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
 from webhook.core.job.colocation import colocate_pod
@@ -66,10 +68,13 @@ class PodMutation:
 
 def owner_to_resolve(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     """The StatefulSet or Job to read when a labelled pod carries no topology stamp, or when its
-    job's restarts may exclude nodes (recorded on the workload, see core/job/node_exclusion.py)."""
+    job's restarts may exclude nodes (recorded on the workload, see core/job/node_exclusion.py)
+    or decide whether it runs the preflight (core/fabrics/preflight.py)."""
     if contract.FRAMEWORK not in labels_of(pod):
         return None
-    if contract.TOPOLOGY in annotations_of(pod) and not wants_owner(pod):
+    if contract.TOPOLOGY in annotations_of(pod) and not (
+        wants_owner(pod) or wants_attempts(annotations_of(pod))
+    ):
         return None
     identity = identify(pod)
     if identity.owner_kind == "Pod" or not identity.owner_name:
@@ -144,6 +149,8 @@ def mutate_pod(
         own_written(draft.root, warnings)
     write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
     exclude_nodes(draft, pod, excluded_by(owner))
+    if reading.settings.preflight is not None:
+        _add_preflight(draft, reading, owner)
     check_annotation_size(annotations_of(draft.root))
     return PodMutation(
         draft.root, warnings, place.placement, place.env, place.files, reading.settings, reading
@@ -288,6 +295,18 @@ def write_shared(
     if place.files is not None or reading.framework.ssh_keys:
         # Lifted once the sweeper has proven the ConfigMap or Secret the pod mounts its own.
         add_gate(draft, pod, contract.WAITING_FOR_OWNED_OBJECTS)
+
+
+def _add_preflight(draft: Draft, reading: PodReading, owner: Mapping[str, Any] | None) -> None:
+    """The job's preflight, last of the pod's init containers; none once the job restarted,
+    unless it runs on every attempt."""
+    settings = reading.settings
+    if later_attempt(owner) and not settings.preflight_every_attempt:
+        return
+    floor = settings.preflight_min_busbw
+    if floor is None and settings.fabric is not None:
+        floor = profile_for(settings.fabric).preflight_min_busbw
+    add_preflight(draft, reading.training, floor, bool(settings.preflight_every_attempt))
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:

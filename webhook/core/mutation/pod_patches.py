@@ -183,8 +183,11 @@ def pod_patch(
         own_written=own_written if key is not None else None,
     )
     ops = diff(pod, mutation.pod)
-    # A pod that reports progress gets its endpoint's env and files first: mutated in full.
-    reports = mutation.reading is not None and mutation.reading.settings.report_progress
+    # A pod that reports progress gets its endpoint's env and files first, and a preflight
+    # container a copy of the pod's own env: mutated in full.
+    reports = mutation.reading is not None and (
+        mutation.reading.settings.report_progress or mutation.reading.settings.preflight
+    )
     if key is not None and mutation.reading is not None and not reports:
         kept = _keep(pod, mutation.reading, mutation.pod, ops, mutation.warnings, *own[0])
         if kept is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from webhook.core.fabrics.preflight import preflight_verdict
 from webhook.core.job.failure_rules import (
     PARTIAL,
     RESTART_IN_PLACE,
@@ -107,8 +108,18 @@ def _facts(pod: PodView, run: Run | None, **node: Any) -> Failure:
         message=run.message if run else "",
         pod_reason=pod.status_reason,
         conditions=pod.stop_conditions,
+        preflight=_preflight(pod, run),
         **node,
     )
+
+
+def _preflight(pod: PodView, run: Run | None) -> str:
+    """What a failed run of an init container says the job's preflight found: slow, error, or
+    "" (any other run, the training container's among them)."""
+    training = pod.training
+    if run is None or training is None or run is not training.init_failed:
+        return ""
+    return preflight_verdict(run.exit_code, run.message)
 
 
 def early_exit(state: JobState, pod: PodView, policy: FailurePolicy | None = None) -> Rule | None:
