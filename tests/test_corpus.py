@@ -44,6 +44,8 @@ class Case:
     framework: str | None = None  # trainhook migrate --framework
     roles: dict[str, str] = field(default_factory=dict)  # Volcano task -> Trainhook role
     files: Files = field(default_factory=dict)  # the files the operator gives each pod
+    # Pods Trainhook runs beyond the operator's (a launcher the operator ran as a node too).
+    extra_pods: int = 0
 
 
 # (task or role, index) -> path -> what a script reading the file gets
@@ -119,6 +121,36 @@ def trainer(job: str, nodes: int, plugin: str, nproc: str = "1") -> Case:
             }
         pods[("node", index)] = env
     return Case(job, pods, roles={"node": "worker"})
+
+
+def trainer_mpi(job: str, nodes: int, slots: int, ssh: str) -> Case:
+    """A Kubeflow Trainer TrainJob on an OpenMPI runtime with runLauncherAsNode, as its mpi
+    plugin (pkg/runtime/framework/plugins/mpi/mpi.go) gives its pods: the launcher's node
+    container the hostfile /etc/mpi/hostfile (the launcher, then `max(numNodes - 1, 1)` node
+    pods, `slots=<numProcPerNode>`) and four OMPI_MCA_ variables; every pod the job's SSH keys
+    (id_rsa, id_rsa.pub, authorized_keys) at the runtime's sshAuthMountPath. Trainhook runs the
+    launcher as one pod more."""
+    hosts = [f"{job}-launcher-0-0.{job}"] + [
+        f"{job}-node-0-{i}.{job}" for i in range(max(nodes - 1, 1))
+    ]
+    hostfile = "".join(f"{host} slots={slots}\n" for host in hosts)
+    keys = {f"{ssh}/{key}": f"<Secret {job}-ssh: {key}>" for key in TRAINER_SSH_KEYS}
+    pods: op.Pods = {
+        ("launcher", 0): {
+            "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+            "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+            "OMPI_MCA_orte_set_default_slots": str(slots),
+            "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+        }
+    }
+    files: Files = {("launcher", 0): {"/etc/mpi/hostfile": hostfile, **keys}}
+    for index in range(len(hosts) - 1):
+        pods[("node", index)] = {}
+        files[("node", index)] = dict(keys)
+    return Case(job, pods, roles={"node": "worker"}, files=files, extra_pods=1)
+
+
+TRAINER_SSH_KEYS = ("id_rsa", "id_rsa.pub", "authorized_keys")
 
 
 def jobset(job: str, replicated: dict[str, tuple[int, int]]) -> Case:
@@ -210,6 +242,9 @@ CASES: dict[str, Case] = {
         "ctr-volcano", {"pserver": 2, "trainer": 2}, set()
     ),
     "trainer/trainjob-torch-multi-node.yaml": trainer("multi-node-example", 3, "torch"),
+    "trainer/trainjob-deepspeed-mpi.yaml": trainer_mpi(
+        "deepspeed-example", 2, 1, "/home/mpiuser/.ssh"
+    ),
     "jobset/jobset-pytorch-mnist.yaml": jobset("pytorch", {"workers": (1, 4)}),
 }
 
@@ -351,7 +386,7 @@ def env_differences(name: str) -> dict[str, tuple[str | None, str]]:
     case = CASES[name]
     pods = {(p.role, p.index): kubelet_env(p) for p in rendered(name)}
     found: dict[str, tuple[str | None, str]] = {}
-    assert len(pods) == len(case.operator)
+    assert len(pods) == len(case.operator) + case.extra_pods
     for (where, index), theirs in case.operator.items():
         env = pods[(case.roles.get(where, where), index)]
         for var, value in theirs.items():
@@ -375,6 +410,8 @@ def test_each_pod_gets_its_operators_env_or_a_named_difference(name: str) -> Non
 FILE_DIFFERENCES: dict[tuple[str, str], str] = {
     # Volcano's ssh plugin on a job of one task, not an MPI launcher and its workers.
     ("volcano/job-mindspore-ssh-env-svc.yaml", "/root/.ssh/"): "SSH keys for mpi jobs only",
+    # Trainer's launcher ran ranks too (runLauncherAsNode); Trainhook's hostfile lists workers.
+    ("trainer/trainjob-deepspeed-mpi.yaml", "/etc/mpi/hostfile"): "the workers only",
 }
 
 
@@ -473,3 +510,19 @@ def test_every_field_the_migration_drops_is_a_note_naming_it(name: str) -> None:
         path, _, text = line.partition(": ")
         assert re.fullmatch(r"[\w.\[\]<>/-]+", path) and text, line
         assert "not a field trainhook migrate knows" not in text, line
+
+
+def test_a_trainer_launcher_that_ran_as_a_node_leaves_the_hostfile_as_many_hosts_and_slots() -> (
+    None
+):
+    name = "trainer/trainjob-deepspeed-mpi.yaml"
+    theirs = CASES[name].files[("launcher", 0)]["/etc/mpi/hostfile"]
+    (launcher,) = [p for p in rendered(name) if p.role == "launcher"]
+    ours = pod_files(launcher)["/etc/mpi/hostfile"]
+    assert ours == (
+        "deepspeed-example-node-0-0.deepspeed-example.default.svc slots=1\n"
+        "deepspeed-example-node-0-1.deepspeed-example.default.svc slots=1\n"
+    )
+    assert [line.split()[1] for line in ours.splitlines()] == [
+        line.split()[1] for line in theirs.splitlines()
+    ]

@@ -825,12 +825,6 @@ def test_a_trainjobs_initializer_steps_are_notes_and_a_missing_runtime_is_refuse
         "spec.runtimeRef: ClusterTrainingRuntime rt is not in the input: give its manifest with "
         "the TrainJob (kubectl get clustertrainingruntimes NAME -o yaml)"
     )
-    with pytest.raises(MigrationError) as error:
-        migrated_trainjob(trainjob(), runtime({"mpi": {"numProcPerNode": 1}}))
-    assert str(error.value) == (
-        "ClusterTrainingRuntime/rt.spec.mlPolicy.mpi: Trainer's MPI runtime (a launcher Job "
-        "beside the nodes) is not read yet"
-    )
 
 
 def jobset_source(*replicated: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -892,4 +886,141 @@ def test_a_jobsets_success_and_failure_policies_are_the_jobs_where_they_can_be()
     ) == (
         "spec.replicatedJobs[0].template.spec.parallelism: 2 of 4 completions: a training Job "
         "runs every pod at once"
+    )
+
+
+def mpi_runtime(**mpi: Any) -> dict[str, Any]:
+    """A runtime of Trainer's MPI shape (manifests/base/runtimes/deepspeed_distributed.yaml):
+    node pods serving SSH as mpiuser, a launcher step that is the trainer."""
+    user = {"securityContext": {"runAsUser": 1000}}
+    node = {"name": "node", "image": "ds:1", "command": ["/usr/sbin/sshd"], "args": ["-De"], **user}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "rt"},
+        "spec": {
+            "mlPolicy": {
+                "numNodes": 1,
+                "mpi": {
+                    "numProcPerNode": 1,
+                    "mpiImplementation": "OpenMPI",
+                    "sshAuthMountPath": "/home/mpiuser/.ssh",
+                    **mpi,
+                },
+            },
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "securityContext": {"fsGroup": 1000},
+                                            "containers": [node],
+                                        }
+                                    }
+                                }
+                            },
+                        },
+                        {
+                            "name": "launcher",
+                            "dependsOn": [{"name": "node", "status": "Ready"}],
+                            "template": {
+                                "metadata": {
+                                    "labels": {
+                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
+                                    }
+                                },
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "securityContext": {"fsGroup": 1000},
+                                            "containers": [
+                                                {"name": "node", "image": "ds:1", **user}
+                                            ],
+                                        }
+                                    }
+                                },
+                            },
+                        },
+                    ],
+                }
+            },
+        },
+    }
+
+
+# What Trainer's MPI plugin (pkg/runtime/framework/plugins/mpi/mpi.go, EnforceMLPolicy) gives
+# the launcher's node container with OpenMPI; the slots are numProcPerNode.
+TRAINER_MPI_ENV = {
+    "OMPI_MCA_orte_default_hostfile": "/etc/mpi/hostfile",
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+    "OMPI_MCA_orte_set_default_slots": "4",
+    "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+}
+LAUNCHER_WAITS = (
+    "ClusterTrainingRuntime/rt.spec.template.spec.replicatedJobs[1].dependsOn: "
+    "[{'name': 'node', 'status': 'Ready'}]: the launcher starts with the nodes; mpirun retries "
+    "its SSH connections (ConnectionAttempts=10) until their sshd listens"
+)
+
+
+def test_a_trainjob_on_an_mpi_runtime_is_a_launcher_and_its_nodes_with_trainers_mpi_env() -> None:
+    source = trainjob(command=["mpirun", "python3", "train.py"], numProcPerNode=4)
+    migration = migrated_trainjob(source, mpi_runtime())
+    assert [(o["kind"], o["metadata"]["name"]) for o in migration.objects] == [
+        ("Job", "tj-launcher-0"),
+        ("Job", "tj-node-0"),
+    ]
+    assert migration.notes == [LAUNCHER_WAITS]
+    pods = {p.name: p for p in render_all(migration.objects).pods}
+    assert sorted(pods) == ["tj-launcher-0-0", "tj-node-0-0", "tj-node-0-1"]
+    launcher = pods["tj-launcher-0-0"]
+    assert {k: launcher.env[k] for k in TRAINER_MPI_ENV} == TRAINER_MPI_ENV
+    assert launcher.pod["metadata"]["annotations"][contract.HOSTFILE] == (
+        "tj-node-0-0.tj.ml.svc slots=4\ntj-node-0-1.tj.ml.svc slots=4\n"
+    )
+    container = launcher.pod["spec"]["containers"][0]
+    assert container["command"] == ["mpirun", "python3", "train.py"]
+    # The job's SSH keys where Trainer mounts them: the runtime's sshAuthMountPath, every pod.
+    for pod in pods.values():
+        mounts = pod.pod["spec"]["containers"][0]["volumeMounts"]
+        assert {"name": "mpi-ssh", "mountPath": "/home/mpiuser/.ssh", "readOnly": True} in mounts
+    assert pods["tj-node-0-1"].pod["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd"]
+
+
+def test_an_mpi_runtime_takes_one_slot_per_gpu_as_trainer_does_when_its_nodes_have_several() -> (
+    None
+):
+    gpus = {"limits": {"nvidia.com/gpu": 8}}
+    migration = migrated_trainjob(trainjob(resourcesPerNode=gpus), mpi_runtime())
+    launcher = {p.name: p for p in render_all(migration.objects).pods}["tj-launcher-0-0"]
+    assert launcher.env["OMPI_MCA_orte_set_default_slots"] == "8"
+
+
+def test_a_launcher_that_runs_as_a_node_becomes_one_worker_more_with_a_note() -> None:
+    migration = migrated_trainjob(trainjob(numNodes=3), mpi_runtime(runLauncherAsNode=True))
+    assert migration.notes == [
+        LAUNCHER_WAITS,
+        "ClusterTrainingRuntime/rt.spec.mlPolicy.mpi.runLauncherAsNode: true → the launcher "
+        "runs no ranks: Trainer's 3 hosts (the launcher and 2 nodes) are 3 worker pods of the "
+        "node step, and the launcher is one pod more, which keeps the trainer's resources",
+    ]
+    pods = {p.name: p for p in render_all(migration.objects).pods}
+    hostfile = pods["tj-launcher-0-0"].pod["metadata"]["annotations"][contract.HOSTFILE]
+    assert hostfile.splitlines() == [f"tj-node-0-{i}.tj.ml.svc slots=1" for i in range(3)]
+
+
+def test_an_mpi_runtime_without_a_node_step_is_refused_in_one_line() -> None:
+    runtime_without_nodes = mpi_runtime()
+    del runtime_without_nodes["spec"]["template"]["spec"]["replicatedJobs"][0]
+    with pytest.raises(MigrationError) as error:
+        migrated_trainjob(trainjob(), runtime_without_nodes)
+    assert str(error.value) == (
+        "ClusterTrainingRuntime/rt.spec.template.spec.replicatedJobs: no node step (a "
+        "replicated Job named node): Trainer's MPI runtime runs its ranks there"
     )
