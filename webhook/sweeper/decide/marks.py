@@ -66,14 +66,15 @@ def record_of(state: JobState) -> Record:
 def forged_mark_actions(state: JobState) -> Iterable[Action]:
     """For each of the job's pods carrying a mark its record does not account for: a Warning,
     and the write that sets the pod back to the record. While an attempt is under way every
-    pod is read (a release written early makes a pod look plain); otherwise only the pods that
-    are not plain, among which is every pod whose attempt and release differ."""
+    pod is read (a release written early makes a pod look plain); otherwise the pods whose
+    attempt and release differ, which are never plain: what is decided does not depend on
+    which pods are read one by one."""
     record = record_of(state)
     underway = record.attempt > 0 and not record.released
     for pod in state.pods if underway else state.pod_facts.notable:
         attempt = pod.annotations.get(contract.ATTEMPT)
         released = pod.annotations.get(contract.RELEASED_ATTEMPT)
-        if attempt is None and released is None:
+        if (attempt is None and released is None) or (not underway and attempt == released):
             continue
         restore: dict[str, str | None] = {}
         said = []
