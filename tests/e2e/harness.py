@@ -79,7 +79,8 @@ def pod_hostname(pod: Mapping[str, Any]) -> str:
 
 
 def find_container(pod: Mapping[str, Any], name: str) -> dict[str, Any]:
-    for container in pod["spec"]["containers"]:
+    """The container or init container `name` (the harness runs one container of a pod)."""
+    for container in [*pod["spec"]["containers"], *(pod["spec"].get("initContainers") or [])]:
         if container["name"] == name:
             found: dict[str, Any] = container
             return found
@@ -243,7 +244,9 @@ class Cluster:
             if pod.process is not None and pod.process.poll() is None:
                 raise AssertionError(f"pod {name} is still running")
             spec = find_container(pod.manifest, container)
-            status = PodStatus(pod_ip=pod.ip)
+            # The node the scheduler bound the pod to, where its manifest names one.
+            node = pod.manifest["spec"].get("nodeName")
+            status = PodStatus(pod_ip=pod.ip, **({"node_name": node} if node else {}))
             env = container_env(pod.manifest, spec, status, self.services)
             argv = command_line(spec, env)
             if not argv:
