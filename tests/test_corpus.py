@@ -408,8 +408,6 @@ def test_each_pod_gets_its_operators_env_or_a_named_difference(name: str) -> Non
 # Files an operator gives that Trainhook does not: (corpus file, path prefix) -> why;
 # docs/migrating.md names each prefix.
 FILE_DIFFERENCES: dict[tuple[str, str], str] = {
-    # Volcano's ssh plugin on a job of one task, not an MPI launcher and its workers.
-    ("volcano/job-mindspore-ssh-env-svc.yaml", "/root/.ssh/"): "SSH keys for mpi jobs only",
     # Trainer's launcher ran ranks too (runLauncherAsNode); Trainhook's hostfile lists workers.
     ("trainer/trainjob-deepspeed-mpi.yaml", "/etc/mpi/hostfile"): "the workers only",
 }

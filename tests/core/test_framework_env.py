@@ -400,3 +400,35 @@ def test_tpu_slices_on_a_job_other_than_jax_are_refused() -> None:
     assert str(caught.value) == (
         "trainhook.io/tpu-slices: invalid value '1': read by jax jobs only, not pytorch"
     )
+
+
+def test_a_generic_job_that_asks_for_ssh_keys_mounts_the_jobs_secret_in_every_pod() -> None:
+    keys = {"trainhook.io/ssh-keys": "true", "trainhook.io/ssh-auth-mount-path": "/home/ms/.ssh"}
+    pods = render([statefulset("ms", "generic", role="pod", replicas=2, annotations=keys)])
+    for pod in pods:
+        spec = pod.pod["spec"]
+        assert {
+            "name": "mpi-ssh",
+            "secret": {"secretName": "ms-ssh", "defaultMode": 0o600},
+        } in spec["volumes"]
+        mount = {"name": "mpi-ssh", "mountPath": "/home/ms/.ssh", "readOnly": True}
+        assert mount in spec["containers"][0]["volumeMounts"]
+        # Held until the sweeper has made the Secret and proven it the job's own.
+        assert spec["schedulingGates"] == [{"name": "trainhook.io/waiting-for-owned-objects"}]
+    assert not any(k.startswith(("OMPI_", "K_MPI")) for k in pods[0].env)
+
+
+def test_ssh_keys_are_refused_off_on_an_mpi_job_and_a_key_path_without_them_elsewhere() -> None:
+    with pytest.raises(RenderError) as caught:
+        render([statefulset("w", "mpi", annotations={"trainhook.io/ssh-keys": "false"})])
+    assert str(caught.value) == (
+        "trainhook.io/ssh-keys: invalid value 'false': an mpi job's launcher reaches its workers "
+        "over SSH, so it always gets the job's keys"
+    )
+    path = {"trainhook.io/ssh-auth-mount-path": "/home/u/.ssh"}
+    with pytest.raises(RenderError) as caught:
+        render([statefulset("g", "generic", annotations=path)])
+    assert str(caught.value) == (
+        "trainhook.io/ssh-auth-mount-path: invalid value '/home/u/.ssh': read by mpi jobs and "
+        'jobs with trainhook.io/ssh-keys: "true" only, not generic'
+    )

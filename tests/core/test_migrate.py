@@ -583,7 +583,7 @@ def test_a_volcano_mpi_job_of_ssh_and_svc_is_an_mpi_job_whose_script_finds_its_t
         "spec.plugins.ssh: the job is an mpi job (a launcher task that reaches its worker task "
         "over SSH): its pods get the job's SSH keys at /root/.ssh as Volcano gave them, the "
         "launcher runs to completion as an Indexed Job; --framework generic keeps it generic, "
-        "without keys"
+        "with the keys"
     ]
     pods = {p.name: p for p in render_all(migration.objects).pods}
     for pod in pods.values():
@@ -597,15 +597,23 @@ def test_a_volcano_mpi_job_of_ssh_and_svc_is_an_mpi_job_whose_script_finds_its_t
         assert pod.env["VC_MPIWORKER_NUM"] == "2"
 
 
-def test_a_volcano_ssh_plugin_on_a_job_that_is_not_mpi_says_how_to_get_the_keys() -> None:
+def test_a_volcano_ssh_plugin_on_a_job_that_is_not_mpi_gives_its_pods_the_jobs_keys() -> None:
     migration = migrate_one(volcano({"ssh": [], "svc": []}, [task("pod", 2)]))
     assert {o["metadata"]["labels"][contract.FRAMEWORK] for o in migration.objects} == {"generic"}
-    assert migration.notes == [
-        "spec.plugins.ssh: no equivalent: Trainhook makes SSH keys (the Secret <job>-ssh at "
-        "/root/.ssh, as Volcano's) for mpi jobs only; name the task that runs mpirun "
-        "<name>master and the others' <name>worker, or give --framework mpi, for the job's keys"
-    ]
-    assert "/root/.ssh/id_rsa" not in pod_files(render_all(migration.objects).pods[0])
+    assert job_wide(migration)[contract.SSH_KEYS] == "true"
+    assert migration.notes == []
+    for pod in render_all(migration.objects).pods:
+        files = pod_files(pod)
+        assert files["/root/.ssh/id_rsa"] == "<Secret vc-ssh: id_rsa>"
+        assert files["/root/.ssh/authorized_keys"] == "<Secret vc-ssh: authorized_keys>"
+
+
+def test_a_volcano_ssh_plugins_key_path_on_a_job_that_is_not_mpi_is_where_the_keys_go() -> None:
+    plugins = {"ssh": ["--ssh-key-file-path=/home/ms/.ssh"]}
+    migration = migrate_one(volcano(plugins, [task("pod", 2)]))
+    assert job_wide(migration)[contract.SSH_AUTH_MOUNT_PATH] == "/home/ms/.ssh"
+    files = pod_files(render_all(migration.objects).pods[0])
+    assert files["/home/ms/.ssh/id_rsa"] == "<Secret vc-ssh: id_rsa>"
 
 
 def test_volcanos_svc_plugin_network_policy_is_written_after_the_workloads() -> None:

@@ -59,6 +59,9 @@ SSH_AUTH_MOUNT_PATH: Final = "trainhook.io/ssh-auth-mount-path"
 # JAX on TPU: the job's workers are this many TPU slices of equal size, in index order; each pod
 # gets the TPU_* variables of its slice and, with several slices, the MEGASCALE_* ones; job-wide.
 TPU_SLICES: Final = "trainhook.io/tpu-slices"
+# "true": the job's pods get the job's SSH keys whatever the framework (an mpi job always does):
+# the sweeper makes the Secret <job>-ssh, the webhook mounts it; job-wide.
+SSH_KEYS: Final = "trainhook.io/ssh-keys"
 # The variables and files of the scheduler or operator a job comes from (volcano,
 # paddle-operator), job-wide.
 COMPAT: Final = "trainhook.io/compat"
@@ -151,6 +154,7 @@ POD_SETTINGS: Final = (
     MPI_IMPLEMENTATION,
     SSH_AUTH_MOUNT_PATH,
     TPU_SLICES,
+    SSH_KEYS,
     COMPAT,
     REPORT_PROGRESS,
     FABRIC,

@@ -14,7 +14,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
-from webhook.core.objects import labels_of, metadata_of
+from webhook.core.objects import annotations_of, labels_of, metadata_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.discovery import NOT_SERVED, served_podgroup_api
 from webhook.kube.informer import Informer, backoff
@@ -148,9 +148,13 @@ def ssh_secret(
     """The job's `<job>-ssh` Secret, read by name, when its framework uses one (or the job has no
     workloads left, so that one the sweeper made is cleaned up); else nothing is read."""
     frameworks = {labels_of(obj).get(contract.FRAMEWORK) for obj in members} - {None}
-    if frameworks and not any(
-        (framework := FRAMEWORKS.get(name or "")) is not None and framework.ssh_keys
-        for name in frameworks
+    if (
+        frameworks
+        and not any(
+            (framework := FRAMEWORKS.get(name or "")) is not None and framework.ssh_keys
+            for name in frameworks
+        )
+        and not any(_asks_for_ssh_keys(obj) for obj in members)
     ):
         return []
     namespace, job = key
@@ -160,6 +164,14 @@ def ssh_secret(
         if error.status == 404:
             return []
         raise
+
+
+def _asks_for_ssh_keys(obj: Mapping[str, Any]) -> bool:
+    """A workload (or its pod template) or pod with trainhook.io/ssh-keys: "true"."""
+    template = (obj.get("spec") or {}).get("template") or {}
+    on_template = (template.get("metadata") or {}).get("annotations") or {}
+    found = (annotations_of(obj).get(contract.SSH_KEYS), on_template.get(contract.SSH_KEYS))
+    return "true" in found
 
 
 # At most this many peers ConfigMaps are read by name for a job on one reconcile: a job's pods

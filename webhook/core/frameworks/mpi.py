@@ -103,16 +103,7 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
     """Every pod mounts the job's ssh keys where its user finds them; the launcher also gets the
     hostfile and the host discovery script."""
     main = [c for c in equipped(pod, placement.training) if c[0] == "containers"]
-    path, mode = _ssh_mount(draft, pod, placement)
-    add_volume(
-        draft,
-        {
-            "name": SSH_VOLUME,
-            "secret": {"secretName": f"{placement.topology.job}-ssh", "defaultMode": mode},
-        },
-    )
-    for field, position, container in main:
-        mount(draft, field, position, container, SSH_VOLUME, path)
+    mount_ssh_keys(draft, pod, placement)
     if placement.mpi_implementation in HYDRA:
         _search_job_service(draft, pod, placement)
     if placement.role != "launcher":
@@ -150,6 +141,22 @@ def pod_extras(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> No
     directory = contract.MPI_HOSTFILE_PATH.rpartition("/")[0]
     for field, position, container in main:
         mount(draft, field, position, container, HOSTFILE_VOLUME, directory)
+
+
+def mount_ssh_keys(draft: Draft, pod: Mapping[str, Any], placement: Placement) -> None:
+    """The job's SSH Secret `<job>-ssh` in the training container, where its user finds it
+    (every pod of an MPI job, and of any job with trainhook.io/ssh-keys)."""
+    path, mode = _ssh_mount(draft, pod, placement)
+    add_volume(
+        draft,
+        {
+            "name": SSH_VOLUME,
+            "secret": {"secretName": f"{placement.topology.job}-ssh", "defaultMode": mode},
+        },
+    )
+    for field, position, container in equipped(pod, placement.training):
+        if field == "containers":
+            mount(draft, field, position, container, SSH_VOLUME, path)
 
 
 def _annotation_item(path: str, key: str, mode: int | None = None) -> dict[str, Any]:

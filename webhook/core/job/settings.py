@@ -105,6 +105,9 @@ class JobSettings:
     tpu_slices: int | None = _job_wide(
         contract.TPU_SLICES, EVERY_ROLE, "every worker counts its slice among the same slices"
     )
+    ssh_keys: bool | None = _job_wide(
+        contract.SSH_KEYS, EVERY_ROLE, "every pod reaches the others with the same keys"
+    )
     # Every role of the job, in the framework's order: its pods wait until each has a workload.
     roles: tuple[str, ...] | None = _job_wide(
         contract.ROLES, EVERY_ROLE, "every pod waits for the same roles"
@@ -214,6 +217,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"elastic training is not available for {framework.name} jobs",
         )
     preflight = read_preflight(get(contract.PREFLIGHT), framework.name, elastic is not None)
+    ssh_keys = _ssh_keys(get(contract.SSH_KEYS), framework)
     settings = Settings(
         port=_integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
         gpus=_integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
@@ -277,7 +281,10 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         placement_tier=_tier(get(contract.PLACEMENT_TIER)),
         kai_topology=_object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
         mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
-        ssh_auth_mount_path=_ssh_auth_mount_path(get(contract.SSH_AUTH_MOUNT_PATH), framework),
+        ssh_keys=ssh_keys,
+        ssh_auth_mount_path=_ssh_auth_mount_path(
+            get(contract.SSH_AUTH_MOUNT_PATH), framework, ssh_keys is True
+        ),
         compat=_compat(get(contract.COMPAT), framework),
         tpu_slices=_tpu_slices(get(contract.TPU_SLICES), framework),
         roles=_roles(get(contract.ROLES), framework),
@@ -446,12 +453,33 @@ def _mpi_implementation(value: str | None, framework: Framework) -> str:
     return choice or DEFAULT_MPI_IMPLEMENTATION
 
 
-def _ssh_auth_mount_path(value: str | None, framework: Framework) -> str | None:
+def wants_ssh_keys(framework: Framework, settings: JobSettings) -> bool:
+    """Whether the job's pods get the job's SSH keys: an mpi job's always, any other's when
+    trainhook.io/ssh-keys says so."""
+    return framework.ssh_keys or settings.ssh_keys is True
+
+
+def _ssh_keys(value: str | None, framework: Framework) -> bool | None:
+    keys = _boolean(contract.SSH_KEYS, value)
+    if keys is False and framework.ssh_keys:
+        raise InvalidSetting(
+            contract.SSH_KEYS,
+            value,
+            f"an {framework.name} job's launcher reaches its workers over SSH, so it always "
+            "gets the job's keys",
+        )
+    return keys
+
+
+def _ssh_auth_mount_path(value: str | None, framework: Framework, keys: bool) -> str | None:
     if value is None:
         return None
-    if not framework.ssh_keys:
+    if not (framework.ssh_keys or keys):
         raise InvalidSetting(
-            contract.SSH_AUTH_MOUNT_PATH, value, f"read by mpi jobs only, not {framework.name}"
+            contract.SSH_AUTH_MOUNT_PATH,
+            value,
+            f'read by mpi jobs and jobs with {contract.SSH_KEYS}: "true" only, '
+            f"not {framework.name}",
         )
     parts = value.split("/")
     if (

@@ -47,9 +47,7 @@ ROLE_ALIASES: dict[str, dict[str, str]] = {"mpi": {"master": "launcher"}}
 PLUGIN_NOTES: dict[str, str | None] = {
     "svc": None,
     "env": None,
-    "ssh": "no equivalent: Trainhook makes SSH keys (the Secret <job>-ssh at /root/.ssh, as "
-    "Volcano's) for mpi jobs only; name the task that runs mpirun <name>master and the others' "
-    "<name>worker, or give --framework mpi, for the job's keys",
+    "ssh": None,  # the job's SSH keys (trainhook.io/ssh-keys on a job that is not mpi)
 }
 # Plugins whose variables and files trainhook.io/compat: volcano gives the pods.
 COMPAT_PLUGINS = ("svc", "env", "mpi")
@@ -145,7 +143,9 @@ def migrate_volcano(
         job.annotations[contract.COMPAT] = "volcano"
     if "svc" in given:
         _svc(plugins, job, notes)
-    if "ssh" in given and chosen == "mpi":
+    if "ssh" in given:
+        if chosen != "mpi":
+            job.annotations[contract.SSH_KEYS] = "true"
         _ssh(plugins, job, notes)
     _max_retry(spec, job, notes)
     ttl = spec.integer("ttlSecondsAfterFinished")
@@ -210,7 +210,7 @@ def _svc(plugins: Fields, job: Job, notes: Notes) -> None:
 
 
 def _ssh(plugins: Fields, job: Job, notes: Notes) -> None:
-    """The ssh plugin's flags on an mpi job, whose pods get the job's keys as Volcano's did."""
+    """The ssh plugin's flags; the job's pods get the job's keys as Volcano's did."""
     flags = _flags(plugins.get("ssh") or [], plugins.at("ssh"))
     path = flags.pop("ssh-key-file-path", contract.MPI_SSH_PATH)
     if flags.pop("no-root", "false").lower() in ("true", "1", "t"):
@@ -274,7 +274,7 @@ def _framework(
                 "the job is an mpi job (a launcher task that reaches its worker task over SSH): "
                 "its pods get the job's SSH keys at /root/.ssh as Volcano gave them, the launcher "
                 "runs to completion as an Indexed Job; --framework generic keeps it generic, "
-                "without keys",
+                "with the keys",
             )
         )
     else:
@@ -283,7 +283,7 @@ def _framework(
         raise MigrationError(f"--framework {chosen}: one of {', '.join(FRAMEWORKS)}")
     for plugin in map(str, plugins.data):
         plugins.get(plugin)
-        if plugin in FRAMEWORK_PLUGINS or (plugin == "ssh" and chosen == "mpi"):
+        if plugin in FRAMEWORK_PLUGINS or plugin == "ssh":
             continue
         note = PLUGIN_NOTES.get(plugin, "no equivalent plugin")
         if note is not None:

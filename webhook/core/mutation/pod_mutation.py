@@ -16,12 +16,13 @@ from webhook.core.fabrics.preflight import add_preflight, later_attempt, wants_a
 from webhook.core.fabrics.registry import profile_for
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
+from webhook.core.frameworks.mpi import mount_ssh_keys
 from webhook.core.job.colocation import colocate_pod
 from webhook.core.job.completeness import missing_roles
 from webhook.core.job.node_exclusion import exclude_nodes, excluded_by, wants_owner
 from webhook.core.job.processes import gpu_count, processes_per_pod
 from webhook.core.job.progress import ProgressEndpoint, add_progress
-from webhook.core.job.settings import Settings, read_settings
+from webhook.core.job.settings import Settings, read_settings, wants_ssh_keys
 from webhook.core.job.workload import (
     build_topology,
     job_of,
@@ -285,6 +286,8 @@ def write_shared(
         apply_fabric(draft, pod, settings.fabric, name, reading.training, reading.gpus, warnings)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
+    if settings.ssh_keys and not reading.framework.ssh_keys:
+        mount_ssh_keys(draft, pod, placement)  # as an MPI job's pods, for any framework
     compat = COMPATS[settings.compat] if settings.compat is not None else None
     if compat is not None and compat.pod_extras is not None:
         compat.pod_extras(draft, pod, placement)
@@ -292,7 +295,7 @@ def write_shared(
         present = (r.name for r in placement.topology.roles)
         if missing_roles(reading.framework, present, settings.roles):
             add_gate(draft, pod, contract.WAITING_FOR_ROLES)  # its world would be partial
-    if place.files is not None or reading.framework.ssh_keys:
+    if place.files is not None or wants_ssh_keys(reading.framework, settings):
         # Lifted once the sweeper has proven the ConfigMap or Secret the pod mounts its own.
         add_gate(draft, pod, contract.WAITING_FOR_OWNED_OBJECTS)
 

@@ -9,8 +9,10 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.compat import job_lists
 from webhook.core.errors import TrainhookError
+from webhook.core.frameworks.mpi import SSH_PORT
 from webhook.core.job.gang import Gang, job_gang
 from webhook.core.job.gang import podgroup_spec as core_podgroup_spec
+from webhook.core.job.settings import wants_ssh_keys
 from webhook.core.job.workload import build_topology
 from webhook.core.shape.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.shape.topology import stamp, topology_from_stamp
@@ -259,12 +261,14 @@ def ssh_secret_actions(state: JobState) -> Iterable[Action]:
     """Make the job's SSH keys, recording their digest on its workloads first; a Secret under
     the name that is not the one made so is never mounted: the job's pods wait, and one Warning
     names it (deleted when it carries Trainhook's label, so the sweeper makes the job's own)."""
-    if not state.framework.ssh_keys:
+    if not wants_ssh_keys(state.framework, state.settings):
         return
     secret = state.secret
     if secret is None:
         workers = [w for w in state.workloads if w.role == "worker"] or list(state.workloads)
         port = workers[0].settings.port or state.framework.port
+        if not state.framework.ssh_keys:
+            port = SSH_PORT  # a job that asked for keys: sshd on its own port, as Volcano's
         if port is None:  # a framework that talks ssh names its port
             return
         services = [w.service or state.job for w in state.workloads]
@@ -457,7 +461,7 @@ def owned_gate_actions(state: JobState) -> Iterable[Action]:
     if not held:
         return
     peers = proven_peers(state) if any(pod.peers for pod in held) else set()
-    keys = not state.framework.ssh_keys or ssh_keys_proven(state)
+    keys = not wants_ssh_keys(state.framework, state.settings) or ssh_keys_proven(state)
     for pod in held:
         if keys and (pod.peers is None or pod.peers in peers):
             gates = [{"name": g} for g in pod.gates if g != contract.WAITING_FOR_OWNED_OBJECTS]
@@ -471,7 +475,7 @@ def waiting_for(state: JobState) -> list[str]:
     found = []
     secret = state.secret
     if (
-        state.framework.ssh_keys
+        wants_ssh_keys(state.framework, state.settings)
         and secret is not None
         and not ssh_keys_proven(state)
         and not _made_before_digests(state, secret)
