@@ -252,6 +252,15 @@ def test_a_pod_restarted_in_place_skips_its_preflight_on_a_later_attempt() -> No
     )
 
 
+def test_a_job_of_one_pod_passes_its_preflight_with_nothing_to_measure() -> None:
+    done = run_program({"TRAINHOOK_NODE_NAME": "gpu-node-7", "NNODES": "1"})
+    assert (done.returncode, done.stderr) == (
+        0,
+        "trainhook-preflight: passed: node gpu-node-7 rank 0: a job of one pod has no link to "
+        "measure\n",
+    )
+
+
 def test_a_preflight_without_peers_fails_with_its_code_naming_its_node() -> None:
     done = run_program(
         {

@@ -85,6 +85,9 @@ where = "node " + node + " rank " + str(rank)
 def fail(kind, text):
     say(kind + ": " + where + ": " + text)
     os._exit({EXIT_CODE})
+if world < 2:
+    say("passed: " + where + ": a job of one pod has no link to measure")
+    sys.exit(0)
 try:
     import torch
     import torch.distributed as dist
