@@ -6,7 +6,9 @@ import re
 import pytest
 
 from tests.support.builders import env, indexed_job, mpi_job, statefulset
+from webhook.core.errors import Refused
 from webhook.core.frameworks import mindspore
+from webhook.core.job.workload import read_workload
 from webhook.core.render import RenderError, render
 
 
@@ -431,4 +433,19 @@ def test_ssh_keys_are_refused_off_on_an_mpi_job_and_a_key_path_without_them_else
     assert str(caught.value) == (
         "trainhook.io/ssh-auth-mount-path: invalid value '/home/u/.ssh': read by mpi jobs and "
         'jobs with trainhook.io/ssh-keys: "true" only, not generic'
+    )
+
+
+def test_a_non_root_container_of_a_job_with_ssh_keys_is_refused_at_its_workloads_admission() -> (
+    None
+):
+    job = statefulset("g", "generic", annotations={"trainhook.io/ssh-keys": "true"})
+    job["spec"]["template"]["spec"]["securityContext"] = {"runAsUser": 1000}
+    # Refused when the StatefulSet is admitted, before any of its pods.
+    with pytest.raises(Refused) as caught:
+        read_workload(job, "default")
+    assert str(caught.value) == (
+        "trainhook.io/ssh-auth-mount-path: not set, but container generic runs as user 1000 "
+        "(securityContext.runAsUser), who cannot read the job's SSH keys at /root/.ssh: set it "
+        "to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
     )

@@ -10,6 +10,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import FRAMEWORKS, Framework
+from webhook.core.frameworks.mpi import check_ssh_user
 from webhook.core.job.failure_rules import Rule
 from webhook.core.job.gang import job_gang
 from webhook.core.job.processes import processes_per_pod
@@ -191,6 +192,8 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     training = training_container(template, framework.container, settings.container)
     if framework.check_template is not None:
         framework.check_template(template, settings.ssh_auth_mount_path, training)
+    if settings.ssh_keys and not framework.ssh_keys:
+        check_ssh_user(template, settings.ssh_auth_mount_path, training)  # as an MPI job's
     nproc = processes_per_pod(template, training, settings)
     spec = obj.get("spec") or {}
     priority = (template.get("spec") or {}).get("priorityClassName")
