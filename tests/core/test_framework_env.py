@@ -6,9 +6,10 @@ import re
 import pytest
 
 from tests.support.builders import env, indexed_job, mpi_job, statefulset
-from webhook.core.errors import Refused
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.frameworks import mindspore
 from webhook.core.job.workload import read_workload
+from webhook.core.mutation.workload_mutation import mutate_workload
 from webhook.core.render import RenderError, render
 
 
@@ -448,4 +449,14 @@ def test_a_non_root_container_of_a_job_with_ssh_keys_is_refused_at_its_workloads
         "trainhook.io/ssh-auth-mount-path: not set, but container generic runs as user 1000 "
         "(securityContext.runAsUser), who cannot read the job's SSH keys at /root/.ssh: set it "
         "to that user's ~/.ssh, e.g. /home/mpiuser/.ssh"
+    )
+
+
+def test_tpu_slices_that_do_not_divide_the_workers_refuse_the_workload_itself() -> None:
+    job = statefulset("v6e", "jax", replicas=4, annotations={"trainhook.io/tpu-slices": "3"})
+    with pytest.raises(InvalidSetting) as caught:
+        mutate_workload(job, "CREATE", "default")
+    assert str(caught.value) == (
+        "trainhook.io/tpu-slices: invalid value '3': job v6e has 4 workers, which 3 slices "
+        "cannot share equally: a slice is a whole number of TPU hosts, one worker each"
     )

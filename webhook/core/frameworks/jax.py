@@ -16,6 +16,7 @@ without a port as JobSet's coordinator annotation has none (libtpu's MEGASCALE_P
 from webhook.core import contract
 from webhook.core.errors import InvalidSetting
 from webhook.core.frameworks.base import Framework, Placement, Success
+from webhook.core.shape.topology import Topology
 
 WORKER = "worker"
 
@@ -39,17 +40,24 @@ def env(placement: Placement) -> dict[str, str]:
     return result
 
 
-def tpu_env(placement: Placement, slices: int) -> dict[str, str]:
-    """The TPU_* variables of the pod's slice, and the MEGASCALE_* ones across slices."""
-    topology = placement.topology
-    hosts = topology.hosts(WORKER)
-    if len(hosts) % slices:
+def check_slices(topology: Topology, slices: int) -> None:
+    """Refuse a job whose workers the slices cannot share equally (at the workload's admission,
+    and at each pod's)."""
+    workers = topology.replicas(WORKER)
+    if workers % slices:
         raise InvalidSetting(
             contract.TPU_SLICES,
             str(slices),
-            f"job {topology.job} has {len(hosts)} workers, which {slices} slices cannot share "
+            f"job {topology.job} has {workers} workers, which {slices} slices cannot share "
             "equally: a slice is a whole number of TPU hosts, one worker each",
         )
+
+
+def tpu_env(placement: Placement, slices: int) -> dict[str, str]:
+    """The TPU_* variables of the pod's slice, and the MEGASCALE_* ones across slices."""
+    topology = placement.topology
+    check_slices(topology, slices)
+    hosts = topology.hosts(WORKER)
     per_slice = len(hosts) // slices
     slice_id, worker_id = divmod(placement.index, per_slice)
     result = {

@@ -10,6 +10,7 @@ from typing import Any, Final
 from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
+from webhook.core.frameworks.jax import check_slices
 from webhook.core.job.completeness import missing_roles
 from webhook.core.job.node_exclusion import excludes_nodes
 from webhook.core.job.restart_in_place import (
@@ -84,6 +85,9 @@ def mutate_workload(
             f"{key}: the roles of job {workload.job} disagree; set the same value on every "
             "workload of the job"
         )
+    slices = workload.settings.tpu_slices
+    if slices is not None and operation == "CREATE":
+        check_slices(topology, slices)  # else every pod of it would be refused
     _label_template(draft, current, workload)
     _annotate_template(draft, current, topology, excludes_nodes(w.settings for w in peers))
     _restart_plumbing(draft, workload)
