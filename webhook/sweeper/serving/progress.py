@@ -128,6 +128,8 @@ class ProgressDesk:
         self._summaries: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self._written_at: dict[JobKey, float] = {}
         self._pod_checkpoints: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
+        # One flush at a time: a flush returns once what was due is written, whoever began it.
+        self._flushing = threading.Lock()
         self.writes = 0  # annotation writes made, for /metrics and tests
 
     # --- a report --------------------------------------------------------------------------
@@ -289,6 +291,10 @@ class ProgressDesk:
 
     def flush(self) -> None:
         """Write the summaries due: each job's at most once per write_interval."""
+        with self._flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         now = self.clock()
         with self._lock:
             due = [
