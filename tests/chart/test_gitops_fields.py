@@ -163,6 +163,9 @@ metadata:
     trainhook.io/scheduler: kai
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/kai-topology: cluster-topology
+    trainhook.io/preflight: nccl
+    trainhook.io/preflight-min-busbw: "40"
+    trainhook.io/preflight-every-attempt: "true"
 spec:
   replicas: 1
   selector:
@@ -188,6 +191,9 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/kai-topology: cluster-topology
     trainhook.io/roles: worker
+    trainhook.io/preflight: nccl
+    trainhook.io/preflight-min-busbw: "40"
+    trainhook.io/preflight-every-attempt: "true"
 spec:
   completionMode: Indexed
   completions: 1
