@@ -104,3 +104,61 @@ def test_the_sweepers_own_marks_raise_nothing() -> None:
 
     assert forged(actions) == []
     assert pod_writes(actions) == {}
+
+
+# --- a topology stamp written on a pod after its creation ----------------------------------
+
+REVISION = "controller-revision-hash"
+FORGED_STAMP = '{"master":1,"worker":9}'
+
+
+def rolled_out(workloads: list[dict[str, Any]]) -> None:
+    """Each StatefulSet's controller has seen its spec: its pods of `<name>-new` are of the
+    current template."""
+    for workload in workloads:
+        workload["metadata"]["generation"] = 2
+        workload["status"] = {
+            "observedGeneration": 2,
+            "updateRevision": f"{workload['metadata']['name']}-new",
+        }
+
+
+def of_revision(obj: dict[str, Any], revision: str) -> dict[str, Any]:
+    obj["metadata"]["labels"][REVISION] = revision
+    return obj
+
+
+def test_a_topology_written_on_a_pod_of_the_current_template_is_set_back_not_restarted() -> None:
+    master, workers = pytorch()
+    rolled_out([master, workers])
+    pods = [of_revision(pod(master, 0), "pt-master-new")]
+    pods += [of_revision(pod(workers, i), "pt-worker-new") for i in (0, 1)]
+    stamp = pods[2]["metadata"]["annotations"][contract.TOPOLOGY]
+    pods[2]["metadata"]["annotations"][contract.TOPOLOGY] = FORGED_STAMP
+
+    actions = decision("pt", [master, workers], pods).actions
+
+    assert of_type(actions, Delete) == []
+    assert forged(actions) == [
+        (
+            "pt-worker-1",
+            f"pod pt-worker-1 carries trainhook.io/topology={FORGED_STAMP}, but was created from "
+            "StatefulSet pt-worker's current template, whose stamp is "
+            f"{stamp}: ignored, and set back",
+        )
+    ]
+    assert pod_writes(actions) == {"pt-worker-1": {contract.TOPOLOGY: stamp}}
+
+
+def test_a_pod_of_an_older_template_with_another_topology_still_restarts_with_the_job() -> None:
+    master, workers = pytorch()
+    rolled_out([master, workers])
+    pods = [of_revision(pod(master, 0), "pt-master-new")]
+    pods += [of_revision(pod(workers, i), "pt-worker-new") for i in (0, 1)]
+    old = of_revision(pod(workers, 1, topology=FORGED_STAMP), "pt-worker-old")
+    pods[2] = old
+
+    actions = decision("pt", [master, workers], pods).actions
+
+    assert forged(actions) == []
+    assert [d.name for d in of_type(actions, Delete)] == ["pt-worker-1"]

@@ -101,5 +101,10 @@ def _warning(
         f"pod {pod.name} carries {key}={shown}, which the sweeper did not write "
         f"(its record: {record.describe()}): ignored, and {then}"
     )
+    return pod_warning(state, pod, "ForgedMark", message, f"{key}={value}")
+
+
+def pod_warning(state: JobState, pod: PodView, reason: str, message: str, key: str) -> Action:
+    """A Warning on one of the job's pods, made once for what `key` names."""
     target = ObjectRef(PODS.api_version, "Pod", pod.name, pod.uid)
-    return _emit(state, target, "Warning", "ForgedMark", message, f"{key}={value}")
+    return _emit(state, target, "Warning", reason, message, key)

@@ -14,6 +14,7 @@ from webhook.core.shape.topology import stamp
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Delete, Patch, workload_patch
 from webhook.sweeper.decide.events import event_on
+from webhook.sweeper.decide.marks import pod_warning
 from webhook.sweeper.job.pods import PodView
 from webhook.sweeper.job.state import JobState, WorkloadView
 
@@ -108,6 +109,19 @@ def topology_actions(state: JobState) -> Iterable[Action]:
         and not pod.terminating
         and not is_current(pod.topology)
     ]
+    # A pod made of its StatefulSet's current template was stamped with the current topology:
+    # another one on it was written since by someone else, and restarts nothing.
+    current_revision = {w.name: w for w in workloads if w.kind == "StatefulSet"}
+    forged = [
+        pod
+        for pod in stale
+        if pod.topology is not None
+        and pod.revision
+        and pod.revision == current_revision[pod.owner_name].update_revision
+    ]
+    for pod in forged:
+        yield from forged_topology(state, pod, current_revision[pod.owner_name])
+    stale = [pod for pod in stale if pod not in forged]
     if not stale:
         return
     names = ", ".join(pod.name for pod in stale)
@@ -122,6 +136,24 @@ def topology_actions(state: JobState) -> Iterable[Action]:
     )
     for pod in stale:
         yield Delete(PODS, state.namespace, pod.name, pod.uid)
+
+
+def forged_topology(state: JobState, pod: PodView, owner: WorkloadView) -> Iterable[Action]:
+    """A Warning, and the pod's topology set back to its template's stamp."""
+    stamped = owner.stamp.get(contract.TOPOLOGY)
+    shown = pod.topology or ""
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    yield pod_warning(
+        state,
+        pod,
+        "ForgedMark",
+        f"pod {pod.name} carries {contract.TOPOLOGY}={shown}, but was created from "
+        f"StatefulSet {owner.name}'s current template, whose stamp is {stamped}: ignored, "
+        "and set back",
+        f"{contract.TOPOLOGY}={pod.topology}",
+    )
+    patch = {"metadata": {"annotations": {contract.TOPOLOGY: stamped}}}
+    yield Patch(PODS, state.namespace, pod.name, patch)
 
 
 def _release_held_job(state: JobState, workload: WorkloadView, wanted: dict[str, str]) -> Patch:

@@ -22,6 +22,8 @@ from webhook.core.shape.pods import identify, training_container
 # A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
 # the DisruptionTarget condition.
 DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintManager")
+# The label the StatefulSet controller gives a pod: the revision of the template it was made of.
+REVISION_LABEL = "controller-revision-hash"
 # What the sweeper writes on pods and reads back: an in-place restart's attempt and its release,
 # and the Kueue marker that ends a pod group.
 POD_RECORDS = (contract.ATTEMPT, contract.RELEASED_ATTEMPT, contract.KUEUE_RETRIABLE_IN_GROUP)
@@ -142,6 +144,8 @@ class PodView:
     gates: tuple[str, ...] = ()  # its scheduling gates, in order
     resource_version: str = ""
     node: str = ""  # the node it is bound to (spec.nodeName)
+    # The revision of its StatefulSet's template it was created from (controller-revision-hash).
+    revision: str = ""
 
     @property
     def waiting_for_roles(self) -> bool:
@@ -364,6 +368,7 @@ def _read_pod(
         resource_version=metadata.get("resourceVersion") or "",
         gates=gates_of(pod),
         node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        revision=str(labels.get(REVISION_LABEL) or ""),
     )
 
 

@@ -73,6 +73,10 @@ class WorkloadView:
     attempt: str = ""
     failed_runs: FailedRuns = field(default_factory=lambda: FailedRuns(0, {}))
     phase_label: str | None = None  # its trainhook.io/phase label, recorded with the annotation
+    # A StatefulSet's revision of its current template, once its controller has seen its spec
+    # (status.observedGeneration is its generation); "" otherwise and for other kinds. A pod of
+    # that revision was made with the current template's annotations.
+    update_revision: str = ""
     # Admitted by the webhook (a recorded creator; a bare pod at its creation): only an outcome
     # recorded on such a workload was judged, and is acted on.
     attributed: bool = True
@@ -533,8 +537,19 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         attempt=attempt_of(annotations_of(obj).get(contract.STATUS)),
         failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
         phase_label=labels_of(obj).get(contract.PHASE),
+        update_revision=_update_revision(obj),
         attributed=workload.kind == "Pod" or creator_of(obj) is not None,
     )
+
+
+def _update_revision(obj: Mapping[str, Any]) -> str:
+    if obj.get("kind") != "StatefulSet":
+        return ""
+    status = obj.get("status") or {}
+    generation = metadata_of(obj).get("generation")
+    if generation is None or status.get("observedGeneration") != generation:
+        return ""
+    return str(status.get("updateRevision") or "")
 
 
 def attempt_of(status: str | None) -> str:
