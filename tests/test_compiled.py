@@ -101,7 +101,7 @@ DISTINCT_VALUES: dict[type, list[Any]] = {
     Membership: ["llm", "old-job", True],
     Placement: [
         TOPOLOGY, "worker", 2, "llm-worker-2", 29500, 4, (1, 8), 8, False, "llm-peers", 3, "MPICH",
-        "/home/user/.ssh", 1,
+        "/home/user/.ssh", 1, 2,
     ],
     Workload: [
         "StatefulSet", "llm-worker", "ml", FRAMEWORKS["pytorch"], "llm", "worker", 4, Settings(),
