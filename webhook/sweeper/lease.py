@@ -26,7 +26,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -258,7 +258,13 @@ class ShardElector:
         it, and a hold on it lapses at the renew deadline)."""
         try:
             obj = self.kube.get(LEASES, self.namespace, shard.name, timeout=self.timeout)
-            shard.record = read_lease(obj)
+            # A holder is given no longer than this replica's own duration: the replicas all
+            # write that one, so a Lease claiming more (made by another party, for years) keeps
+            # the shard from being served no longer than a lease of ours would.
+            record = read_lease(obj)
+            shard.record = replace(
+                record, duration_seconds=min(record.duration_seconds, self.duration_seconds)
+            )
         except ApiError as error:
             if error.status != 404:
                 log.warning("lease %s/%s: %s", self.namespace, shard.name, error)
