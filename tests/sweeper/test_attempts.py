@@ -118,7 +118,9 @@ class Job:
                 if name in self.pods:
                     continue
                 obj = pod(workload, index)
-                obj["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{when}"))
+                obj["metadata"]["uid"] = str(
+                    uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}/{self.generation}")
+                )
                 obj["metadata"]["creationTimestamp"] = format_time(when)
                 self.pods[name] = obj
 
@@ -253,3 +255,28 @@ def test_a_restart_records_no_success_of_the_attempt_it_ends(shape: Shape) -> No
     job.look(at(40), deletes=False)
     for workload in job.workloads.values():
         assert contract.SUCCEEDED not in workload["metadata"]["annotations"]
+
+
+def test_a_success_in_the_second_of_a_restart_that_began_in_it_belongs_to_the_attempt_before():
+    # A preemption restarts the job at once (no grace): within the second its pods were
+    # created, worker 0 exited 0 and worker 2 was preempted.
+    shape = SHAPES[0]
+    job = Job(shape)
+    job.pods.clear()
+    job.recreate(at(0))
+    job.ran(shape.first, 0, at(0))
+    preempted = job.pods[job.name(shape.crashing)]
+    preempted["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    )
+    made = job.look(at(0) + timedelta(milliseconds=900), deletes=False)
+    assert len(job.restarts()) == 1 and job.status()["restartedAt"] == format_time(at(0))
+    for workload in job.workloads.values():
+        assert contract.SUCCEEDED not in workload["metadata"]["annotations"]
+    assert len([a for a in made.actions if isinstance(a, Delete)]) == 3
+    job.pods.clear()  # and the new pods come within that same second
+    job.recreate(at(0))
+    job.look(at(5))
+    job.ran(shape.first, 1, at(10))
+    job.look(at(30))
+    assert len(job.restarts()) == 2, "the crash in the new attempt restarts the job"

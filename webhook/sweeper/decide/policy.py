@@ -31,7 +31,7 @@ from webhook.sweeper.decide.failures import (
     job_failure_policy,
     settled,
 )
-from webhook.sweeper.job.pods import PodView
+from webhook.sweeper.job.pods import PodView, created_before
 from webhook.sweeper.job.recorded import FailedRuns
 from webhook.sweeper.job.state import JobState
 
@@ -154,38 +154,75 @@ def _exits_early(state: JobState) -> set[str]:
 
 
 def observed_successes(
-    state: JobState, attempt_began: datetime | Literal["current"] | None = "current"
+    state: JobState,
+    attempt_began: datetime | Literal["current"] | None = "current",
+    same_second_of_attempt: frozenset[str] = frozenset(),
 ) -> dict[str, set[int]]:
     """Per StatefulSet, the role indexes whose training container is seen to have exited 0 now
     (Kubernetes restarts them, so the sweeper records them the first time it sees them), in the
     attempt that began at `attempt_began` (by default the job's current one): a restart being
     recorded now begins a new attempt, and the old pods it is about to delete, still there when
     it is written, succeeded in the one it ends."""
-    began = state.attempt_began if attempt_began == "current" else attempt_began
+    if attempt_began == "current":
+        began, same_second = state.attempt_began, attempt_same_second(state)
+    else:
+        began, same_second = attempt_began, same_second_of_attempt
     found: dict[str, set[int]] = {}
     early = _exits_early(state)
     for pod in counted_pods(state):
         if pod.owner_kind != "StatefulSet" or pod.index is None or pod.training is None:
             continue
-        if pod.name in early or before_attempt(pod, began):
+        if pod.name in early or before_attempt(pod, began, same_second):
             continue
         if pod.training.succeeded:
             found.setdefault(pod.owner_name, set()).add(pod.index)
     return found
 
 
-def before_attempt(pod: PodView, began: datetime | None) -> bool:
+def before_attempt(
+    pod: PodView, began: datetime | None, same_second: frozenset[str] = frozenset()
+) -> bool:
     """Whether a pod's success, if any, was of an attempt before the one that began at `began`:
-    the pod was created before that whole-job restart, and did not restart in place since (a
-    pod restarted in place keeps its creation time: its run that exited 0 must have ended
-    after it)."""
-    if began is None or pod.created is None or pod.created >= began:
+    the pod was created before that whole-job restart (in its own second, one it recorded in
+    `same_second`), and did not restart in place since (a pod restarted in place keeps its
+    creation time: its run that exited 0 must have ended after it)."""
+    if began is None or pod.created is None or not created_before(pod, began, same_second):
         return False
     training = pod.training
     if pod.has_barrier and training is not None:
         run = training.current if training.exit_code == 0 else training.last
         return run is None or run.finished is None or run.finished < began
     return True
+
+
+def attempt_same_second(state: JobState) -> frozenset[str]:
+    """The pods created in the second the job's current attempt began, before it: recorded by
+    the whole-job restart that began it (sameSecond, short uids)."""
+    attempt = state.attempt
+    if not attempt:
+        return frozenset()
+    for workload in state.workloads:
+        if workload.attempt == attempt:
+            found = same_second_recorded(workload.annotations.get(contract.STATUS), attempt)
+            if found:
+                return found
+    return frozenset()
+
+
+def same_second_recorded(status: str | None, attempt: str) -> frozenset[str]:
+    """sameSecond of a recorded trainhook.io/status, when its restart began `attempt`."""
+    try:
+        value = json.loads(status or "{}")
+    except ValueError:
+        return frozenset()
+    if not isinstance(value, dict) or value.get("restartedAt") != attempt:
+        return frozenset()
+    found = value.get("sameSecond")
+    return (
+        frozenset(u for u in found if isinstance(u, str))
+        if isinstance(found, list)
+        else frozenset()
+    )
 
 
 def succeeded_replicas(state: JobState) -> set[Replica]:
@@ -195,10 +232,11 @@ def succeeded_replicas(state: JobState) -> set[Replica]:
     on SIGTERM."""
     done: set[Replica] = set()
     early = _exits_early(state)
+    same_second = attempt_same_second(state)
     for pod in counted_pods(state):
         if pod.role is None or pod.index is None or pod.name in early:
             continue
-        if before_attempt(pod, state.attempt_began):
+        if before_attempt(pod, state.attempt_began, same_second):
             continue
         if pod.owner_kind == "StatefulSet":
             ok = pod.training is not None and pod.training.succeeded

@@ -22,7 +22,14 @@ from webhook.sweeper.decide.failures import (
     restarts_whole_job,
 )
 from webhook.sweeper.decide.owned import waiting_for
-from webhook.sweeper.decide.policy import PHASES, Replica, Tally, observed_successes, tally
+from webhook.sweeper.decide.policy import (
+    PHASES,
+    Replica,
+    Tally,
+    observed_successes,
+    same_second_recorded,
+    tally,
+)
 from webhook.sweeper.job.pods import WAITING_PROBLEMS
 from webhook.sweeper.job.recorded import format_indexes
 from webhook.sweeper.job.state import JobState, attempt_of, format_time
@@ -209,7 +216,9 @@ def records_to_write(
     attempt = attempt_of(status)
     # Successes seen in the attempt the status records: when it records a restart made now, the
     # old pods, not deleted yet, succeeded in the attempt before.
-    observed = observed_successes(state, parse_time(attempt) if attempt else None)
+    observed = observed_successes(
+        state, parse_time(attempt) if attempt else None, same_second_recorded(status, attempt)
+    )
     records: dict[str, dict[str, str | None]] = {}
     for workload in state.workloads:
         if workload.kind == "Pod":
