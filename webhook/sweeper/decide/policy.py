@@ -308,21 +308,28 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
         owner = (workload.kind, workload.name)
         owned.add(owner)
         ledger = workload.failed_runs
-        present = {uid for uid in ledger.pods if _has_pod(state, uid, owner)}
+        notable = by_owner.get(owner, [])  # in name order
+        # A pod the ledger names is most often a notable one (it failed): found by its short
+        # uid at once; the others are looked up by name.
+        seen = {p.uid8 for p in notable}
+        present = {uid for uid in ledger.pods if uid in seen or _has_pod(state, uid, owner)}
         gone = ledger.gone + sum(n for uid, n in ledger.pods.items() if uid not in present)
-        notable = by_owner.get(owner, [])
         names = {p.name for p in notable}
         recorded_only = [
             found
             for uid in present
+            if uid not in seen or len(facts.uid8s.get(uid, ())) > 1  # short uids may meet
             for name in facts.uid8s.get(uid, ())
             if name not in names
             and (found := _pod_named(state, name)) is not None
             and (found.owner_kind, found.owner_name) == owner
         ]
+        ledgered = (
+            sorted([*notable, *recorded_only], key=lambda p: p.name) if recorded_only else notable
+        )
         per_pod: dict[str, int] = {}
         young_total = 0
-        for pod in sorted([*notable, *recorded_only], key=lambda p: p.name):
+        for pod in ledgered:
             failures, young = live(pod)
             recorded = ledger.pods.get(pod.uid8, 0)
             number = max(recorded, failures)
@@ -372,7 +379,10 @@ def failure(
             runs = pod.training.failed_runs() if pod.training else ()
             if all(settled(run, now) for run in runs):
                 return Verdict(FAILED, "PodFailed", f"pod {pod.name} failed{_exit_detail(pod)}")
-    for fired in fired_rules(state, now, succeeded):
+    # Only a rule that fails the job matters here: a job whose rules fail on nothing (the
+    # default, OnFailure) is not walked pod by pod for them.
+    fails = any(rule.action == FAIL for rule in job_failure_policy(state).rules)
+    for fired in fired_rules(state, now, succeeded) if fails else ():
         if fired.action == FAIL:
             rule = fired.rule.name
             return Verdict(FAILED, fired.rule.verdict_reason, f"{fired.message}; {rule}", rule)
