@@ -46,6 +46,7 @@ from webhook.sweeper.job.state import JobKey, JobState, WorkloadViews, job_key, 
 from webhook.sweeper.lease import ShardElector, shard_of
 from webhook.sweeper.node_watch import NodeWatch, names_nodes
 from webhook.sweeper.queue import WorkQueue
+from webhook.sweeper.serving.goodput import recorded_ledger, statuses_written
 from webhook.sweeper.serving.health import SweeperHealth
 from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
 
@@ -391,6 +392,7 @@ class Sweeper:
             state = self.cached_state(key)
             for _ in range(CONFLICT_RETRIES):
                 decision = decide(state, now)
+                self._goodput(key, state, decision.actions)
                 pods = sum(workload.replicas for workload in state.workloads)
                 try:
                     self.executor.apply(decision.actions, key, pods)
@@ -435,8 +437,19 @@ class Sweeper:
                 self._costs.pop(key, None)
                 self.pod_tables.forget_if_empty(key)
 
+    def _goodput(self, key: JobKey, state: JobState, actions: tuple[Any, ...]) -> None:
+        """The job's goodput ledger as this decision records it, for /metrics."""
+        ledger, step = recorded_ledger(
+            statuses_written(actions)
+            or [w.annotations.get(contract.STATUS) for w in state.workloads],
+            [w.annotations for w in state.workloads],
+        )
+        self.health.goodput.seen(key, ledger, step)
+
     def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
         self.health.job_phase(key, phase)
+        if phase is None:
+            self.health.goodput.seen(key, None, None)
         restarts = sum(1 for a in actions if isinstance(a, Emit) and a.reason == "Restarting")
         if restarts:
             self.health.restarts.inc(restarts)

@@ -22,6 +22,7 @@ from webhook.sweeper.decide.events import (
     unattributed_events,
 )
 from webhook.sweeper.decide.failures import restarts_whole_job
+from webhook.sweeper.decide.goodput import goodput_record
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
 from webhook.sweeper.decide.lifecycle.in_place import in_place_actions, in_place_timeout
@@ -106,6 +107,7 @@ def _decide(state: JobState, now: datetime) -> Decision:
         extra: dict[str, Any] = {k: recorded[k] for k in ("fired", "disruptions") if k in recorded}
         if verdict.rule:
             extra["rule"] = verdict.rule
+        extra |= goodput_record(state, recorded, verdict.phase, verdict.reason, now)
         status = status_json(
             verdict.phase,
             verdict.reason,
@@ -174,7 +176,7 @@ def _running(
         plan.cause if plan else "",
         resumed=resumed,
         attempt_began=plan.attempt_began if plan else None,
-        extra=plan.extra() if plan else None,
+        extra=(plan.extra() if plan else {}) | goodput_record(state, recorded, phase, reason, now),
     )
     events: list[Action] = []
     if plan is not None and plan.new is not None:

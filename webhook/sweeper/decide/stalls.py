@@ -64,9 +64,15 @@ def stall_timer(state: JobState) -> Stall | None:
     reported = parse_time(summary.get("stepSince")) or parse_time(summary.get("updated"))
     if not isinstance(step, int) or reported is None:
         return None
-    moments = [reported, *_restarted(state)]
+    return Stall(step, max(reported, *running_since(state)), timeout)
+
+
+def running_since(state: JobState) -> list[datetime]:
+    """The moments the job's pods last started running: its last restart, the release of its
+    in-place restart, its resume, and the start of each training container's current run."""
+    moments = _restarted(state)
     moments += [p.training.started for p in state.pods if p.training and p.training.started]
-    return Stall(step, max(moments), timeout)
+    return moments
 
 
 def stalled(state: JobState, now: datetime | None) -> Stall | None:

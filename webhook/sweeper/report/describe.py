@@ -20,6 +20,7 @@ from webhook.kube.resources import EVENTS, JOBS, NODES, PODGROUPS, PODS, SERVICE
 from webhook.sweeper.decide import recorded_outcome, recorded_status
 from webhook.sweeper.decide.failures import job_failure_policy
 from webhook.sweeper.decide.records import WAITING_FOR_OWNED_OBJECTS, WAITING_FOR_ROLES
+from webhook.sweeper.job.goodput import Goodput, goodput_text
 from webhook.sweeper.job.state import JobState, job_key, read_job_state, status_field
 from webhook.sweeper.report.status import job_progress, job_rows, ordered_ready_line
 
@@ -132,6 +133,11 @@ def describe(objects: JobObjects, now: datetime) -> str:
     summary = job_progress(state)
     if summary is not None:
         lines += progress_lines(summary, now)
+    ledger = Goodput.read(recorded_status(state)) if state.workloads else None
+    if ledger is not None:
+        step = (summary or {}).get("step")
+        shown = goodput_text(ledger, now, step if isinstance(step, int) else None)
+        lines.append(f"Goodput:      {shown}")
     if objects.workloads:
         lines.append("Workloads:")
         lines += _indent(_table(["KIND", "NAME", "ROLE", "REPLICAS"], _workload_rows(objects)))

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from webhook.sweeper.job.state import JobKey
+from webhook.sweeper.serving.goodput import GoodputFigures
 
 PHASES: Final = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Invalid")
 # The loop turns at least every half second; a minute without a turn means it is stuck.
@@ -70,9 +71,17 @@ class SweeperHealth:
         self._turned = clock()
         self._ready = False
         self._live = _Live(self, queue_depth)
+        self.goodput = GoodputFigures()
 
     def collectors(self) -> list[Collector]:
-        return [self.reconciles, self.errors, self.restarts, self.writes_deferred, self._live]
+        return [
+            self.reconciles,
+            self.errors,
+            self.restarts,
+            self.writes_deferred,
+            self._live,
+            self.goodput,
+        ]
 
     def job_phase(self, key: JobKey, phase: str | None) -> None:
         """The phase a job was last decided in; None once the job is gone."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.sweeper.actions import Action, Decision, workload_patch
+from webhook.sweeper.decide.goodput import goodput_record
 from webhook.sweeper.decide.policy import Replica
 from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
 from webhook.sweeper.job.state import JobState
@@ -24,7 +25,10 @@ def suspend_job(
     restarts and its recorded successes and failed runs."""
     restarts = restarts_of(state, now, recorded, succeeded)
     message = f"{contract.SUSPEND} is true"
-    status = status_json(SUSPENDED, SUSPENDED, message, restarts, start, resumed=resumed)
+    ledger = goodput_record(state, recorded, SUSPENDED, SUSPENDED, now)
+    status = status_json(
+        SUSPENDED, SUSPENDED, message, restarts, start, resumed=resumed, extra=ledger
+    )
     actions: list[Action] = []
     if recorded.get("state") != SUSPENDED:
         actions.append(state_event(state, SUSPENDED, SUSPENDED, message, restarts))
