@@ -166,6 +166,7 @@ metadata:
     trainhook.io/preflight: nccl
     trainhook.io/preflight-min-busbw: "40"
     trainhook.io/preflight-every-attempt: "true"
+    trainhook.io/nvlink-domain: "true"
 spec:
   replicas: 1
   selector:
@@ -194,6 +195,7 @@ metadata:
     trainhook.io/preflight: nccl
     trainhook.io/preflight-min-busbw: "40"
     trainhook.io/preflight-every-attempt: "true"
+    trainhook.io/nvlink-domain: "true"
 spec:
   completionMode: Indexed
   completions: 1

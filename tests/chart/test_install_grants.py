@@ -19,6 +19,7 @@ WORDS = {
     "secrets": "Secret",
     "configmaps": "ConfigMap",
     "podgroups": "PodGroup",
+    "computedomains": "ComputeDomain",
     "events": "Event",
     "tokenreviews": "TokenReview",
     "leases": "Lease",
@@ -102,6 +103,7 @@ def _group_of(resource: str) -> str:
         "tokenreviews": "authentication.k8s.io",
         "leases": "coordination.k8s.io",
         "mutatingwebhookconfigurations": "admissionregistration.k8s.io",
+        "computedomains": "resource.nvidia.com",
     }.get(resource, "")
 
 

@@ -60,6 +60,7 @@ SWEEPER = (
     | expand("scheduling.x-k8s.io", "podgroups", "get list watch create patch delete")
     | expand("scheduling.run.ai", "podgroups", "get list watch create patch delete")
     | expand("scheduling.k8s.io", "podgroups", "get list watch create patch delete")
+    | expand("resource.nvidia.com", "computedomains", "list watch create patch delete")
     | expand("", "events", "create")
 )
 LEASE = expand("coordination.k8s.io", "leases", "create") | expand(

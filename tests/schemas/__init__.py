@@ -25,6 +25,7 @@ CRD_FILES = (
     "scheduling.volcano.sh_podgroups.yaml",
     "scheduling.x-k8s.io_podgroups.yaml",
     "scheduling.run.ai_podgroups.yaml",
+    "resource.nvidia.com_computedomains.yaml",
 )
 KUEUE_POD_GROUP = "kueue.x-k8s.io_pod-group.schema.yaml"
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

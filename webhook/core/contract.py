@@ -77,6 +77,9 @@ FABRIC: Final = "trainhook.io/fabric"
 PREFLIGHT: Final = "trainhook.io/preflight"
 PREFLIGHT_MIN_BUSBW: Final = "trainhook.io/preflight-min-busbw"
 PREFLIGHT_EVERY_ATTEMPT: Final = "trainhook.io/preflight-every-attempt"
+# "true": the role's pods claim an IMEX channel of the job's NVLink domain, the ComputeDomain
+# <job>-nvlink the sweeper makes (core/fabrics/nvlink.py); set per role.
+NVLINK_DOMAIN: Final = "trainhook.io/nvlink-domain"
 
 # Annotations the webhook writes.
 # The scheduling gate of a pod whose job lacks roles, and the annotation on a Job the webhook
@@ -161,6 +164,7 @@ POD_SETTINGS: Final = (
     PREFLIGHT,
     PREFLIGHT_MIN_BUSBW,
     PREFLIGHT_EVERY_ATTEMPT,
+    NVLINK_DOMAIN,
 )
 
 # The labels among the keys above; every other key is an annotation, except these, both.

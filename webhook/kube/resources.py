@@ -44,6 +44,10 @@ KUBERNETES_PODGROUPS: Final = {
     f"scheduling.k8s.io/{version}": Resource("scheduling.k8s.io", version, "podgroups", "PodGroup")
     for version in ("v1beta1", "v1alpha3", "v1alpha2")
 }
+# NVIDIA's DRA driver for GPUs: a job's NVLink domain (trainhook.io/nvlink-domain).
+COMPUTE_DOMAINS: Final = Resource(
+    "resource.nvidia.com", "v1beta1", "computedomains", "ComputeDomain"
+)
 EVENTS: Final = Resource("", "v1", "events", "Event")
 NODES: Final = Resource("", "v1", "nodes", "Node")  # cluster-scoped
 TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")

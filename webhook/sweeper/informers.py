@@ -12,6 +12,7 @@ from webhook.core import contract
 from webhook.kube.client import Kube
 from webhook.kube.informer import Informer
 from webhook.kube.resources import (
+    COMPUTE_DOMAINS,
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
@@ -42,14 +43,26 @@ SELECTORS: dict[Resource, str] = {
 }
 # Served only where Volcano, scheduler-plugins or KAI is installed (Kubernetes' own PodGroup is
 # watched only in the version discovery found served).
-OPTIONAL = (PODGROUPS, COSCHEDULING_PODGROUPS, KAI_PODGROUPS, *KUBERNETES_PODGROUPS.values())
+OPTIONAL = (
+    PODGROUPS,
+    COSCHEDULING_PODGROUPS,
+    KAI_PODGROUPS,
+    *KUBERNETES_PODGROUPS.values(),
+    COMPUTE_DOMAINS,
+)
 
 
-def selectors(kubernetes_podgroup_api: str | None) -> dict[Resource, str]:
-    """What the sweeper watches: SELECTORS, and Kubernetes' PodGroups of the served version."""
-    if kubernetes_podgroup_api is None:
-        return dict(SELECTORS)
-    return {**SELECTORS, KUBERNETES_PODGROUPS[kubernetes_podgroup_api]: OWNED_SELECTOR}
+def selectors(
+    kubernetes_podgroup_api: str | None, compute_domains: bool = False
+) -> dict[Resource, str]:
+    """What the sweeper watches: SELECTORS, Kubernetes' PodGroups of the served version, and
+    ComputeDomains where the cluster serves them."""
+    found = dict(SELECTORS)
+    if kubernetes_podgroup_api is not None:
+        found[KUBERNETES_PODGROUPS[kubernetes_podgroup_api]] = OWNED_SELECTOR
+    if compute_domains:
+        found[COMPUTE_DOMAINS] = OWNED_SELECTOR
+    return found
 
 
 class PodTables:

@@ -16,9 +16,10 @@ from webhook.core import contract
 from webhook.core.frameworks import FRAMEWORKS
 from webhook.core.objects import annotations_of, labels_of, metadata_of
 from webhook.kube.client import ApiError, Kube
-from webhook.kube.discovery import NOT_SERVED, served_podgroup_api
+from webhook.kube.discovery import NOT_SERVED, compute_domains_served, served_podgroup_api
 from webhook.kube.informer import Informer, backoff
 from webhook.kube.resources import (
+    COMPUTE_DOMAINS,
     CONFIGMAPS,
     COSCHEDULING_PODGROUPS,
     JOBS,
@@ -82,12 +83,16 @@ class SweeperConfig:
 
 
 def fetch_state(
-    kube: Kube, key: JobKey, cluster_domain: str = "", kubernetes_podgroup_api: str | None = None
+    kube: Kube,
+    key: JobKey,
+    cluster_domain: str = "",
+    kubernetes_podgroup_api: str | None = None,
+    compute_domains: bool = False,
 ) -> JobState:
     """A job's state read straight from the API, for deciding again after a conflict."""
     namespace, job = key
     found: dict[Resource, list[dict[str, Any]]] = {}
-    for resource, selector in selectors(kubernetes_podgroup_api).items():
+    for resource, selector in selectors(kubernetes_podgroup_api, compute_domains).items():
         if resource == PODS:
             selector = f"{contract.JOB}={job}"
         elif selector == OWNED_SELECTOR:
@@ -115,6 +120,8 @@ def fetch_state(
         secrets=ssh_secret(kube, key, workloads + found[PODS]),
         configmaps=found[CONFIGMAPS]
         + unlabelled_peers(kube, key, mounting(found[PODS]), found[CONFIGMAPS]),
+        compute_domains=found.get(COMPUTE_DOMAINS, []),
+        compute_domains_served=compute_domains,
         cluster_domain=cluster_domain,
     )
 
@@ -141,6 +148,28 @@ def discover_podgroup_api(kube: Kube) -> str | None:
     else:
         log.info("Kubernetes' own gang scheduling: PodGroups of %s", api)
     return api
+
+
+def discover_compute_domains(kube: Kube) -> bool:
+    """Whether the cluster serves ComputeDomains, said once at start-up."""
+    try:
+        served = compute_domains_served(kube)
+    except ApiError as error:
+        log.warning(
+            "cannot ask whether the cluster serves ComputeDomains (%s): jobs with "
+            "trainhook.io/nvlink-domain get none until the sweeper restarts",
+            error.message,
+        )
+        return False
+    if served:
+        log.info("NVLink domains: ComputeDomains of %s", COMPUTE_DOMAINS.api_version)
+    else:
+        log.info(
+            "this cluster serves no ComputeDomain of %s; jobs with trainhook.io/nvlink-domain "
+            "are said to wait for it",
+            COMPUTE_DOMAINS.api_version,
+        )
+    return served
 
 
 def ssh_secret(
@@ -217,7 +246,8 @@ class Sweeper:
         self.clock = clock
         self.queue = WorkQueue()
         self.kubernetes_podgroup_api = discover_podgroup_api(kube)
-        self.selectors = selectors(self.kubernetes_podgroup_api)
+        self.compute_domains = discover_compute_domains(kube)
+        self.selectors = selectors(self.kubernetes_podgroup_api, self.compute_domains)
         self.pod_tables = PodTables()
         self.workload_views = WorkloadViews()
         self.watches = watches(
@@ -374,6 +404,8 @@ class Sweeper:
             secrets=ssh_secret(self.kube, key, members),
             configmaps=objects[CONFIGMAPS]
             + unlabelled_peers(self.kube, key, pods.mounting(), objects[CONFIGMAPS]),
+            compute_domains=objects.get(COMPUTE_DOMAINS, []),
+            compute_domains_served=self.compute_domains,
             cluster_domain=self.config.cluster_domain,
         )
         return self._with_nodes(key, state)
@@ -407,7 +439,11 @@ class Sweeper:
                     state = self._with_nodes(
                         key,
                         fetch_state(
-                            self.kube, key, self.config.cluster_domain, self.kubernetes_podgroup_api
+                            self.kube,
+                            key,
+                            self.config.cluster_domain,
+                            self.kubernetes_podgroup_api,
+                            self.compute_domains,
                         ),
                     )
                     continue

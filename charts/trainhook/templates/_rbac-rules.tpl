@@ -94,6 +94,11 @@ Sweeper, every watched namespace (a ClusterRole bound cluster-wide, or a Role in
 - apiGroups: [scheduling.volcano.sh, scheduling.x-k8s.io, scheduling.run.ai, scheduling.k8s.io]
   resources: [podgroups]
   verbs: [get, list, watch, create, patch, delete]
+# NVLink domains: the ComputeDomain <job>-nvlink of each job that asks for one
+# (trainhook.io/nvlink-domain), NVIDIA's DRA driver's; its owners kept those of the job.
+- apiGroups: [resource.nvidia.com]
+  resources: [computedomains]
+  verbs: [list, watch, create, patch, delete]
 # Events that explain what the sweeper did.
 - apiGroups: [""]
   resources: [events]

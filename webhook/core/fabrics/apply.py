@@ -104,25 +104,38 @@ def _set_claims(
     draft: Draft, pod: Mapping[str, Any], container: Mapping[str, Any], training: int,
     profile: Profile,
 ) -> None:  # fmt: skip
-    spec = pod.get("spec") or {}
-    claims = {c.get("name"): c for c in spec.get("resourceClaims") or []}
-    used = {c.get("name") for c in (container.get("resources") or {}).get("claims") or []}
     for claim, template in profile.claims:
-        wanted = {"name": claim, "resourceClaimTemplateName": template}
-        have = claims.get(claim)
-        if have is None:
-            draft.list_at("spec", "resourceClaims").append(wanted)
-        elif have != wanted:
+        have = add_claim(draft, pod, container, training, claim, template)
+        if have is not None:
             raise InvalidSetting(
                 contract.FABRIC,
                 profile.name,
                 f"it claims {claim} from ResourceClaimTemplate {template}, the pod's claim "
                 f"{claim} is {shown(dict(have))}: rename the pod's claim",
             )
-        if claim not in used:
-            draft.list_at("spec", "containers", training, "resources", "claims").append(
-                {"name": claim}
-            )
+
+
+def add_claim(
+    draft: Draft, pod: Mapping[str, Any], container: Mapping[str, Any], training: int,
+    claim: str, template: str,
+) -> Mapping[str, Any] | None:  # fmt: skip
+    """A DRA claim `claim` from ResourceClaimTemplate `template` in the pod and the training
+    container's `resources.claims`, each unless already there; the pod's own claim of that name
+    when it is another (nothing is written then)."""
+    spec = pod.get("spec") or {}
+    claims: dict[Any, Mapping[str, Any]] = {
+        c.get("name"): c for c in spec.get("resourceClaims") or []
+    }
+    wanted = {"name": claim, "resourceClaimTemplateName": template}
+    have = claims.get(claim)
+    if have is None:
+        draft.list_at("spec", "resourceClaims").append(wanted)
+    elif have != wanted:
+        return have
+    used = {c.get("name") for c in (container.get("resources") or {}).get("claims") or []}
+    if claim not in used:
+        draft.list_at("spec", "containers", training, "resources", "claims").append({"name": claim})
+    return None
 
 
 def _set_capabilities(

@@ -11,6 +11,7 @@ from webhook.core import contract
 from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting
 from webhook.core.fabrics import registry as fabrics
+from webhook.core.fabrics.nvlink import read_nvlink_domain
 from webhook.core.fabrics.preflight import read_every_attempt, read_min_busbw, read_preflight
 from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
@@ -167,6 +168,7 @@ class Settings(JobSettings):
 
     report_progress: bool = False  # Kubeflow Trainer v2's progress variables and token
     ssh_auth_mount_path: str | None = None  # MPI: the ~/.ssh of a non-root user
+    nvlink_domain: bool = False  # its pods claim a channel of the job's ComputeDomain
 
 
 # Every annotation `read_settings` reads: the job-wide ones come with their fields.
@@ -189,6 +191,7 @@ SETTING_KEYS = (
     contract.KAI_TOPOLOGY,
     contract.REPORT_PROGRESS,
     contract.SSH_AUTH_MOUNT_PATH,
+    contract.NVLINK_DOMAIN,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
 _READ_AT_MOST = 256
@@ -289,6 +292,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         tpu_slices=_tpu_slices(get(contract.TPU_SLICES), framework),
         roles=_roles(get(contract.ROLES), framework),
         fabric=_fabric(get(contract.FABRIC), framework, get(contract.GPU_RESOURCE)),
+        nvlink_domain=read_nvlink_domain(get(contract.NVLINK_DOMAIN)),
         preflight=preflight,
         preflight_min_busbw=read_min_busbw(get(contract.PREFLIGHT_MIN_BUSBW), preflight),
         preflight_every_attempt=read_every_attempt(

@@ -12,6 +12,7 @@ from webhook.core.compat import COMPATS, job_lists
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.fabrics.apply import apply_fabric, fabric_env
+from webhook.core.fabrics.nvlink import add_nvlink_channel
 from webhook.core.fabrics.preflight import add_preflight, later_attempt, wants_attempts
 from webhook.core.fabrics.registry import profile_for
 from webhook.core.frameworks import Framework, Placement
@@ -284,6 +285,8 @@ def write_shared(
     if settings.fabric is not None:
         name = reading.framework.name
         apply_fabric(draft, pod, settings.fabric, name, reading.training, reading.gpus, warnings)
+    if settings.nvlink_domain:
+        add_nvlink_channel(draft, pod, placement.topology.job, reading.training)
     if reading.framework.pod_extras is not None:
         reading.framework.pod_extras(draft, pod, placement)
     if settings.ssh_keys and not reading.framework.ssh_keys:

@@ -15,6 +15,7 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Decision, Delete
 from webhook.sweeper.decide.agreement import agreement_warnings
+from webhook.sweeper.decide.compute_domain import compute_domain_actions
 from webhook.sweeper.decide.events import (
     event_on,
     intruder_events,
@@ -193,6 +194,7 @@ def _running(
             if not resume:  # the replicas it resumes with decide its PodGroup and topology
                 actions += podgroup_actions(state)
             actions += ssh_secret_actions(state)
+            actions += compute_domain_actions(state)
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
             actions += peers_actions(state)

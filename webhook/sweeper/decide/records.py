@@ -14,6 +14,7 @@ from webhook.core.job.completeness import waiting_message
 from webhook.core.objects import parse_time
 from webhook.kube.resources import JOBS, STATEFULSETS
 from webhook.sweeper.actions import Action, Create, CreateSshSecret, Emit, Patch, workload_patch
+from webhook.sweeper.decide.compute_domain import UNAVAILABLE, unavailable_message
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.failures import (
     DISRUPTION_REASONS,
@@ -158,6 +159,9 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
     if missing:
         declared = state.settings.roles is not None
         return "Pending", WAITING_FOR_ROLES, waiting_message(state.job, missing, declared)
+    unavailable = unavailable_message(state)
+    if unavailable is not None:
+        return "Pending", UNAVAILABLE, unavailable
     foreign = waiting_for(state)
     if foreign:
         return (

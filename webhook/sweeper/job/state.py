@@ -11,6 +11,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.errors import TrainhookError
+from webhook.core.fabrics.nvlink import compute_domain_name
 from webhook.core.frameworks import Framework
 from webhook.core.job.claims import Claim, claim_of, creator_of
 from webhook.core.job.completeness import missing_roles
@@ -145,6 +146,8 @@ class JobState:
     kubernetes_podgroup: Owned | None = None  # Kubernetes' own, of `kubernetes_podgroup_api`
     kubernetes_podgroup_api: str | None = None  # the version the cluster serves, if any
     secret: Owned | None = None
+    compute_domain: Owned | None = None  # <job>-nvlink, NVIDIA's DRA driver's
+    compute_domains_served: bool = False  # whether the cluster serves ComputeDomains
     problems: tuple[Problem, ...] = ()
     # Pods labelled with the job that its workloads did not make, and workloads labelled with it
     # that another user created than the job's first creator: never acted on, never read.
@@ -289,6 +292,8 @@ def read_job_state(
     kubernetes_podgroup_api: str | None = None,
     secrets: Iterable[Mapping[str, Any]] = (),
     configmaps: Iterable[Mapping[str, Any]] = (),
+    compute_domains: Iterable[Mapping[str, Any]] = (),
+    compute_domains_served: bool = False,
     cluster_domain: str = "",
     pod_table: PodTable | None = None,
     workload_views: WorkloadViews | None = None,
@@ -391,6 +396,8 @@ def read_job_state(
         kubernetes_podgroup=owned_named(kubernetes_podgroups, job),
         kubernetes_podgroup_api=kubernetes_podgroup_api,
         secret=owned_named(secrets, f"{job}-ssh", content=True),
+        compute_domain=owned_named(compute_domains, compute_domain_name(job)),
+        compute_domains_served=compute_domains_served,
         problems=tuple(problems),
         cluster_services=tuple(
             extra

@@ -17,6 +17,7 @@ from typing import Any
 from webhook.core import contract
 from webhook.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 from webhook.sweeper.actions import Action, Decision, Delete, Patch, workload_patch
+from webhook.sweeper.decide.compute_domain import compute_domain_leftovers
 from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.decide.owned import podgroups
 from webhook.sweeper.decide.policy import DEFAULT_CLEAN_POD_POLICY, PHASES
@@ -163,5 +164,6 @@ def orphans(state: JobState, only_orphans: bool = True) -> Iterable[Action]:
     ):
         if owned is not None and owned.managed:
             yield Delete(resource, state.namespace, owned.name, owned.uid)
+    yield from compute_domain_leftovers(state)
     for owned in state.peers:
         yield Delete(CONFIGMAPS, state.namespace, owned.name, owned.uid)
