@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from tests.support.stored import NAMESPACE, pod, stamped, statefulset
+from webhook.core import contract
 from webhook.core.shape import peers
 from webhook.core.shape.peers import configmap
+from webhook.kube.resources import PODS
+from webhook.sweeper.actions import Create, Patch
 from webhook.sweeper.decide import decide
 from webhook.sweeper.decide.owned import labels, peer_files_of
 from webhook.sweeper.job.podtable import PodTable
@@ -70,3 +73,34 @@ def _fresh_digests(monkeypatch):
     from webhook.sweeper.job import owned
 
     monkeypatch.setattr(owned, "_digests", {}, raising=False)
+
+
+def test_a_large_jobs_start_writes_one_patch_per_gated_pod_and_a_few_more():
+    """The documented bound (docs/sweeper.md, "Bounded writes"): the Service, the peers
+    ConfigMap and a record per workload, then each pod's owned-objects gate lifted by a patch
+    of its own once the ConfigMap is proven."""
+    master, workers = stamped(
+        statefulset("pt-master", role="master", job="pt"),
+        statefulset("pt-worker", role="worker", job="pt", replicas=WORKERS),
+    )
+    pods = [pod(master, 0), *(pod(workers, i) for i in range(WORKERS))]
+    state = read_job_state(NAMESPACE, "pt", workloads=[master, workers], pods=pods)
+    (files,) = peer_files_of(state).values()
+    for made in pods:
+        made["spec"]["schedulingGates"] = [{"name": contract.WAITING_FOR_OWNED_OBJECTS}]
+        made["spec"]["volumes"] = [{"name": "trainhook-peers", "configMap": {"name": files.name}}]
+        made["status"]["phase"] = "Pending"
+        made["metadata"]["resourceVersion"] += "-gated"
+    first = decide(read_job_state(NAMESPACE, "pt", workloads=[master, workers], pods=pods), NOW)
+    creates = [a for a in first.actions if isinstance(a, Create)]
+    assert sorted(a.resource.kind for a in creates) == ["ConfigMap", "Service"]
+    assert not [a for a in first.actions if isinstance(a, Patch) and a.resource == PODS]
+    held = configmap(files, NAMESPACE)
+    held["metadata"].update(labels=labels(state), uid="cm-uid", resourceVersion="31")
+    state = read_job_state(
+        NAMESPACE, "pt", workloads=[master, workers], pods=pods, configmaps=[held]
+    )
+    patches = [a for a in decide(state, NOW).actions if isinstance(a, Patch)]
+    lifted = [a for a in patches if a.resource == PODS]
+    assert len(lifted) == len(pods)  # one per pod, nothing else on a pod
+    assert len(patches) - len(lifted) <= 2  # the records on the two workloads
