@@ -249,6 +249,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "metrics": {
             "serviceMonitor": {"enabled": True},
             "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
+            "grafanaDashboards": {"enabled": True, "labels": {"release": "prometheus"}},
         },
         "image": {"registry": "registry.example.com:5000", "repository": "ml/trainhook"},
         "webhook": {

@@ -21,6 +21,7 @@ WORDS = {
     "podgroups": "PodGroup",
     "computedomains": "ComputeDomain",
     "events": "Event",
+    "nodes": "Node",
     "tokenreviews": "TokenReview",
     "leases": "Lease",
     "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
@@ -43,7 +44,7 @@ Grant = tuple[str, str, str, str, bool]  # (component, API group, resource, verb
 
 def component(role_name: str) -> str:
     """The table's `who` for a Role or ClusterRole of the chart (`<fullname>-sweeper-lease`)."""
-    found = re.search(r"-(webhook|sweeper|test|uninstall)(-lease|-progress)?$", role_name)
+    found = re.search(r"-(webhook|sweeper|test|uninstall)(-lease|-progress|-nodes)?$", role_name)
     assert found, role_name
     return {"test": "helm test", "uninstall": "uninstall hook"}.get(found[1], found[1])
 
