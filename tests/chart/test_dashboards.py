@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tests.chart.rendering import REPO, render
 from webhook.sweeper.job.goodput import Goodput
+from webhook.sweeper.serving.goodput import GoodputFigures
 from webhook.sweeper.serving.health import SweeperHealth
 
 DASHBOARDS = REPO / "charts" / "trainhook" / "dashboards"
@@ -41,7 +42,7 @@ def exposed() -> dict[str, float]:
     health = SweeperHealth()
     health.job_phase(("ml", "pt"), "Running")
     ledger = Goodput("training", T0 - timedelta(seconds=540), {"pending": 60}, lost_steps=20)
-    health.goodput._clock = lambda: T0.timestamp()  # type: ignore[attr-defined]
+    health.goodput = GoodputFigures(clock=lambda: T0.timestamp())
     health.goodput.seen(("ml", "pt"), ledger, 180)
     registry = CollectorRegistry()
     for collector in health.collectors():
