@@ -125,6 +125,7 @@ def test_a_pod_with_the_channel_claim_admitted_again_changes_nothing() -> None:
     assert patched["spec"]["resourceClaims"] == [
         {"name": "nvlink-channel", "resourceClaimTemplateName": "solo-nvlink"}
     ]
+    assert patched["spec"]["schedulingGates"] == [{"name": contract.WAITING_FOR_OWNED_OBJECTS}]
     pod_patches.forget()
     again, second, warnings = admitted(patched)
     assert (second, warnings) == ([], [])

@@ -32,8 +32,12 @@ def names(emulator: Any, resource: Resource) -> list[str]:
     return [obj["metadata"]["name"] for obj in emulator.objects(resource, "ml")]
 
 
+GATE = contract.WAITING_FOR_OWNED_OBJECTS
+
+
 def create_job(kube: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An MPI job whose two workers share an NVLink domain and whose launcher does not."""
+    """An MPI job whose two workers share an NVLink domain and whose launcher does not; its pods
+    as the webhook makes them, held for the objects the sweeper makes for the job."""
     launcher, workers = stamped(
         indexed_job("hvd-launcher", role="launcher", job="hvd"),
         statefulset("hvd-worker", framework="mpi", role="worker", job="hvd", replicas=2,
@@ -42,6 +46,7 @@ def create_job(kube: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     launcher = kube.create(JOBS, "ml", launcher)
     workers = kube.create(STATEFULSETS, "ml", workers)
     for created in (pod(launcher, 0), pod(workers, 0), pod(workers, 1)):
+        created["spec"]["schedulingGates"] = [{"name": GATE}]
         kube.create(PODS, "ml", created)
     return launcher, workers
 
@@ -50,6 +55,15 @@ def owner(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj["metadata"]
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"],
             "uid": meta["uid"]}  # fmt: skip
+
+
+def gated(emulator: Any) -> list[str]:
+    """The job's pods still held for the objects the sweeper makes."""
+    return [
+        p["metadata"]["name"]
+        for p in emulator.objects(PODS, "ml")
+        if {"name": GATE} in (p["spec"].get("schedulingGates") or [])
+    ]
 
 
 def warnings(emulator: Any, reason: str) -> list[str]:
@@ -65,6 +79,7 @@ def test_the_sweeper_makes_the_jobs_compute_domain_valid_against_the_drivers_crd
         assert "NVLink domains: ComputeDomains of resource.nvidia.com/v1beta1" in caplog.messages
         launcher, workers = create_job(kube)
         eventually(lambda: names(emulator, COMPUTE_DOMAINS) == ["hvd-nvlink"], what="domain")
+        eventually(lambda: gated(emulator) == [], what="the pods let go once it is made")
     (domain,) = emulator.objects(COMPUTE_DOMAINS, "ml")
     assert domain["apiVersion"] == "resource.nvidia.com/v1beta1"
     assert domain["kind"] == "ComputeDomain"
@@ -115,11 +130,11 @@ def test_someone_elses_compute_domain_under_the_jobs_name_is_said_once_and_never
     assert warnings(emulator, "ForeignComputeDomain") == [
         "ComputeDomain hvd-nvlink was not made by Trainhook for the job (it has no "
         "app.kubernetes.io/managed-by=trainhook label): the sweeper never changes or deletes "
-        "it, and the job's pods (trainhook.io/nvlink-domain) claim from ResourceClaimTemplate "
-        "hvd-nvlink, which is then its: delete it so the sweeper makes the job's own, or rename "
-        "the job"
+        "it, and the job's pods wait (trainhook.io/waiting-for-owned-objects) and never claim "
+        "its channel; delete it so the sweeper makes the job's own, or rename the job"
     ]
     assert emulator.objects(COMPUTE_DOMAINS, "ml") == [before]
+    assert gated(emulator) == ["hvd-launcher-0-abcde", "hvd-worker-0", "hvd-worker-1"]
 
 
 def test_one_labelled_as_trainhooks_but_not_owned_by_the_job_is_refused_too(
@@ -150,6 +165,7 @@ def test_one_labelled_as_trainhooks_but_not_owned_by_the_job_is_refused_too(
     )
     assert touched == []
     assert emulator.objects(COMPUTE_DOMAINS, "ml") == [before]
+    assert gated(emulator) == ["hvd-launcher-0-abcde", "hvd-worker-0", "hvd-worker-1"]
 
 
 def test_the_compute_domain_goes_with_the_job(emulator: Any, kube: Any) -> None:
@@ -187,6 +203,7 @@ def test_a_cluster_without_compute_domains_is_said_once_as_an_event_and_in_the_s
         "NVLinkDomainUnavailable",
         message,
     )
+    assert gated(emulator) == ["hvd-launcher-0-abcde", "hvd-worker-0", "hvd-worker-1"]
     said = [m for m in caplog.messages if "serves no ComputeDomain" in m]
     assert said == [
         "this cluster serves no ComputeDomain of resource.nvidia.com/v1beta1; jobs with "

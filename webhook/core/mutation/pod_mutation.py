@@ -298,8 +298,13 @@ def write_shared(
         present = (r.name for r in placement.topology.roles)
         if missing_roles(reading.framework, present, settings.roles):
             add_gate(draft, pod, contract.WAITING_FOR_ROLES)  # its world would be partial
-    if place.files is not None or wants_ssh_keys(reading.framework, settings):
-        # Lifted once the sweeper has proven the ConfigMap or Secret the pod mounts its own.
+    if (
+        place.files is not None
+        or wants_ssh_keys(reading.framework, settings)
+        or settings.nvlink_domain
+    ):
+        # Lifted once the sweeper has proven the ConfigMap, Secret or ComputeDomain the pod
+        # mounts or claims from its own.
         add_gate(draft, pod, contract.WAITING_FOR_OWNED_OBJECTS)
 
 

@@ -15,7 +15,7 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Decision, Delete
 from webhook.sweeper.decide.agreement import agreement_warnings
-from webhook.sweeper.decide.compute_domain import compute_domain_actions
+from webhook.sweeper.decide.compute_domain import compute_domain_actions, compute_domain_ready
 from webhook.sweeper.decide.events import (
     event_on,
     intruder_events,
@@ -198,7 +198,7 @@ def _running(
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
             actions += peers_actions(state)
-            actions += owned_gate_actions(state)
+            actions += owned_gate_actions(state, compute_domain_ready(state))
             if now >= settled and not restarting and not resume:
                 actions += agreement_warnings(state)
                 actions += topology_actions(state)

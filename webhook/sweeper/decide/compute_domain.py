@@ -4,7 +4,8 @@ ask for it with trainhook.io/nvlink-domain, whose channel the pods of those role
 It is the sweeper's, proven so as its Service is: Trainhook's managed-by label and an owner
 reference to the job's workloads by uid, which nobody can write before the workloads exist. One
 under the job's name that is not proven so is someone else's: said once, never changed or
-deleted.
+deleted, and the job's pods, which the webhook creates with the scheduling gate
+trainhook.io/waiting-for-owned-objects, stay gated: they never claim its channel.
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ def proven(state: JobState, owned: Owned) -> bool:
     )
 
 
+def compute_domain_ready(state: JobState) -> bool:
+    """Whether the pods of the job may claim its channel (they wait, gated, until then): its
+    ComputeDomain is the one the sweeper made, or the job asks for none."""
+    owned = state.compute_domain
+    return not nvlink_pods(state) or (owned is not None and proven(state, owned))
+
+
 def compute_domain_actions(state: JobState) -> Iterable[Action]:
     """Make the job's ComputeDomain once every role is there; keep its owners those of the job
     (its spec is immutable); say once that one under its name is someone else's, or that the
@@ -128,8 +136,8 @@ def _foreign(state: JobState, name: str, why: str, key: str = "") -> Emit:
         "Warning",
         "ForeignComputeDomain",
         f"ComputeDomain {name} was not made by Trainhook for the job ({why}): the sweeper "
-        f"never changes or deletes it, and the job's pods ({contract.NVLINK_DOMAIN}) claim "
-        f"from ResourceClaimTemplate {name}, which is then its: delete it so the sweeper makes "
-        "the job's own, or rename the job",
+        f"never changes or deletes it, and the job's pods wait "
+        f"({contract.WAITING_FOR_OWNED_OBJECTS}) and never claim its channel; delete it so "
+        "the sweeper makes the job's own, or rename the job",
         key=key or name,
     )

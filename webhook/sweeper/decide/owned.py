@@ -450,9 +450,10 @@ def proven_peers(state: JobState) -> set[str]:
     }
 
 
-def owned_gate_actions(state: JobState) -> Iterable[Action]:
-    """Let the pods held for the job's ConfigMap or Secret be scheduled once each is proven the
-    job's own (a pod also held for missing roles keeps this gate until that one is lifted)."""
+def owned_gate_actions(state: JobState, domain: bool = True) -> Iterable[Action]:
+    """Let the pods held for the job's ConfigMap, Secret or ComputeDomain (`domain`: proven, or
+    none asked for) be scheduled once each is proven the job's own (a pod also held for missing
+    roles keeps this gate until that one is lifted)."""
     held = [  # gated pods are notable
         pod
         for pod in state.pod_facts.notable
@@ -462,6 +463,7 @@ def owned_gate_actions(state: JobState) -> Iterable[Action]:
         return
     peers = proven_peers(state) if any(pod.peers for pod in held) else set()
     keys = not wants_ssh_keys(state.framework, state.settings) or ssh_keys_proven(state)
+    keys = keys and domain
     for pod in held:
         if keys and (pod.peers is None or pod.peers in peers):
             gates = [{"name": g} for g in pod.gates if g != contract.WAITING_FOR_OWNED_OBJECTS]
