@@ -62,6 +62,8 @@ class Context:
     sweeper_username: str = ""
     # Whether the cluster serves Kubernetes' own PodGroup (None: not asked, or not answered).
     kubernetes_podgroups_served: bool | None = None
+    # Whether the cluster serves ComputeDomains (None: not asked, or not answered).
+    compute_domains_served: bool | None = None
     progress: ProgressEndpoint | None = None  # where pods that report progress are sent
     # What the core is told of these settings: made once, as every admission passes it.
     policy: Policy = field(init=False, repr=False, compare=False)
@@ -72,6 +74,7 @@ class Context:
             coscheduling_scheduler=self.coscheduling_scheduler,
             sweeper_username=self.sweeper_username,
             kubernetes_podgroups_served=self.kubernetes_podgroups_served,
+            compute_domains_served=self.compute_domains_served,
             progress=self.progress,
         )
         object.__setattr__(self, "policy", policy)

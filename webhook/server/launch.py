@@ -140,6 +140,23 @@ def _kubernetes_podgroups_served() -> bool | None:
         kube.close()
 
 
+def _compute_domains_served() -> bool | None:
+    """Whether the cluster serves NVIDIA's ComputeDomain; None when it cannot be asked."""
+    from webhook.kube.client import ApiError, Kube
+    from webhook.kube.discovery import compute_domains_served
+
+    try:
+        kube = Kube.from_environment()
+    except ApiError:
+        return None
+    try:
+        return compute_domains_served(kube)
+    except ApiError:
+        return None
+    finally:
+        kube.close()
+
+
 def build_app(settings: ServeSettings) -> Flask:
     """The WSGI app of one worker process."""
     from webhook.server.admission import Context
@@ -170,6 +187,7 @@ def build_app(settings: ServeSettings) -> Flask:
         lookup=lookup,
         sweeper_username=settings.sweeper_username,
         kubernetes_podgroups_served=_kubernetes_podgroups_served() if settings.lookup else None,
+        compute_domains_served=_compute_domains_served() if settings.lookup else None,
         progress=progress_endpoint(settings.progress_url, settings.progress_ca_file),
     )
     return create_app(context, tuple(checks))

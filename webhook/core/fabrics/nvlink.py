@@ -18,9 +18,10 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.draft import Draft
-from webhook.core.errors import InvalidSetting
+from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.fabrics.apply import add_claim
 from webhook.core.limits import shown
+from webhook.core.objects import annotations_of, labels_of
 
 COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
 COMPUTE_DOMAIN_KIND = "ComputeDomain"
@@ -66,3 +67,16 @@ def add_nvlink_channel(
             f"{template}, the pod's claim {CHANNEL_CLAIM} is {shown(dict(have))}: rename the "
             "pod's claim",
         )
+
+
+def refuse_unserved_nvlink(obj: Mapping[str, Any]) -> None:
+    """Raises Refused for a labelled workload or pod that asks for an NVLink domain, on its own
+    annotations or its pod template's: what the webhook says where the cluster serves no
+    ComputeDomain."""
+    template = (obj.get("spec") or {}).get("template") or {}
+    asked = annotations_of(obj).get(contract.NVLINK_DOMAIN) or annotations_of(template).get(
+        contract.NVLINK_DOMAIN
+    )
+    labelled = contract.FRAMEWORK in labels_of(obj) or contract.FRAMEWORK in labels_of(template)
+    if asked == "true" and labelled:
+        raise Refused(f"{contract.NVLINK_DOMAIN}: true: {NOT_SERVED}")

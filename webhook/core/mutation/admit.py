@@ -16,6 +16,7 @@ from webhook.core import contract
 from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.draft import Draft
 from webhook.core.errors import Refused
+from webhook.core.fabrics.nvlink import refuse_unserved_nvlink
 from webhook.core.job.authority import forged_creator, forged_outcome, membership
 from webhook.core.job.claims import claim_refusal, claimed
 from webhook.core.job.gang import KUBERNETES_NOT_SERVED
@@ -138,6 +139,9 @@ class Policy:
     # Whether the cluster serves Kubernetes' own PodGroup (None: not known); a job that asks for
     # it where it is not served is refused.
     kubernetes_podgroups_served: bool | None = None
+    # Whether the cluster serves NVIDIA's ComputeDomain (None: not known); a job that asks for an
+    # NVLink domain where it is not served is refused.
+    compute_domains_served: bool | None = None
     progress: ProgressEndpoint | None = None  # where pods of jobs that report progress report
 
 
@@ -213,6 +217,8 @@ def admit(
         return None
     if policy.kubernetes_podgroups_served is False and operation == "CREATE":
         _refuse_unserved_scheduler(obj)
+    if policy.compute_domains_served is False and operation == "CREATE":
+        refuse_unserved_nvlink(obj)
     namespace = request.namespace
     siblings = found.siblings
     if kind == "Pod" and contract.FRAMEWORK in labels_of(obj):
