@@ -79,10 +79,28 @@ def test_each_worker_claims_the_jobs_channel_and_the_launcher_none() -> None:
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
 
 
+def test_render_shows_the_compute_domain_the_sweeper_makes_valid_against_the_drivers_crd() -> None:
+    from tests.schemas import custom_resource_problems
+
+    (domain,) = render_all(mpi_job({NVLINK: "true"})).compute_domains
+    assert domain == {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {
+            "name": "hvd-nvlink",
+            "namespace": "default",
+            "labels": {"trainhook.io/job": "hvd"},
+        },
+        "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "hvd-nvlink"}}},
+    }
+    assert custom_resource_problems(domain) == []
+
+
 def test_false_or_unset_adds_no_claim() -> None:
     for settings in ({}, {NVLINK: "false"}):
         for pod in rendered_pods(mpi_job(settings)):
             assert "resourceClaims" not in pod["spec"]
+        assert render_all(mpi_job(settings)).compute_domains == []
 
 
 def test_a_fabric_profile_and_the_nvlink_domain_give_one_pod_both_claims() -> None:

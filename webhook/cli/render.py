@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
             *rendering.configmaps,
             *(p.pod for p in rendering.pods),
             *rendering.podgroups,
+            *rendering.compute_domains,
         ]
         sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     else:

@@ -24,6 +24,7 @@ from webhook.core.apiserver_rules import (
 )
 from webhook.core.compat import COMPATS
 from webhook.core.errors import TrainhookError
+from webhook.core.fabrics.nvlink import compute_domain
 from webhook.core.frameworks import FRAMEWORKS, Framework
 from webhook.core.job.failure_rules import FailurePolicy, failure_policy
 from webhook.core.job.gang import DEFAULT_KUBERNETES_PODGROUP_API, job_gang, podgroup_of_pods
@@ -92,6 +93,17 @@ class Rendering:
                     obj["metadata"]["labels"] = {contract.JOB: pod.job}
                     found[(namespace, pod.peers.name)] = obj
         return list(found.values())
+
+    @property
+    def compute_domains(self) -> list[dict[str, Any]]:
+        """The ComputeDomain of every job whose roles set trainhook.io/nvlink-domain, as the
+        sweeper creates it (less the managed-by label and owner references it adds)."""
+        counts: dict[tuple[str, str], int] = {}
+        for pod in self.pods:
+            if pod.settings.nvlink_domain:
+                key = (_namespace(pod.pod), pod.job)
+                counts[key] = counts.get(key, 0) + 1
+        return [compute_domain(job, namespace, n) for (namespace, job), n in counts.items()]
 
 
 def render(

@@ -49,6 +49,20 @@ def compute_domain_name(job: str) -> str:
     return job + TEMPLATE_SUFFIX
 
 
+def compute_domain(job: str, namespace: str, pods: int) -> dict[str, Any]:
+    """The job's ComputeDomain as the sweeper makes it (less the managed-by label and owner
+    references it adds): one IMEX daemon per pod of the roles that ask (a training pod takes its
+    node's GPUs), and the channel's ResourceClaimTemplate, which the driver makes, named as the
+    domain."""
+    name = compute_domain_name(job)
+    return {
+        "apiVersion": COMPUTE_DOMAIN_API,
+        "kind": COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": {contract.JOB: job}},
+        "spec": {"numNodes": pods, "channel": {"resourceClaimTemplate": {"name": name}}},
+    }
+
+
 def add_nvlink_channel(
     draft: Draft, pod: Mapping[str, Any], job: str, training: int | None
 ) -> None:

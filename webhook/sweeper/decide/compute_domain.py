@@ -14,12 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webhook.core import contract
-from webhook.core.fabrics.nvlink import (
-    COMPUTE_DOMAIN_API,
-    COMPUTE_DOMAIN_KIND,
-    NOT_SERVED,
-    compute_domain_name,
-)
+from webhook.core.fabrics.nvlink import NOT_SERVED, compute_domain, compute_domain_name
 from webhook.kube.resources import COMPUTE_DOMAINS, MANAGED_BY, MANAGER
 from webhook.sweeper.actions import Action, Create, Delete, Emit, Patch
 from webhook.sweeper.decide.events import event_on
@@ -35,28 +30,15 @@ def nvlink_pods(state: JobState) -> int:
     return sum(w.replicas for w in state.workloads if w.settings.nvlink_domain)
 
 
-def compute_domain_spec(state: JobState) -> dict[str, Any]:
-    """One IMEX daemon per pod of the roles that ask (a training pod takes its node's GPUs), and
-    the channel's ResourceClaimTemplate, which the driver makes, named as the domain."""
-    name = compute_domain_name(state.job)
-    return {"numNodes": nvlink_pods(state), "channel": {"resourceClaimTemplate": {"name": name}}}
-
-
 def compute_domain_body(state: JobState) -> dict[str, Any]:
-    metadata: dict[str, Any] = {
-        "name": compute_domain_name(state.job),
-        "namespace": state.namespace,
-        "labels": labels(state),
-    }
+    """The job's ComputeDomain (core/fabrics/nvlink.py), labelled as the sweeper's and owned by
+    the job's workloads."""
+    body = compute_domain(state.job, state.namespace, nvlink_pods(state))
+    body["metadata"]["labels"] = labels(state)
     owners = owner_references(state)
     if owners:
-        metadata["ownerReferences"] = owners
-    return {
-        "apiVersion": COMPUTE_DOMAIN_API,
-        "kind": COMPUTE_DOMAIN_KIND,
-        "metadata": metadata,
-        "spec": compute_domain_spec(state),
-    }
+        body["metadata"]["ownerReferences"] = owners
+    return body
 
 
 def unavailable_message(state: JobState) -> str | None:
