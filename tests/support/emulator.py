@@ -16,7 +16,8 @@ adds, like the API server:
     times out; a watch from a version older than the last `compact()` answered 410 Gone;
   * a garbage collector: objects whose owners (ownerReferences) are all gone are deleted.
 And for tests: injected error statuses, a client cut off after its Nth write (`cut_writes_after`),
-watches answered with 410 Gone, watches ended on demand;
+watches answered with 410 Gone, watches ended on demand, RBAC (`authorize`: a request it refuses
+is answered 403 Forbidden, as the API server's authorizer does);
 kmock's own DSL (`handler[...] << response`) and request log work as usual. For benches of
 thousands of objects, `load()` puts objects in without a request, and `keep_requests = False`
 stops kmock keeping every request (it scans them all on each new one).
@@ -137,6 +138,8 @@ class Emulator(kmock.KubernetesEmulator):
     _guard: threading.Lock = attrs.field(factory=threading.Lock)
     # Tokens issued by TokenRequest: token -> (namespace, service account, audiences, pod, uid).
     tokens: dict[str, tuple[str, str, list[str], str, str]] = attrs.field(factory=dict)
+    # RBAC: (method, path, query string, User-Agent) -> why the request is refused, or None.
+    authorize: Callable[[str, str, str, str], str | None] | None = None
 
     # --- test controls (callable from any thread) -------------------------------------------
 
@@ -226,6 +229,12 @@ class Emulator(kmock.KubernetesEmulator):
         return response
 
     async def _dispatch(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+        if self.authorize is not None:
+            agent = request.headers.get("User-Agent", "")
+            method, query = str(request.method.value), str(request.url.query_string)
+            refused = self.authorize(method, str(request.url.path), query, agent)
+            if refused is not None:
+                return _json(status(403, "Forbidden", refused), 403)
         fault = self._take_fault(request)
         if fault is not None:
             return _json(status(fault.status, "InternalError", "injected fault"), fault.status)

@@ -107,11 +107,17 @@ serving certificate when an issuer is given (its ca.crt is that issuer's CA).
 
 {{/*
 The served namespaces as a list (empty: every namespace but the excluded ones); listing the
-release namespace is refused, since the webhook never serves the namespace it runs in.
+release namespace is refused, since the webhook never serves the namespace it runs in, and so is
+listing an excluded namespace, which would get the sweeper's Role and never be served.
 */}}
 {{- define "trainhook.namespaces" -}}
 {{- if has .Release.Namespace .Values.namespaces }}
 {{- fail (printf "namespaces: %q is the release namespace, which the webhook never serves; list only the namespaces of training jobs" .Release.Namespace) }}
+{{- end }}
+{{- range .Values.namespaces }}
+{{- if has . $.Values.webhookConfiguration.namespaceSelector.excludeNamespaces }}
+{{- fail (printf "namespaces: %q is also in webhookConfiguration.namespaceSelector.excludeNamespaces, so it would never be served; list it in one of the two" .) }}
+{{- end }}
 {{- end }}
 {{- toJson .Values.namespaces }}
 {{- end }}
