@@ -221,7 +221,7 @@ def test_a_bad_stall_setting_is_refused_in_one_line(
 
 
 def test_a_duration_is_read_largest_unit_first() -> None:
-    from webhook.core.job.durations import seconds_of
+    from webhook.core.job.progress import seconds_of
 
     assert [seconds_of(t) for t in ("90s", "30m", "1h30m", "2d", "1m1h", "m", "5", "")] == [
         90,
@@ -234,6 +234,6 @@ def test_a_duration_is_read_largest_unit_first() -> None:
         None,
     ]
     with pytest.raises(TrainhookError):
-        from webhook.core.job.durations import stall_timeout
+        from webhook.core.job.progress import stall_timeout
 
         stall_timeout("8d")

@@ -15,7 +15,6 @@ from webhook.core.fabrics.nvlink import read_nvlink_domain
 from webhook.core.fabrics.preflight import read_every_attempt, read_min_busbw, read_preflight
 from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
-from webhook.core.job.durations import stall_timeout
 from webhook.core.job.failure_rules import (
     PARTIAL,
     RESTART_POLICIES,
@@ -23,6 +22,7 @@ from webhook.core.job.failure_rules import (
     parse_rules,
     partial_restart_allowed,
 )
+from webhook.core.job.progress import stall_timeout
 from webhook.core.limits import MAX_INT32, whole_number
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -23,7 +23,6 @@ from webhook.sweeper.decide.events import (
     unattributed_events,
 )
 from webhook.sweeper.decide.failures import restarts_whole_job
-from webhook.sweeper.decide.goodput import goodput_record
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
 from webhook.sweeper.decide.lifecycle.in_place import in_place_actions, in_place_timeout
@@ -63,6 +62,7 @@ from webhook.sweeper.decide.records import (
 )
 from webhook.sweeper.decide.stalls import stall_timer
 from webhook.sweeper.decide.topology import topology_actions
+from webhook.sweeper.job.goodput import goodput_record
 from webhook.sweeper.job.state import JobState
 
 # The workloads of one manifest are created one after the other: the job's topology is enforced

@@ -22,7 +22,8 @@ from webhook.core.job.failure_rules import (
     failure_policy,
 )
 from webhook.sweeper.decide.nodes import node_facts, sick_nodes
-from webhook.sweeper.decide.stalls import STALLED, stalled
+from webhook.sweeper.decide.stalls import stalled
+from webhook.sweeper.job.goodput import STALLED
 from webhook.sweeper.job.pods import PodView, Run, created_before
 from webhook.sweeper.job.state import JobState
 

@@ -11,7 +11,6 @@ suspended: no stall is judged then. Pure: the clock is passed in.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,10 +18,9 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.job.progress import human_duration, read_summary
 from webhook.core.objects import parse_time
+from webhook.sweeper.job.goodput import running_since
 from webhook.sweeper.job.pods import PodView
 from webhook.sweeper.job.state import JobState, format_time
-
-STALLED = "Stalled"  # the reason of what a stall causes
 
 
 @dataclass(frozen=True)
@@ -67,14 +65,6 @@ def stall_timer(state: JobState) -> Stall | None:
     return Stall(step, max(reported, *running_since(state)), timeout)
 
 
-def running_since(state: JobState) -> list[datetime]:
-    """The moments the job's pods last started running: its last restart, the release of its
-    in-place restart, its resume, and the start of each training container's current run."""
-    moments = _restarted(state)
-    moments += [p.training.started for p in state.pods if p.training and p.training.started]
-    return moments
-
-
 def stalled(state: JobState, now: datetime | None) -> Stall | None:
     """The stall the job is in now, if any."""
     timer = stall_timer(state) if now is not None else None
@@ -110,19 +100,3 @@ def _runs(pod: PodView) -> bool:
         and training.current is None
         and not training.waiting
     )
-
-
-def _restarted(state: JobState) -> list[datetime]:
-    """When the job last restarted, its in-place restart was released, and it resumed."""
-    found = []
-    for workload in state.workloads:
-        try:
-            status = json.loads(workload.annotations.get(contract.STATUS) or "{}")
-        except ValueError:
-            continue
-        if isinstance(status, dict):
-            for key in ("restartedAt", "releasedAt", "resumedAt"):
-                moment = parse_time(status.get(key))
-                if moment is not None:
-                    found.append(moment)
-    return found

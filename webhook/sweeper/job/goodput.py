@@ -15,14 +15,19 @@ the time counted. Pure: the clock is passed in.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from webhook.core.job.progress import human_duration
+from webhook.core import contract
+from webhook.core.errors import TrainhookError
+from webhook.core.job.progress import human_duration, read_summary
 from webhook.core.objects import parse_time
+from webhook.sweeper.job.state import JobState
 
 PHASES: Final = ("pending", "starting", "training", "restarting", "stalled")
+STALLED: Final = "Stalled"  # the reason of a restart a stall causes (trainhook.io/stall-timeout)
 RECORDED: Final = "goodput"  # the field of trainhook.io/status
 SUSPENDED: Final = "suspended"  # counted in no phase
 FINISHED: Final = "finished"  # the ledger closed
@@ -136,3 +141,63 @@ def goodput_text(ledger: Goodput, now: datetime, step: int | None) -> str:
     lost = f"; {ledger.lost_steps} steps lost to restarts" if ledger.lost_steps else ""
     share = f"{round(ratio * 100)}%" if ratio is not None else "-"
     return f"{share} of {human_duration(counted)} ({phases or 'nothing counted yet'}{lost})"
+
+
+def running_since(state: JobState) -> list[datetime]:
+    """The moments the job's pods last started running: its last restart, the release of its
+    in-place restart, its resume, and the start of each training container's current run."""
+    moments = _restarted(state)
+    moments += [p.training.started for p in state.pods if p.training and p.training.started]
+    return moments
+
+
+def _restarted(state: JobState) -> list[datetime]:
+    """When the job last restarted, its in-place restart was released, and it resumed."""
+    found = []
+    for workload in state.workloads:
+        try:
+            status = json.loads(workload.annotations.get(contract.STATUS) or "{}")
+        except ValueError:
+            continue
+        if isinstance(status, dict):
+            for key in ("restartedAt", "releasedAt", "resumedAt"):
+                moment = parse_time(status.get(key))
+                if moment is not None:
+                    found.append(moment)
+    return found
+
+
+def job_summary(state: JobState) -> dict[str, Any] | None:
+    """The job's last progress summary (trainhook.io/progress on its workloads)."""
+    found = [s for s in (read_summary(w.annotations) for w in state.workloads) if s]
+    return max(found, key=lambda s: str(s.get("updated", ""))) if found else None
+
+
+def goodput_record(
+    state: JobState, recorded: dict[str, Any], phase: str, reason: str, now: datetime
+) -> dict[str, Any]:
+    """{"goodput": ...} for the trainhook.io/status a decision records in `phase`; nothing for a
+    job that does not report its progress (trainhook.io/report-progress)."""
+    if not any(w.settings.report_progress for w in state.workloads):
+        return {}
+    summary = job_summary(state) or {}
+    updated = parse_time(summary.get("updated"))
+    started = running_since(state)
+    reported = updated is not None and (not started or updated >= max(started))
+    ledger = Goodput.read(recorded)
+    if ledger is None:
+        began = parse_time(recorded.get("startTime")) or now
+        ledger = Goodput("pending", min(began, now))
+    before = ledger.phase
+    ledger = ledger.advanced(phase_of(phase, reported), now).with_restart(summary.get("restart"))
+    timeout = _stall_timeout(state)
+    if reason == STALLED and before == "training" and ledger.phase == "restarting" and timeout:
+        ledger = ledger.stalled_for(timeout)
+    return {RECORDED: ledger.recorded()}
+
+
+def _stall_timeout(state: JobState) -> int | None:
+    try:
+        return state.settings.stall_timeout
+    except TrainhookError:  # roles that disagree: the job is refused
+        return None

@@ -7,9 +7,9 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.sweeper.actions import Action, Decision, workload_patch
-from webhook.sweeper.decide.goodput import goodput_record
 from webhook.sweeper.decide.policy import Replica
 from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
+from webhook.sweeper.job.goodput import goodput_record
 from webhook.sweeper.job.state import JobState
 
 
