@@ -4,7 +4,8 @@ The phases: `pending` (a pod waits to be scheduled or for its image), `starting`
 runs, and the job has reported no step since its pods last started), `training`, `restarting`
 (a restart under way) and `stalled` (no new step for trainhook.io/stall-timeout: the time from
 the stall's start to its detection, counted as training until then). A suspended job's time
-counts in none. The ledger is recorded in the job's trainhook.io/status (`goodput`): the
+counts in none. Only a job that reports its progress has a ledger, recorded with each decision
+(`goodput_record`) in the job's trainhook.io/status (`goodput`): the
 seconds of each phase closed so far, the phase now and since when, and the steps lost to
 restarts; it changes only when the phase does, so recording it costs no write of its own.
 
