@@ -1,17 +1,18 @@
 """A namespaced install's processes, held to the RBAC the chart renders for it.
 
 The chart is rendered with `namespaces: [ml, vision]`; the emulator then answers every request of
-the sweeper (or of the webhook's sibling lookup) as the API server's RBAC would under the
-rendered Roles, ClusterRoles and bindings of that component's ServiceAccount: 403 Forbidden for
-anything they do not grant. The sweeper and the lookup run with the settings the chart's
-command lines give them (`--namespace`, `--lookup-namespace`), so a cluster-wide list, or a
-write the Roles lack, would show as a refusal and as a job left undone.
+the sweeper (or of the webhook's sibling lookup and certificate upkeep) as the API server's RBAC
+would under the rendered Roles, ClusterRoles and bindings of that component's ServiceAccount:
+403 Forbidden for anything they do not grant. Each runs with the settings the chart's command
+lines give it (`--namespace`, `--lookup-namespace`, `--cert-secret`, ...), so a cluster-wide
+list, or a write the Roles lack, would show as a refusal and as work left undone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.support.stored import statefulset
 from tests.support.sweeping import Running
 from tests.support.waiting import eventually
 from tests.sweeper.test_sweeper_api import create_mpi_job, create_single_worker_job, succeed
+from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 from webhook.cli.sweep import config_from
 from webhook.core import contract
 from webhook.kube.client import Kube, api_client_for
@@ -43,6 +45,7 @@ NAMESPACED = {"namespaces": ["ml", "vision"]}
 RELEASE_NAMESPACE = "trainhook"
 SWEEPER = "trainhook-sweeper-under-rbac"
 WEBHOOK = "trainhook-webhook-under-rbac"
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 @pytest.fixture
@@ -232,4 +235,50 @@ def test_a_namespaced_webhooks_lookup_held_to_the_charts_roles_reads_only_its_na
         ("list", resource, namespace)
         for resource in ("statefulsets", "jobs")
         for namespace in ("ml", "vision")
+    }
+
+
+def test_a_namespaced_webhook_held_to_the_charts_rbac_keeps_its_certificate_touching_only_its_own(
+    cluster: EmulatorThread, tmp_path: Path
+) -> None:
+    rendered = render(NAMESPACED)
+    hold_to_rbac(cluster, rendered, {WEBHOOK: "trainhook-webhook"})
+    configuration = rendered.one("MutatingWebhookConfiguration")
+    cluster.create(CONFIGURATIONS, configuration)
+    args = parse(rendered.container("Deployment", "trainhook-webhook"))
+    settings = SelfManagedSettings(
+        namespace=args.namespace,
+        secret=args.cert_secret,
+        webhook_config=args.webhook_config,
+        service=args.service,
+        directory=tmp_path,
+        retry_seconds=(0.05, 0.2),
+        startup_seconds=10,
+    )
+    manager = SelfManagedCertificates(settings, client_as(cluster.url, WEBHOOK))
+    manager.start()
+    try:
+        name = configuration["metadata"]["name"]
+        eventually(
+            lambda: all(
+                hook["clientConfig"].get("caBundle")
+                for hook in cluster.read(f"{CONFIGURATIONS}/{name}")["webhooks"]
+            ),
+            what="the CA bundle written into the webhook's own configuration",
+        )
+    finally:
+        manager.stop()
+
+    requests = requests_of(cluster, WEBHOOK)
+    assert [r for r in requests if r[3] == 403] == []
+    seen = what_rbac_saw(requests)
+    # Cluster-wide, only its own configuration, by name (its watch selects it by name too); in
+    # the release namespace, its Secret (created without a name, as RBAC sees a create).
+    # A watch is logged once it ends, so only its list shows here.
+    assert {(a.verb, a.resource, a.namespace, a.name) for a in seen} == {
+        ("get", "mutatingwebhookconfigurations", "", name),
+        ("list", "mutatingwebhookconfigurations", "", name),
+        ("patch", "mutatingwebhookconfigurations", "", name),
+        ("get", "secrets", RELEASE_NAMESPACE, args.cert_secret),
+        ("create", "secrets", RELEASE_NAMESPACE, ""),
     }
