@@ -25,10 +25,12 @@ from tests.support.rbac import Attributes, Authorizer, attributes
 from tests.support.stored import statefulset
 from tests.support.sweeping import Running
 from tests.support.waiting import eventually
+from tests.sweeper.test_progress import make_job, token_for
 from tests.sweeper.test_sweeper_api import create_mpi_job, create_single_worker_job, succeed
 from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 from webhook.cli.sweep import config_from
 from webhook.core import contract
+from webhook.core.job.progress import status_path
 from webhook.kube.client import Kube, api_client_for
 from webhook.kube.lookup import SiblingCache
 from webhook.kube.resources import (
@@ -40,6 +42,7 @@ from webhook.kube.resources import (
     SERVICES,
     STATEFULSETS,
 )
+from webhook.sweeper.serving.progress import ProgressDesk
 
 NAMESPACED = {"namespaces": ["ml", "vision"]}
 RELEASE_NAMESPACE = "trainhook"
@@ -282,3 +285,34 @@ def test_a_namespaced_webhook_held_to_the_charts_rbac_keeps_its_certificate_touc
         ("get", "secrets", RELEASE_NAMESPACE, args.cert_secret),
         ("create", "secrets", RELEASE_NAMESPACE, ""),
     }
+
+
+def test_a_namespaced_sweeper_answers_progress_for_its_namespaces_only_and_asks_nothing_else(
+    cluster: EmulatorThread,
+) -> None:
+    rendered = render(NAMESPACED | {"progress": {"enabled": True}})
+    hold_to_rbac(cluster, rendered, {SWEEPER: "trainhook-sweeper"})
+    args = parse(rendered.container("Deployment", "trainhook-sweeper"))
+    desk = ProgressDesk(client_as(cluster.url, SWEEPER), namespaces=tuple(args.namespaces))
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer junk"}
+    report = b'{"trainerStatus": {"progressPercentage": 40}}'
+
+    outside = desk.handle(status_path("research", "pt"), headers, report)
+
+    assert (outside.status, outside.body["message"]) == (
+        404,
+        "no job research/pt here: namespace research is not one this sweeper serves",
+    )
+    assert requests_of(cluster, SWEEPER) == []  # no TokenReview, no read
+    junk = desk.handle(status_path("ml", "pt"), headers, report)
+    assert junk.status == 403  # reviewed: a junk token, refused as such
+    assert [(m, p, s) for m, p, _, s in requests_of(cluster, SWEEPER)] == [
+        ("POST", "/apis/authentication.k8s.io/v1/tokenreviews", 201)
+    ]
+    # A pod of a job in ml, with its own token: reviewed, its pod and workloads read, taken.
+    token = token_for(cluster, "pt", make_job(cluster, "pt"))
+    taken = desk.handle(
+        status_path("ml", "pt"), headers | {"Authorization": f"Bearer {token}"}, report
+    )
+    assert taken.status == 200, taken.body
+    assert [r for r in requests_of(cluster, SWEEPER) if r[3] == 403] == []

@@ -201,7 +201,11 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("trainhook.sweeper").info("metrics at http://%s:%d/metrics", host, port)
     progress = None
     if args.progress_bind:
-        desk = ProgressDesk(kube, Limits(write_interval=args.progress_write_seconds))
+        desk = ProgressDesk(
+            kube,
+            Limits(write_interval=args.progress_write_seconds),
+            namespaces=_namespaces(args.namespaces),
+        )
         metrics.registry.register(ProgressFigures(desk.latest))
         try:
             progress = serve_progress(

@@ -109,11 +109,15 @@ class ProgressDesk:
         kube: Kube,
         limits: Limits = Limits(),
         *,
+        namespaces: Sequence[str] = (),
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.kube = kube
         self.limits = limits
+        # The sweeper's namespaces (empty: every one): a report for a job elsewhere is answered
+        # without a TokenReview or a read, which its Roles would refuse anyway.
+        self.namespaces = frozenset(namespaces)
         self.clock = clock
         self.wall = wall
         self._lock = threading.Lock()
@@ -139,6 +143,12 @@ class ProgressDesk:
         if match is None:
             return failure(404, "NotFound", f"no such endpoint {path[:100]}")
         key: JobKey = (match.group(1), match.group(2))
+        if self.namespaces and key[0] not in self.namespaces:
+            return failure(
+                404,
+                "NotFound",
+                f"no job {key[0]}/{key[1]} here: namespace {key[0]} is not one this sweeper serves",
+            )
         content_type = headers.get("Content-Type", "").split(";")[0].strip().lower()
         if content_type not in ACCEPTED_TYPES:
             return failure(
