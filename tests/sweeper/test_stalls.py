@@ -193,12 +193,18 @@ def test_reports_that_repeat_the_step_keep_when_it_was_first_reported() -> None:
     ("annotations", "message"),
     [
         (
-            {contract.STALL_TIMEOUT: "10"},
+            {contract.STALL_TIMEOUT: "20m"},
+            "trainhook.io/stall-timeout: invalid value '20m': the step comes from the job's "
+            'progress reports: set trainhook.io/report-progress: "true" too, or remove the '
+            "timeout",
+        ),
+        (
+            {contract.STALL_TIMEOUT: "10", contract.REPORT_PROGRESS: "true"},
             "trainhook.io/stall-timeout: invalid value '10': a duration like 90s, 30m or 1h30m, "
             "from 1m to 7d",
         ),
         (
-            {contract.STALL_TIMEOUT: "30s"},
+            {contract.STALL_TIMEOUT: "30s", contract.REPORT_PROGRESS: "true"},
             "trainhook.io/stall-timeout: invalid value '30s': a duration like 90s, 30m or "
             "1h30m, from 1m to 7d",
         ),

@@ -309,6 +309,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"a queue is read only with {contract.SCHEDULER} set "
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
+    if settings.stall_timeout is not None and not settings.report_progress:
+        raise InvalidSetting(
+            contract.STALL_TIMEOUT,
+            get(contract.STALL_TIMEOUT),
+            "the step comes from the job's progress reports: set "
+            f'{contract.REPORT_PROGRESS}: "true" too, or remove the timeout',
+        )
     return settings
 
 
