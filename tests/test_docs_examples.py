@@ -106,7 +106,8 @@ def contexts() -> Iterator[tuple[str, dict[str, str]]]:
             placed[contract.KAI_TOPOLOGY] = "cluster-topology"
         companions.append(placed)
     companions.append({contract.PLACEMENT_TOPOLOGY: "example.com/rack"})
-    # What needs progress reports (trainhook.io/stall-timeout) is read beside them.
+    # Settings read only beside another: the preflight's own, and what needs progress reports.
+    companions.append({contract.PREFLIGHT: "nccl"})
     companions.append({contract.REPORT_PROGRESS: "true"})
     for name, framework in FRAMEWORKS.items():
         for extra in companions:

@@ -210,6 +210,49 @@ spec:
 apiVersion: apps/v1
 kind: StatefulSet
 metadata:
+  name: every-jax-setting
+  labels:
+    trainhook.io/framework: jax
+  annotations:
+    trainhook.io/tpu-slices: "2"
+    trainhook.io/ssh-keys: "true"
+spec:
+  replicas: 4
+  selector:
+    matchLabels:
+      app: every-jax-setting
+  template:
+    metadata:
+      labels:
+        app: every-jax-setting
+    spec:
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: every-jax-setting-job
+  labels:
+    trainhook.io/framework: jax
+  annotations:
+    trainhook.io/tpu-slices: "2"
+    trainhook.io/ssh-keys: "true"
+spec:
+  completionMode: Indexed
+  completions: 4
+  parallelism: 4
+  template:
+    spec:
+      restartPolicy: OnFailure
+      containers:
+        - name: trainer
+          image: trainer:1
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
   name: every-in-place-setting
   labels:
     trainhook.io/framework: pytorch
