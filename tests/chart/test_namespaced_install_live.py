@@ -11,6 +11,11 @@ list, or a write the Roles lack, would show as a refusal and as work left undone
 from __future__ import annotations
 
 import dataclasses
+import json
+import socket
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,13 +25,14 @@ from kubernetes import client
 
 from tests.chart.rendering import Rendered, render
 from tests.chart.test_command_lines import parse
-from tests.support.emulator import EmulatorThread, emulator
+from tests.support.emulator import EmulatorThread, emulator, kubeconfig
 from tests.support.rbac import Attributes, Authorizer, attributes
 from tests.support.stored import statefulset
-from tests.support.sweeping import Running
+from tests.support.sweeping import Running, SweeperProcess
 from tests.support.waiting import eventually
 from tests.sweeper.test_progress import make_job, token_for
 from tests.sweeper.test_sweeper_api import create_mpi_job, create_single_worker_job, succeed
+from webhook.certs.material import generate
 from webhook.certs.selfmanaged import SelfManagedCertificates, SelfManagedSettings
 from webhook.cli.sweep import config_from
 from webhook.core import contract
@@ -316,3 +322,46 @@ def test_a_namespaced_sweeper_answers_progress_for_its_namespaces_only_and_asks_
     )
     assert taken.status == 200, taken.body
     assert [r for r in requests_of(cluster, SWEEPER) if r[3] == 403] == []
+
+
+def test_trainhook_sweep_given_namespaces_answers_a_report_from_elsewhere_with_404(
+    cluster: EmulatorThread, tmp_path: Path
+) -> None:
+    generate(tmp_path / "certs", "trainhook", "trainhook")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = SweeperProcess(
+        kubeconfig(tmp_path / "kubeconfig", cluster.url),
+        "sweeper-0",
+        tmp_path / "sweeper.log",
+        "--namespace=ml",
+        f"--progress-bind=127.0.0.1:{port}",
+        f"--progress-cert-file={tmp_path / 'certs' / 'tls.crt'}",
+        f"--progress-key-file={tmp_path / 'certs' / 'tls.key'}",
+    )
+    context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.crt"))
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}{status_path('research', 'pt')}",
+        data=b'{"trainerStatus": {"progressPercentage": 40}}',
+        headers={"Authorization": "Bearer junk", "Content-Type": "application/json"},
+    )
+
+    def answer() -> tuple[int, str] | None:
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=5) as got:
+                return got.status, ""
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())["message"]
+        except OSError:
+            return None  # not listening yet
+
+    try:
+        got = eventually(answer, what="the progress endpoint's answer", timeout=20)
+    finally:
+        assert process.terminate() == 0
+    assert got == (
+        404,
+        "no job research/pt here: namespace research is not one this sweeper serves",
+    )
+    assert not [path for _, path, _, _ in cluster.emulator.asked if "tokenreviews" in path]
