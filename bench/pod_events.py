@@ -146,6 +146,10 @@ def event_costs(
             for index in range(pods):
                 cache._put(event(index, "restarted long ago"))
             reconcile()
+            # The failed runs it recorded come back through the StatefulSets' watch, which
+            # hands the job over again.
+            queued.add(job_key(PODS, held[0]) or ("", ""))
+            reconcile()
         picked = (i * 37 % pods for i in range(pods * 2))
         if pattern == "ready":  # pods not Ready yet, of the first half
             picked = (i for i in picked if i % 2 and i < pods // 2)

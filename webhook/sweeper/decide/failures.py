@@ -156,9 +156,11 @@ def fired_rules(
     policy = job_failure_policy(state)
     users = FailurePolicy(tuple(rule for rule in policy.rules if not rule.preset))
     known = state.pod_facts
-    # A plain pod has nothing a rule fires on; a pod stopped from outside and gone since is
-    # the disruption it was, until the job restarts after it.
-    pods = [*((pod, False) for pod in known.notable), *((pod, True) for pod in known.gone)]
+    # A plain pod has nothing a rule fires on (a retired one has its failed runs: read with
+    # the notable ones); a pod stopped from outside and gone since is the disruption it was,
+    # until the job restarts after it.
+    notable = known.with_retired(known.notable)
+    pods = [*((pod, False) for pod in notable), *((pod, True) for pod in known.gone)]
     for pod, gone in pods:
         if (pod.role, pod.index) in succeeded:
             continue

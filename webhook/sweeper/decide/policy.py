@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +31,7 @@ from webhook.sweeper.decide.failures import (
     job_failure_policy,
     settled,
 )
-from webhook.sweeper.job.pods import PodView, created_before
+from webhook.sweeper.job.pods import PodFacts, PodView, Run, created_before
 from webhook.sweeper.job.recorded import FailedRuns
 from webhook.sweeper.job.state import JobState
 
@@ -296,11 +296,13 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
         return pod.training.failures, len(young)
 
     # Only pods that failed (notable ones) and those the ledgers name count: a plain pod has
-    # no failed run.
+    # no failed run. A retired pod (PodFacts.retired) counts what its ledger says, unless its
+    # run is still in the grace period: then it is counted as a notable one.
     facts = state.pod_facts
     by_owner: dict[tuple[str, str], list[PodView]] = {}
     for pod in facts.notable:
         by_owner.setdefault((pod.owner_kind, pod.owner_name), []).append(pod)
+    young_retired = _young_retired(facts, now)
     owned: set[tuple[str, str]] = set()
     for workload in state.workloads:
         if workload.kind == "Pod":
@@ -309,11 +311,19 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
         owned.add(owner)
         ledger = workload.failed_runs
         notable = by_owner.get(owner, [])  # in name order
+        group = facts.retired.get(owner)
+        if group is not None and group.ledger is not ledger:  # read against another ledger
+            notable = sorted([*notable, *group.pods.values()], key=lambda p: p.name)
+            group = None
+        young = [group.pods[uid] for uid in young_retired.get(owner, ())] if group else []
+        if young:
+            notable = sorted([*notable, *young], key=lambda p: p.name)
         # A pod the ledger names is most often a notable one (it failed): found by its short
-        # uid at once; the others are looked up by name.
+        # uid at once; the others are looked up by name; a retired one is there.
         seen = {p.uid8 for p in notable}
-        present = {uid for uid in ledger.pods if uid in seen or _has_pod(state, uid, owner)}
-        gone = ledger.gone + sum(n for uid, n in ledger.pods.items() if uid not in present)
+        named = ledger.pods.keys() if group is None else group.others | {p.uid8 for p in young}
+        present = {uid for uid in named if uid in seen or _has_pod(state, uid, owner)}
+        gone = ledger.gone + sum(ledger.pods[uid] for uid in named if uid not in present)
         names = {p.name for p in notable}
         recorded_only = [
             found
@@ -330,19 +340,44 @@ def tally(state: JobState, now: datetime | None, succeeded: set[Replica]) -> Tal
         per_pod: dict[str, int] = {}
         young_total = 0
         for pod in ledgered:
-            failures, young = live(pod)
+            failures, young_runs = live(pod)
             recorded = ledger.pods.get(pod.uid8, 0)
             number = max(recorded, failures)
             if number:
                 per_pod[pod.uid8] = number
-            young_total += min(young, number)
-        ledgers[workload.name] = FailedRuns(gone, per_pod)
-        counted += gone + sum(per_pod.values()) - young_total
+            young_total += min(young_runs, number)
+        counts: Mapping[str, int] = per_pod
+        if group is not None:  # the retired pods count what the ledger says
+            if len(per_pod) == len(named) and all(
+                ledger.pods.get(u) == n for u, n in per_pod.items()
+            ):
+                counts = ledger.pods  # as recorded: the ledger itself
+            else:  # what changes is written: in name order, as the pods are read one by one
+                settled_retired = [p for p in group.pods.values() if p.uid8 not in seen]
+                counts = {
+                    p.uid8: per_pod[p.uid8] if p.uid8 in per_pod else ledger.pods[p.uid8]
+                    for p in sorted([*ledgered, *settled_retired], key=lambda p: p.name)
+                    if p.uid8 in per_pod or p.uid8 not in seen
+                }
+        ledgers[workload.name] = FailedRuns(gone, counts)
+        counted += gone + sum(counts.values()) - young_total
     for pod in facts.notable:
         if (pod.owner_kind, pod.owner_name) not in owned:
-            failures, young = live(pod)
-            counted += failures - young
+            failures, young_runs = live(pod)
+            counted += failures - young_runs
     return Tally(counted, pending, ledgers)
+
+
+def _young_retired(facts: PodFacts, now: datetime | None) -> dict[tuple[str, str], list[str]]:
+    """Per workload, the short uids of its retired pods whose failed run is in the grace
+    period at `now` (the newest few of PodFacts.retired_runs)."""
+    runs = facts.retired_runs
+    if now is None or not runs or settled(Run(1, "", "", runs[-1][0]), now):
+        return {}
+    young: dict[tuple[str, str], list[str]] = {}
+    for _, kind, name, uid in runs[bisect_right(runs, now - GRACE, key=lambda r: r[0]) :]:
+        young.setdefault((kind, name), []).append(uid)
+    return young
 
 
 def _has_pod(state: JobState, uid8: str, owner: tuple[str, str]) -> bool:
@@ -364,7 +399,8 @@ def failure(
 ) -> Verdict | None:
     for workload in state.workloads:
         if workload.job_status is not None and workload.job_status.failed is not None:
-            pods = [p for p in state.pod_facts.notable if p.owner_name == workload.name]
+            facts = state.pod_facts
+            pods = [p for p in facts.with_retired(facts.notable) if p.owner_name == workload.name]
             return Verdict(
                 FAILED,
                 "JobFailed",
@@ -395,6 +431,14 @@ def failure(
         ]
         failures = tally(state, now, succeeded).settled
         if failures > limit:
+            retired = [  # read one by one only now: their runs may be the latest
+                pod
+                for pod in state.pod_facts.retired_views()
+                if pod.counts
+                and pod.training is not None
+                and (pod.role, pod.index) not in succeeded
+            ]
+            live = sorted([*live, *retired], key=lambda pod: pod.name) if retired else live
             return Verdict(
                 FAILED,
                 "BackoffLimitExceeded",

@@ -3,7 +3,8 @@ whether it was stopped from outside."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
@@ -18,6 +19,7 @@ from webhook.core.limits import one_line
 from webhook.core.objects import annotations_of, labels_of, metadata_of, parse_time
 from webhook.core.shape.peers import configmap_prefix
 from webhook.core.shape.pods import identify, training_container
+from webhook.sweeper.job.recorded import FailedRuns
 
 # A pod the kubelet evicted says so in its status reason; one the API evicted or preempted has
 # the DisruptionTarget condition.
@@ -182,6 +184,28 @@ def is_plain(pod: PodView) -> bool:
         or training.waiting in ("CrashLoopBackOff", *WAITING_PROBLEMS)
     ):
         return False
+    return _plain_but_training(pod)
+
+
+def is_quiet(pod: PodView) -> bool:
+    """Whether a pod is plain but for failed runs of its training container that are over: it
+    restarted and runs (or waits to be scheduled) again, not crashing now. Once its workload's
+    ledger counts those runs in full (FailedRuns), what it says to a decision is in the ledger
+    and in the numbers of plain pods (PodFacts.retired)."""
+    training = pod.training
+    return (
+        training is not None
+        and training.failures > 0
+        and training.current is None
+        and training.init_failed is None
+        and training.init_failures == 0
+        and not training.succeeded
+        and training.waiting not in ("CrashLoopBackOff", *WAITING_PROBLEMS)
+        and _plain_but_training(pod)
+    )
+
+
+def _plain_but_training(pod: PodView) -> bool:
     return (
         pod.counts
         and pod.phase in ("Pending", "Running")
@@ -216,6 +240,27 @@ class PodFacts:
     # deleted or replaced under their name, as they last were: the job's PodTable remembers
     # them from the pods' events, so a disruption counts however fast its pod went.
     gone: tuple[PodView, ...] = ()
+    # Per workload (kind, name): its quiet pods (is_quiet) whose failed runs its ledger counts
+    # in full. They are counted among the plain pods (plain, running, plain_running), not
+    # listed in `notable`: a Ready flip of a pod whose old restarts are counted costs the
+    # decision nothing more than a plain pod's.
+    retired: Mapping[tuple[str, str], Retired] = field(default_factory=dict)
+    # (when its last failed run finished, kind, name, short uid) of each retired pod whose
+    # run has a time, oldest first: the ones still in the grace period are counted one by one.
+    retired_runs: Sequence[tuple[datetime, str, str, str]] = ()
+
+    def retired_views(self) -> list[PodView]:
+        """Every retired pod, in name order (for the rare decisions that read each one)."""
+        return sorted(
+            (view for group in self.retired.values() for view in group.pods.values()),
+            key=lambda view: view.name,
+        )
+
+    def with_retired(self, pods: Sequence[PodView]) -> tuple[PodView, ...]:
+        """`pods` (notable ones, in name order) and the retired pods, in name order."""
+        if not self.retired:
+            return tuple(pods)
+        return tuple(sorted([*pods, *self.retired_views()], key=lambda view: view.name))
 
     @staticmethod
     def of(pods: tuple[PodView, ...]) -> PodFacts:
@@ -245,6 +290,16 @@ class PodFacts:
         if not replicas or self.running == 0:
             return self.running > 0
         return self.running > sum(self.plain_running.get(replica, 0) for replica in replicas)
+
+
+@dataclass(frozen=True)
+class Retired:
+    """The retired pods of one workload (PodFacts.retired): quiet pods whose failed runs
+    `ledger` (the workload's, as the job was read) counts in full."""
+
+    ledger: FailedRuns
+    pods: Mapping[str, PodView]  # by short uid (one pod of the job each)
+    others: AbstractSet[str]  # the short uids `ledger` names that are not among `pods`
 
 
 def plain_replica(pod: PodView) -> tuple[str, int]:

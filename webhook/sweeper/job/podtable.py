@@ -9,7 +9,7 @@ own reading, not the job's.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -21,14 +21,17 @@ from webhook.sweeper.job.pods import (
     PodFacts,
     PodOwner,
     PodView,
+    Retired,
     controller_of,
     controller_uid,
     is_plain,
+    is_quiet,
     plain_replica,
     pod_peers,
     read_pod_once,
     stopped_from_outside,
 )
+from webhook.sweeper.job.recorded import FailedRuns
 
 Controller = tuple[str, str]  # (kind, name) of the controller owning a pod
 # What proves a pod its workload's: the uid its owner reference names, and the job the webhook
@@ -61,6 +64,19 @@ class PodTable:
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
         self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
+        # Quiet pods (pods.is_quiet), and those of them whose workload's ledger counts their
+        # failed runs in full: retired, counted as plain pods (PodFacts.retired). The ledgers
+        # they were retired against, per workload; the quiet pods to look at again.
+        self._quiet: set[str] = set()
+        self._retired: dict[Controller, dict[str, PodView]] = {}
+        self._retired_names: set[str] = set()
+        self._retired_runs: list[tuple[Any, str, str, str]] = []
+        self._ledgers: dict[Controller, FailedRuns] = {}
+        self._ledger_others: dict[Controller, set[str]] = {}
+        self._recheck: set[str] = set()
+        # Retirements undone or done since the table was made (a pod event's reading of a
+        # quiet pod undoes and redoes its own): what the tests observe.
+        self.retirements = 0
         # By uid, the last version of each pod stopped from outside that is gone since: seen
         # at the event that took it away, so a look after it knows the disruption it was.
         self._gone: dict[str, Mapping[str, Any]] = {}
@@ -129,10 +145,11 @@ class PodTable:
             if pod is not None:
                 self._add_view(read_pod_once(pod, framework, owners))
         self._dirty.clear()
+        self._settle(owners)
         left_out = [c for c in leave_out if self._by_controller.get(c)]
         if left_out or leave_out_pods:  # rare: pods of others carrying the job's label, or of
             # a role going away
-            kept = tuple(
+            kept = tuple(  # counted afresh: nothing retired
                 v
                 for v in self._views
                 if (v.owner_kind, v.owner_name) not in leave_out and v.name not in leave_out_pods
@@ -240,16 +257,100 @@ class PodTable:
             self._uid8s[view.uid8] = names
         else:
             self._uid8s.pop(view.uid8, None)
-        if not is_plain(view):
-            if step > 0:
-                self._notable.add(view.name)
-            else:
-                self._notable.discard(view.name)
+        if len(names) > 1 or (step < 0 and names):  # short uids meeting, or parting
+            self._recheck.update(names & self._quiet)
+        if is_plain(view):
+            self._count_plain(view, step)
             return
+        if step < 0 and view.name in self._retired_names:
+            self._unretire(view)
+        if step > 0:
+            self._notable.add(view.name)
+            if is_quiet(view):
+                self._quiet.add(view.name)
+                self._recheck.add(view.name)
+        else:
+            self._notable.discard(view.name)
+            self._quiet.discard(view.name)
+
+    def _count_plain(self, view: PodView, step: int) -> None:
         self._plain += step
         if view.phase == "Running":
             self._running += step
             _bump(self._plain_running, plain_replica(view), step)
+
+    def _settle(self, owners: Mapping[Controller, PodOwner]) -> None:
+        """Retire the quiet pods whose workload's ledger now counts their failed runs in full,
+        and bring back those it no longer does: looks only at the pods that changed and the
+        short uids a changed ledger names differently."""
+        for controller in list(self._ledgers):
+            if controller not in owners:  # its workload is not the job's any longer
+                del self._ledgers[controller]
+                del self._ledger_others[controller]
+                self._recheck.update(v.name for v in self._retired.get(controller, {}).values())
+        for controller, owner in owners.items():
+            ledger = getattr(owner, "failed_runs", None)
+            if not isinstance(ledger, FailedRuns):
+                continue
+            held = self._ledgers.get(controller)
+            if held is ledger:
+                continue
+            before = held.pods.items() if held is not None else {}.items()
+            for uid, _ in before ^ ledger.pods.items():
+                self._recheck.update(self._uid8s.get(uid, frozenset()) & self._quiet)
+            self._ledgers[controller] = ledger
+            retired = self._retired.get(controller, {})
+            self._ledger_others[controller] = {uid for uid in ledger.pods if uid not in retired}
+        for name in self._recheck:
+            at = bisect_left(self._names, name)
+            if at == len(self._names) or self._names[at] != name:
+                continue
+            view = self._views[at]
+            wanted = name in self._quiet and self._counted_in_full(view)
+            if wanted and name not in self._retired_names:
+                self._retire(view)
+            elif not wanted and name in self._retired_names:
+                self._unretire(view)
+                self._notable.add(name)
+        self._recheck.clear()
+
+    def _counted_in_full(self, view: PodView) -> bool:
+        ledger = self._ledgers.get((view.owner_kind, view.owner_name))
+        return (
+            ledger is not None
+            and view.training is not None
+            and ledger.pods.get(view.uid8, 0) >= view.training.failures
+            and len(self._uid8s.get(view.uid8, ())) == 1
+        )
+
+    def _retire(self, view: PodView) -> None:
+        controller = (view.owner_kind, view.owner_name)
+        self._retired.setdefault(controller, {})[view.uid8] = view
+        self._retired_names.add(view.name)
+        self._ledger_others[controller].discard(view.uid8)
+        self._notable.discard(view.name)
+        self._count_plain(view, 1)
+        if (run := _last_run_finished(view)) is not None:
+            insort(self._retired_runs, (run, *controller, view.uid8))
+        self.retirements += 1
+
+    def _unretire(self, view: PodView) -> None:
+        controller = (view.owner_kind, view.owner_name)
+        group = self._retired[controller]
+        del group[view.uid8]
+        if not group:
+            del self._retired[controller]
+        self._retired_names.discard(view.name)
+        ledger = self._ledgers.get(controller)
+        if ledger is not None and view.uid8 in ledger.pods:
+            self._ledger_others[controller].add(view.uid8)
+        self._count_plain(view, -1)
+        if (run := _last_run_finished(view)) is not None:
+            entry = (run, *controller, view.uid8)
+            at = bisect_left(self._retired_runs, entry)
+            if at < len(self._retired_runs) and self._retired_runs[at] == entry:
+                del self._retired_runs[at]
+        self.retirements += 1
 
     def _facts(self) -> PodFacts:
         notable = []
@@ -263,7 +364,21 @@ class PodTable:
             topologies=frozenset(self._topologies),
             mounted_peers=frozenset(self._peers),
             uid8s=self._uid8s,
+            retired={
+                controller: Retired(
+                    self._ledgers[controller], pods, self._ledger_others[controller]
+                )
+                for controller, pods in self._retired.items()
+            },
+            retired_runs=self._retired_runs,
         )
+
+
+def _last_run_finished(view: PodView) -> Any:
+    """When a quiet pod's last failed run finished, if it says."""
+    training = view.training
+    last = training.last if training is not None else None
+    return last.finished if last is not None else None
 
 
 # How many pods stopped from outside and gone since a job's table remembers: the newest.
