@@ -107,7 +107,7 @@ def contexts() -> Iterator[tuple[str, dict[str, str]]]:
         companions.append(placed)
     companions.append({contract.PLACEMENT_TOPOLOGY: "example.com/rack"})
     # Settings read only beside another: the preflight's own, and what needs progress reports.
-    companions.append({contract.PREFLIGHT: "nccl"})
+    companions.append({contract.PREFLIGHT: "nccl,dcgm"})
     companions.append({contract.REPORT_PROGRESS: "true"})
     for name, framework in FRAMEWORKS.items():
         for extra in companions:

@@ -163,8 +163,10 @@ metadata:
     trainhook.io/scheduler: kai
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/kai-topology: cluster-topology
-    trainhook.io/preflight: nccl
+    trainhook.io/gpus: "1"
+    trainhook.io/preflight: nccl,dcgm
     trainhook.io/preflight-min-busbw: "40"
+    trainhook.io/preflight-dcgm-level: "2"
     trainhook.io/preflight-every-attempt: "true"
     trainhook.io/nvlink-domain: "true"
 spec:
@@ -192,8 +194,10 @@ metadata:
     trainhook.io/placement-topology: cloud.example.com/rack
     trainhook.io/kai-topology: cluster-topology
     trainhook.io/roles: worker
-    trainhook.io/preflight: nccl
+    trainhook.io/gpus: "1"
+    trainhook.io/preflight: nccl,dcgm
     trainhook.io/preflight-min-busbw: "40"
+    trainhook.io/preflight-dcgm-level: "2"
     trainhook.io/preflight-every-attempt: "true"
     trainhook.io/nvlink-domain: "true"
 spec:

@@ -285,12 +285,13 @@ def test_a_preflight_without_peers_fails_with_its_code_naming_its_node() -> None
     [
         (
             {PREFLIGHT: "ib-write-bw"},
-            "trainhook.io/preflight: invalid value 'ib-write-bw': one of nccl",
+            "trainhook.io/preflight: invalid value 'ib-write-bw': nccl, dcgm, or both "
+            "comma-separated (nccl,dcgm)",
         ),
         (
-            {PREFLIGHT: "dcgm"},
-            "trainhook.io/preflight: invalid value 'dcgm': one of nccl (dcgm diagnostics are "
-            "not available yet)",
+            {PREFLIGHT: "nccl,nccl"},
+            "trainhook.io/preflight: invalid value 'nccl,nccl': nccl, dcgm, or both "
+            "comma-separated (nccl,dcgm)",
         ),
         (
             {PREFLIGHT: "nccl", MIN_BUSBW: "fast"},
@@ -324,13 +325,13 @@ def test_a_preflight_without_peers_fails_with_its_code_naming_its_node() -> None
         (
             {PREFLIGHT: "nccl", contract.ELASTIC: "1:3"},
             "trainhook.io/preflight: invalid value 'nccl': an elastic job "
-            "(trainhook.io/elastic) has no world size before its rendezvous, which the "
+            "(trainhook.io/elastic) has no world size before its rendezvous, which the nccl "
             "preflight needs",
         ),
     ],
     ids=[
         "unknown",
-        "dcgm",
+        "twice",
         "threshold-word",
         "threshold-zero",
         "threshold-exponent",
@@ -351,8 +352,8 @@ def test_a_framework_the_preflight_does_not_run_on_yet_is_refused_naming_it() ->
         )
     ]
     assert refusal(documents) == (
-        "trainhook.io/preflight: invalid value 'nccl': the preflight runs torch.distributed, "
-        "for pytorch jobs; not yet for tensorflow jobs"
+        "trainhook.io/preflight: invalid value 'nccl': the nccl preflight runs "
+        "torch.distributed, for pytorch jobs; not yet for tensorflow jobs (dcgm runs for any)"
     )
 
 
@@ -432,10 +433,11 @@ def test_a_slow_preflight_is_matched_by_preflight_slow_and_nothing_else_is() -> 
     assert not rule.match.matches(Failure(exit_code=97, message="user code exited 97"))
 
 
-def test_preflight_any_matches_both_verdicts() -> None:
+def test_preflight_any_matches_every_verdict() -> None:
     (rule,) = parse_rules("preflight=any -> fail")
     assert rule.match.matches(Failure(preflight="slow"))
     assert rule.match.matches(Failure(preflight="error"))
+    assert rule.match.matches(Failure(preflight="gpu"))
     assert not rule.match.matches(Failure(exit_code=1))
 
 
@@ -451,7 +453,7 @@ def test_an_unknown_preflight_verdict_in_a_rule_is_refused_in_one_line() -> None
         parse_rules("preflight=fast -> fail")
     assert str(error.value) == (
         "trainhook.io/failure-policy: invalid value 'preflight=fast -> fail': rule 1: "
-        "preflight=fast: one of slow, error, any"
+        "preflight=fast: one of slow, error, gpu, any"
     )
 
 

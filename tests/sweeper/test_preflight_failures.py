@@ -1,6 +1,7 @@
-"""The sweeper reads a failed `trainhook-preflight` run as the preflight's verdict: a
-`preflight=` failure rule acts on the slow rank's pod, naming its node and the bandwidth measured;
-a training container that exits with the same code is no preflight failure."""
+"""The sweeper reads a failed `trainhook-preflight` or `trainhook-preflight-dcgm` run as the
+preflight's verdict: a `preflight=` failure rule acts on the slow rank's pod, naming its node and
+the bandwidth measured, and on the pod whose GPU failed its DCGM diagnostic, naming its node and
+the failing test; a training container that exits with the same code is no preflight failure."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from tests.support.stored import pod, stamped, statefulset
 from webhook.core import contract
-from webhook.core.fabrics.preflight import CONTAINER, EXIT_CODE
+from webhook.core.fabrics.preflight import CONTAINER, DCGM_CONTAINER, EXIT_CODE
 from webhook.sweeper.decide.policy import Verdict, judge
 
 from .helpers import NOW, state_of, terminated
@@ -20,12 +21,10 @@ SLOW = (
 RULE = "preflight=slow -> fail"
 
 
-def pytorch() -> list[dict[str, Any]]:
-    annotations = {
-        contract.PREFLIGHT: "nccl",
-        contract.PREFLIGHT_MIN_BUSBW: "40",
-        contract.FAILURE_POLICY: RULE,
-    }
+def pytorch(preflight: str = "nccl", rule: str = RULE) -> list[dict[str, Any]]:
+    annotations = {contract.PREFLIGHT: preflight, contract.FAILURE_POLICY: rule}
+    if "nccl" in preflight:
+        annotations[contract.PREFLIGHT_MIN_BUSBW] = "40"
     master = statefulset("pt-master", role="master", job="pt", annotations=annotations, rv="41")
     worker = statefulset(
         "pt-worker", role="worker", job="pt", replicas=2, annotations=annotations, rv="42"
@@ -33,15 +32,17 @@ def pytorch() -> list[dict[str, Any]]:
     return stamped(master, worker)
 
 
-def failed_preflight(obj: dict[str, Any], message: str) -> dict[str, Any]:
+def failed_preflight(
+    obj: dict[str, Any], message: str, container: str = CONTAINER
+) -> dict[str, Any]:
     """A pod whose preflight init container has exited (the kubelet keeps its log's tail as its
     termination message) and whose training container waits to start."""
-    obj["spec"]["initContainers"] = [{"name": CONTAINER, "image": "trainer:1"}]
+    obj["spec"]["initContainers"] = [{"name": container, "image": "trainer:1"}]
     obj["status"]["phase"] = "Pending"
     obj["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
     obj["status"]["initContainerStatuses"] = [
         {
-            "name": CONTAINER,
+            "name": container,
             "restartCount": 0,
             "state": {
                 "terminated": {
@@ -77,3 +78,31 @@ def test_a_training_container_exiting_97_is_no_preflight_failure() -> None:
     pods = [pod(master, 0), pod(workers, 0), crashed]
     verdict = judge(state_of("pt", workloads, pods), NOW)
     assert verdict is None or RULE not in verdict.message
+
+
+FAULT = (
+    "trainhook-preflight: gpu: node gpu-node-7: dcgmi diag -r 1 exited 226: Memory: Fail - "
+    "GPU: 1; GPU 1 Memory test failed: a double-bit ECC error was found"
+)
+GPU_RULE = "preflight=gpu -> fail"
+
+
+def test_a_pod_whose_gpu_fails_its_dcgm_diagnostic_is_acted_on_naming_its_node() -> None:
+    workloads = pytorch("dcgm", GPU_RULE)
+    master, workers = workloads
+    faulty = failed_preflight(pod(workers, 0), "| Memory | Fail |\n" + FAULT, DCGM_CONTAINER)
+    pods = [pod(master, 0), faulty, pod(workers, 1)]
+    assert judge(state_of("pt", workloads, pods), NOW) == Verdict(
+        "Failed",
+        "FailurePolicy",
+        f"pod pt-worker-0: container pytorch (an init container) exited with code 97: "
+        f"| Memory | Fail | {FAULT}; failure-policy rule 1 ({GPU_RULE})",
+        f"failure-policy rule 1 ({GPU_RULE})",
+    )
+
+
+def test_a_slow_all_reduce_is_no_gpu_fault() -> None:
+    workloads = pytorch("nccl,dcgm", GPU_RULE)
+    master, workers = workloads
+    slow = failed_preflight(pod(workers, 1), SLOW)
+    assert judge(state_of("pt", workloads, [pod(master, 0), pod(workers, 0), slow]), NOW) is None

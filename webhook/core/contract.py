@@ -71,11 +71,14 @@ REPORT_PROGRESS: Final = "trainhook.io/report-progress"
 # The fabric profile (aws-efa, infiniband, gke-tcpxo or the cluster's own) the job's pods get the
 # devices, env, sidecars and host mounts of, job-wide (core/fabrics).
 FABRIC: Final = "trainhook.io/fabric"
-# A gang-wide all-reduce before the job's first step (`nccl`), job-wide: an init container in
-# every pod (core/fabrics/preflight.py); the bus bandwidth in GB/s below which a rank fails it; and
-# "true" to run it on every attempt of the job, not only its first.
+# Checks before the job's first step, job-wide: a gang-wide all-reduce (`nccl`), the image's DCGM
+# diagnostic on the pod's GPUs (`dcgm`), or both (`nccl,dcgm`), each an init container in every
+# pod (core/fabrics/preflight.py); the bus bandwidth in GB/s below which a rank fails the
+# all-reduce; the DCGM diagnostic's run level (1-4); and "true" to run them on every attempt of
+# the job, not only its first.
 PREFLIGHT: Final = "trainhook.io/preflight"
 PREFLIGHT_MIN_BUSBW: Final = "trainhook.io/preflight-min-busbw"
+PREFLIGHT_DCGM_LEVEL: Final = "trainhook.io/preflight-dcgm-level"
 PREFLIGHT_EVERY_ATTEMPT: Final = "trainhook.io/preflight-every-attempt"
 # "true": the role's pods claim an IMEX channel of the job's NVLink domain, the ComputeDomain
 # <job>-nvlink the sweeper makes (core/fabrics/nvlink.py); set per role.
@@ -163,6 +166,7 @@ POD_SETTINGS: Final = (
     FABRIC,
     PREFLIGHT,
     PREFLIGHT_MIN_BUSBW,
+    PREFLIGHT_DCGM_LEVEL,
     PREFLIGHT_EVERY_ATTEMPT,
     NVLINK_DOMAIN,
 )

@@ -1,4 +1,5 @@
-"""trainhook.io/preflight: a gang-wide all-reduce before the job's first step.
+"""trainhook.io/preflight: a gang-wide all-reduce (`nccl`), the image's DCGM diagnostic on the
+pod's GPUs (`dcgm`), or both (`nccl,dcgm`), before the job's first step.
 
 With `trainhook.io/preflight: nccl` every pod of the job gets one more init container,
 `trainhook-preflight`, the last before its training container starts. It runs in the training
@@ -23,8 +24,24 @@ which the kubelet keeps as its termination message (FallbackToLogsOnError),
     trainhook-preflight: slow: node NODE rank R: bus bandwidth B GB/s, below T GB/s (job J GB/s)
 
 and a rank that cannot take part (no rendezvous within the timeout, a collective that fails)
-exits with the same code and `trainhook-preflight: error: node NODE rank R: WHAT`. The failure
-rules' `preflight=slow|error|any` term matches those (`preflight_verdict`).
+exits with the same code and `trainhook-preflight: error: node NODE rank R: WHAT`.
+
+With `dcgm` every pod gets the init container `trainhook-preflight-dcgm` too, before
+`trainhook-preflight`, a copy of the training container in the same way (its GPUs above all),
+running the shell script DCGM_SCRIPT: `dcgmi diag -r LEVEL` (trainhook.io/preflight-dcgm-level,
+1 by default). dcgmi, given no --host, connects to a host engine on localhost:5555 and, finding
+none (none listens in the pod's own network namespace), starts one embedded in its own process,
+which sees the GPUs the container sees. dcgmi exits with DCGM's status as a byte: 226
+(DCGM_ST_NVVS_ERROR, -30) or 205 (DCGM_ST_NVVS_ISOLATE_ERROR, -51) when the diagnostic ran and
+found a fault, any other non-zero status when it could not run. The script exits with EXIT_CODE
+and the last line
+
+    trainhook-preflight: gpu: node NODE: dcgmi diag -r L exited 226: FAILING TESTS
+
+where FAILING TESTS are dcgmi's lines that say Fail or Error (else its last lines), and with
+`trainhook-preflight: error: node NODE: ...` when the image has no dcgmi or the diagnostic could
+not run. The failure rules' `preflight=slow|error|gpu|any` term matches those
+(`preflight_verdict`).
 
 Only the job's first attempt runs it, unless `trainhook.io/preflight-every-attempt: "true"`:
 a pod admitted for a job whose trainhook.io/status records a restart gets no preflight (the
@@ -48,18 +65,27 @@ from webhook.core.objects import annotations_of
 from webhook.core.shape.pods import env_by_name
 
 CONTAINER: Final = "trainhook-preflight"
-KINDS: Final = ("nccl",)  # what trainhook.io/preflight may say
-FRAMEWORKS: Final = ("pytorch",)  # whose images the program runs in (torch.distributed)
+DCGM_CONTAINER: Final = "trainhook-preflight-dcgm"
+NCCL: Final = "nccl"
+DCGM: Final = "dcgm"
+KINDS: Final = (NCCL, DCGM)  # what trainhook.io/preflight may list, comma-separated
+FRAMEWORKS: Final = ("pytorch",)  # whose images the nccl program runs in (torch.distributed)
+DCGM_LEVELS: Final = ("1", "2", "3", "4")  # dcgmi diag -r: seconds, ~2 min, ~15 min, longer
+DEFAULT_DCGM_LEVEL: Final = 1
+# dcgmi's exit status when the diagnostic ran and found a fault: DCGM_ST_NVVS_ERROR (-30) and
+# DCGM_ST_NVVS_ISOLATE_ERROR (-51) as a byte.
+DCGM_FOUND_FAULT: Final = (226, 205)
 EXIT_CODE: Final = 97
 PREFLIGHT_PORT_OFFSET: Final = 1
 TIMEOUT_SECONDS: Final = 600  # for the whole gang to reach the rendezvous, and per collective
 MAX_BUSBW: Final = 100_000.0  # GB/s: far above any fabric
 VERDICT: Final = "trainhook-preflight: "
-VERDICTS: Final = ("slow", "error")  # what a failed preflight says it found
+VERDICTS: Final = ("slow", "error", "gpu")  # what a failed preflight says it found
 # The env the program reads beside the framework's (NODE_RANK, NNODES, MASTER_ADDR).
 PORT_ENV: Final = "TRAINHOOK_PREFLIGHT_PORT"
 MIN_BUSBW_ENV: Final = "TRAINHOOK_PREFLIGHT_MIN_BUSBW"
 EVERY_ATTEMPT_ENV: Final = "TRAINHOOK_PREFLIGHT_EVERY_ATTEMPT"
+DCGM_LEVEL_ENV: Final = "TRAINHOOK_PREFLIGHT_DCGM_LEVEL"
 TIMEOUT_ENV: Final = "TRAINHOOK_PREFLIGHT_TIMEOUT_SECONDS"
 NODE_ENV: Final = "TRAINHOOK_NODE_NAME"
 ATTEMPT_ENV: Final = "TRAINHOOK_ATTEMPT"  # as restart_in_place gives the training container
@@ -131,27 +157,88 @@ if floor and best < floor:
 say("passed: " + where + ": " + figures + " (job %.3g GB/s)" % job)
 """.lstrip()
 
+# The DCGM diagnostic, for any POSIX shell. No `$(` nor `$$` in it: the kubelet would expand them
+# in a command. The summary names each test dcgmi's table says Fail for, with its Error and
+# Warning rows (wrapped rows joined), else ends with dcgmi's last lines.
+DCGM_SCRIPT: Final = rf"""
+say() {{ echo {VERDICT!r}"$1" >&2; }}
+attempt="${{{ATTEMPT_ENV}:-0}}"
+if [ "$attempt" != 0 ] && [ "${{{EVERY_ATTEMPT_ENV}:-}}" != true ]; then
+  say "skipped: attempt $attempt of the job; only its first runs the preflight"
+  exit 0
+fi
+node="${{{NODE_ENV}:-${{HOSTNAME:-}}}}"
+level="${{{DCGM_LEVEL_ENV}:-{DEFAULT_DCGM_LEVEL}}}"
+if ! command -v dcgmi >/dev/null 2>&1; then
+  say "error: node $node: the image has no dcgmi on its PATH to run the DCGM diagnostic"
+  exit {EXIT_CODE}
+fi
+out=`dcgmi diag -r "$level" 2>&1`
+code=$?
+printf '%s\n' "$out" >&2
+if [ "$code" = 0 ]; then
+  say "passed: node $node: dcgmi diag -r $level"
+  exit 0
+fi
+set -f
+found= test= detail=
+while IFS='|' read -r _ name result _; do
+  set -- $name; name="$*"; set -- $result; result="$*"
+  case "$name" in
+    Error|Warning) found="$found; $result"; detail=1; continue ;;
+    -*) detail=; continue ;;
+    ?*) detail=; test="$name" ;;
+  esac
+  case "$result" in
+    Fail*) found="$found; $test: $result"; detail= ;;
+    Pass*|Skip*|Warn*|'') detail= ;;
+    *) [ -n "$detail" ] && found="$found $result" ;;
+  esac
+done <<END
+$out
+END
+found="${{found#; }}"
+if [ -z "$found" ]; then
+  found=`printf '%s\n' "$out" | grep -v '^[-+=| ]*$' | tail -n 3 | tr -s ' \t\n' '   '`
+  found="${{found% }}"
+fi
+found=`printf '%s\n' "$found" | cut -c1-400`
+case "$code" in
+  {"|".join(str(code) for code in DCGM_FOUND_FAULT)}) kind=gpu ;;
+  *) kind=error ;;
+esac
+say "$kind: node $node: dcgmi diag -r $level exited $code: $found"
+exit {EXIT_CODE}
+""".lstrip()
+
+
+def preflight_kinds(value: str | None) -> tuple[str, ...]:
+    """The kinds a valid trainhook.io/preflight lists: (), ("nccl",), ("dcgm",) or both."""
+    return tuple(value.split(",")) if value else ()
+
 
 def read_preflight(value: str | None, framework: str, elastic: bool) -> str | None:
     """trainhook.io/preflight: None, or the kind; raises InvalidSetting in one line."""
     if value is None:
         return None
-    if value not in KINDS:
-        later = " (dcgm diagnostics are not available yet)" if value == "dcgm" else ""
-        raise InvalidSetting(contract.PREFLIGHT, value, "one of " + ", ".join(KINDS) + later)
-    if framework not in FRAMEWORKS:
+    kinds = value.split(",")
+    if any(kind not in KINDS for kind in kinds) or len(set(kinds)) != len(kinds):
+        raise InvalidSetting(
+            contract.PREFLIGHT, value, f"{NCCL}, {DCGM}, or both comma-separated ({NCCL},{DCGM})"
+        )
+    if NCCL in kinds and framework not in FRAMEWORKS:
         raise InvalidSetting(
             contract.PREFLIGHT,
             value,
-            f"the preflight runs torch.distributed, for {', '.join(FRAMEWORKS)} jobs; "
-            f"not yet for {framework} jobs",
+            f"the nccl preflight runs torch.distributed, for {', '.join(FRAMEWORKS)} jobs; "
+            f"not yet for {framework} jobs (dcgm runs for any)",
         )
-    if elastic:
+    if NCCL in kinds and elastic:
         raise InvalidSetting(
             contract.PREFLIGHT,
             value,
             f"an elastic job ({contract.ELASTIC}) has no world size before its rendezvous, "
-            "which the preflight needs",
+            "which the nccl preflight needs",
         )
     return value
 
@@ -177,7 +264,34 @@ def read_min_busbw(value: str | None, preflight: str | None) -> float | None:
             value,
             f"read only with {contract.PREFLIGHT} set: set it too, or remove the threshold",
         )
+    if NCCL not in preflight_kinds(preflight):
+        raise InvalidSetting(
+            contract.PREFLIGHT_MIN_BUSBW,
+            value,
+            f"the threshold of the nccl preflight, which {contract.PREFLIGHT} does not list: "
+            "add nccl, or remove the threshold",
+        )
     return number
+
+
+def read_dcgm_level(value: str | None, preflight: str | None) -> int | None:
+    """trainhook.io/preflight-dcgm-level: dcgmi diag's run level; read with a dcgm preflight."""
+    if value is None:
+        return None
+    if value not in DCGM_LEVELS:
+        raise InvalidSetting(
+            contract.PREFLIGHT_DCGM_LEVEL,
+            value,
+            "a DCGM diagnostic run level: 1 (seconds), 2 (about 2 minutes), 3 (about 15 "
+            "minutes) or 4 (longer)",
+        )
+    if DCGM not in preflight_kinds(preflight):
+        raise InvalidSetting(
+            contract.PREFLIGHT_DCGM_LEVEL,
+            value,
+            f"read only with dcgm in {contract.PREFLIGHT}: add it, or remove the level",
+        )
+    return int(value)
 
 
 def read_every_attempt(value: str | None, preflight: str | None) -> bool | None:
@@ -230,7 +344,7 @@ def add_preflight(
     min_busbw: float | None,
     every_attempt: bool,
 ) -> None:
-    """Append the preflight init container to the pod on `draft`, once, like its training
+    """Append the nccl preflight's init container to the pod on `draft`, once, like its training
     container as Trainhook has written it (its env included): call it last."""
     spec = draft.root.get("spec") or {}
     init = spec.get("initContainers") or []
@@ -238,7 +352,7 @@ def add_preflight(
         return
     trainer = spec["containers"][training]
     env = copy.deepcopy(list(trainer.get("env") or []))
-    by_name = env_by_name(env, {"MASTER_PORT", "NODE_RANK", "NNODES", ATTEMPT_ENV, NODE_ENV})
+    by_name = env_by_name(env, {"MASTER_PORT"})
     master_port = by_name.get("MASTER_PORT", {}).get("value")
     if not (isinstance(master_port, str) and master_port.isdigit()):
         raise InvalidSetting(
@@ -255,6 +369,60 @@ def add_preflight(
     ]
     if min_busbw is not None:
         ours.append({"name": MIN_BUSBW_ENV, "value": f"{min_busbw:g}"})
+    container = _like(trainer, CONTAINER, ["python", "-c", PROGRAM], env, ours, every_attempt)
+    draft.list_at("spec", "initContainers").append(container)
+
+
+def check_dcgm(
+    spec: Mapping[str, Any], training: int | None, gpus: int, value: str, resource: str
+) -> None:
+    """Refuse, in one line, a dcgm preflight on a pod it cannot run on: no GPU in its training
+    container, or on the node's network, where dcgmi would reach the node's own host engine
+    and test every GPU of the node."""
+    if training is None:
+        return
+    name = spec["containers"][training].get("name")
+    if not gpus:
+        raise InvalidSetting(
+            contract.PREFLIGHT,
+            value,
+            f"the DCGM diagnostic runs on the pod's GPUs, and container {name} has none: set "
+            f"{contract.GPUS} or a {resource} limit, or remove dcgm",
+        )
+    if spec.get("hostNetwork"):
+        raise InvalidSetting(
+            contract.PREFLIGHT,
+            value,
+            "a pod on the node's network (hostNetwork) would reach the node's DCGM host engine, "
+            "which tests every GPU of the node: remove hostNetwork, or remove dcgm",
+        )
+
+
+def add_dcgm_preflight(draft: Draft, training: int | None, level: int, every_attempt: bool) -> None:
+    """Append the DCGM diagnostic's init container to the pod on `draft`, once, like its training
+    container as Trainhook has written it: call it last, before add_preflight."""
+    spec = draft.root.get("spec") or {}
+    init = spec.get("initContainers") or []
+    if training is None or any(c.get("name") == DCGM_CONTAINER for c in init):
+        return
+    trainer = spec["containers"][training]
+    env = copy.deepcopy(list(trainer.get("env") or []))
+    ours: list[dict[str, Any]] = [{"name": DCGM_LEVEL_ENV, "value": str(level)}]
+    container = _like(trainer, DCGM_CONTAINER, ["sh", "-c", DCGM_SCRIPT], env, ours, every_attempt)
+    draft.list_at("spec", "initContainers").append(container)
+
+
+def _like(
+    trainer: Mapping[str, Any],
+    name: str,
+    command: list[str],
+    env: list[dict[str, Any]],
+    ours: list[dict[str, Any]],
+    every_attempt: bool,
+) -> dict[str, Any]:
+    """An init container `name` running `command` in the training container's image, resources,
+    security context, mounts and env (`env`), with `ours` and the node and attempt after it."""
+    by_name = env_by_name(env, {NODE_ENV, ATTEMPT_ENV})
     if every_attempt:
         ours.append({"name": EVERY_ATTEMPT_ENV, "value": "true"})
     if NODE_ENV not in by_name:
@@ -262,16 +430,16 @@ def add_preflight(
     if ATTEMPT_ENV not in by_name:
         path = f"metadata.annotations['{contract.ATTEMPT}']"
         ours.append({"name": ATTEMPT_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-    container: dict[str, Any] = {"name": CONTAINER}
+    container: dict[str, Any] = {"name": name}
     for key in ("image", "imagePullPolicy", "securityContext", "resources", "envFrom"):
         if trainer.get(key) is not None:
             container[key] = copy.deepcopy(trainer[key])
-    container["command"] = ["python", "-c", PROGRAM]
+    container["command"] = command
     container["env"] = [*env, *ours]
     if trainer.get("volumeMounts"):
         container["volumeMounts"] = copy.deepcopy(trainer["volumeMounts"])
     container["terminationMessagePolicy"] = "FallbackToLogsOnError"
-    draft.list_at("spec", "initContainers").append(container)
+    return container
 
 
 def _check_port(spec: Mapping[str, Any], port: int) -> None:
@@ -289,7 +457,8 @@ def _check_port(spec: Mapping[str, Any], port: int) -> None:
 
 
 def preflight_verdict(exit_code: int | None, message: str) -> str:
-    """What a failed run of the preflight found, `slow` or `error`; "" for any other run."""
+    """What a failed run of a preflight container found, `slow`, `gpu` or `error`; "" for any
+    other run."""
     if exit_code != EXIT_CODE:
         return ""
     at = message.rfind(VERDICT)

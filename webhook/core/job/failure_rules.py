@@ -64,7 +64,7 @@ DISRUPTIONS: Final = {
     ),
 }
 DISRUPTED_ANY: Final = "any"
-# What a failed run of the job's preflight found (webhook.core.fabrics.preflight): `any` is both.
+# What a failed run of the job's preflight found (webhook.core.fabrics.preflight): `any` is all.
 PREFLIGHT_ANY: Final = "any"
 
 MAX_POLICY_CHARS: Final = 4096
@@ -79,7 +79,7 @@ GRAMMAR: Final = (
     "spaces: exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
     "condition=DisruptionTarget[:Reason] disrupted=preemption|drain|node-loss|kubelet|any "
     'message~"NCCL*timeout|Watchdog" role=worker node-condition=GpuHealthy:False '
-    "node-taint=nvidia.com/gpu-unhealthy stalled preflight=slow|error|any; ACTION one of "
+    "node-taint=nvidia.com/gpu-unhealthy stalled preflight=slow|error|gpu|any; ACTION one of "
     + ", ".join(ACTIONS)
 )
 
@@ -99,7 +99,7 @@ class Failure:
     node_taints: frozenset[str] = frozenset()
     # The job reported no new step for trainhook.io/stall-timeout while every pod ran.
     stalled: bool = False
-    preflight: str = ""  # what the run of trainhook.io/preflight found: slow or error
+    preflight: str = ""  # what the run of trainhook.io/preflight found: slow, error or gpu
 
     def disruption(self) -> str | None:
         """preemption, drain, node-loss or kubelet when the pod was stopped from outside."""
@@ -130,7 +130,7 @@ class Match:
     node_conditions: tuple[tuple[str, str], ...] = ()  # (type, status)
     node_taints: frozenset[str] = frozenset()
     stalled: bool = False
-    preflight: frozenset[str] = frozenset()  # slow, error
+    preflight: frozenset[str] = frozenset()  # slow, error, gpu
 
     @property
     def on_node(self) -> bool:

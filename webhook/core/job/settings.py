@@ -12,7 +12,12 @@ from webhook.core.compat import COMPATS
 from webhook.core.errors import InvalidSetting
 from webhook.core.fabrics import registry as fabrics
 from webhook.core.fabrics.nvlink import read_nvlink_domain
-from webhook.core.fabrics.preflight import read_every_attempt, read_min_busbw, read_preflight
+from webhook.core.fabrics.preflight import (
+    read_dcgm_level,
+    read_every_attempt,
+    read_min_busbw,
+    read_preflight,
+)
 from webhook.core.fabrics.users import framework_refusal
 from webhook.core.frameworks.base import Framework
 from webhook.core.job.failure_rules import (
@@ -117,14 +122,17 @@ class JobSettings:
     fabric: str | None = _job_wide(
         contract.FABRIC, EVERY_ROLE, "every pod reaches its peers over the same fabric"
     )
-    # A gang-wide all-reduce before the first step (webhook.core.fabrics.preflight): every rank
-    # takes part, against one threshold (GB/s; the fabric profile's when unset), on the same
-    # attempts.
+    # Checks before the first step (webhook.core.fabrics.preflight): every rank takes part in
+    # the all-reduce, against one threshold (GB/s; the fabric profile's when unset), runs the
+    # DCGM diagnostic at one level, on the same attempts.
     preflight: str | None = _job_wide(
         contract.PREFLIGHT, EVERY_ROLE, "every rank joins the same preflight"
     )
     preflight_min_busbw: float | None = _job_wide(
         contract.PREFLIGHT_MIN_BUSBW, EVERY_ROLE, "every rank is held to the same threshold"
+    )
+    preflight_dcgm_level: int | None = _job_wide(
+        contract.PREFLIGHT_DCGM_LEVEL, EVERY_ROLE, "every pod's GPUs are held to the same tests"
     )
     preflight_every_attempt: bool | None = _job_wide(
         contract.PREFLIGHT_EVERY_ATTEMPT, EVERY_ROLE, "every rank runs it on the same attempts"
@@ -295,6 +303,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         nvlink_domain=read_nvlink_domain(get(contract.NVLINK_DOMAIN)),
         preflight=preflight,
         preflight_min_busbw=read_min_busbw(get(contract.PREFLIGHT_MIN_BUSBW), preflight),
+        preflight_dcgm_level=read_dcgm_level(get(contract.PREFLIGHT_DCGM_LEVEL), preflight),
         preflight_every_attempt=read_every_attempt(
             get(contract.PREFLIGHT_EVERY_ATTEMPT), preflight
         ),

@@ -13,7 +13,17 @@ from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.fabrics.apply import apply_fabric, fabric_env
 from webhook.core.fabrics.nvlink import add_nvlink_channel
-from webhook.core.fabrics.preflight import add_preflight, later_attempt, wants_attempts
+from webhook.core.fabrics.preflight import (
+    DCGM,
+    DEFAULT_DCGM_LEVEL,
+    NCCL,
+    add_dcgm_preflight,
+    add_preflight,
+    check_dcgm,
+    later_attempt,
+    preflight_kinds,
+    wants_attempts,
+)
 from webhook.core.fabrics.registry import profile_for
 from webhook.core.frameworks import Framework, Placement
 from webhook.core.frameworks.common import common_env
@@ -312,12 +322,21 @@ def _add_preflight(draft: Draft, reading: PodReading, owner: Mapping[str, Any] |
     """The job's preflight, last of the pod's init containers; none once the job restarted,
     unless it runs on every attempt."""
     settings = reading.settings
+    kinds = preflight_kinds(settings.preflight)
+    if DCGM in kinds:
+        value = str(settings.preflight)
+        check_dcgm(draft.root["spec"], reading.training, reading.gpus, value, settings.gpu_resource)
     if later_attempt(owner) and not settings.preflight_every_attempt:
         return
-    floor = settings.preflight_min_busbw
-    if floor is None and settings.fabric is not None:
-        floor = profile_for(settings.fabric).preflight_min_busbw
-    add_preflight(draft, reading.training, floor, bool(settings.preflight_every_attempt))
+    every_attempt = bool(settings.preflight_every_attempt)
+    if DCGM in kinds:
+        level = settings.preflight_dcgm_level or DEFAULT_DCGM_LEVEL
+        add_dcgm_preflight(draft, reading.training, level, every_attempt)
+    if NCCL in kinds:
+        floor = settings.preflight_min_busbw
+        if floor is None and settings.fabric is not None:
+            floor = profile_for(settings.fabric).preflight_min_busbw
+        add_preflight(draft, reading.training, floor, every_attempt)
 
 
 def _replica_owner(controller: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
