@@ -115,8 +115,8 @@ def _facts(pod: PodView, run: Run | None, **node: Any) -> Failure:
 
 
 def _preflight(pod: PodView, run: Run | None) -> str:
-    """What a failed run of an init container says the job's preflight found: slow, error, or
-    "" (any other run, the training container's among them)."""
+    """What a failed run of an init container says the job's preflight found: slow, gpu, error,
+    or "" (any other run, the training container's among them)."""
     training = pod.training
     if run is None or training is None or run is not training.init_failed:
         return ""
