@@ -19,7 +19,7 @@ COPY webhook ./webhook
 # TRAINHOOK_COMPILE=1; setup.py), with mypy and setuptools installed for that build and removed
 # after it. `make bench` measures this same build. pip byte-compiles the other modules here,
 # because the running container's root filesystem is read-only.
-RUN /opt/trainhook/bin/pip install --only-binary=:all: 'setuptools>=77' 'mypy==2.4.1' 'orjson>=3.10' \
+RUN /opt/trainhook/bin/pip install --only-binary=:all: 'setuptools>=77' 'mypy==2.4.1' 'orjson>=3.10' 'msgspec>=0.19' \
     && TRAINHOOK_COMPILE=1 /opt/trainhook/bin/pip install --no-build-isolation --only-binary=:all: . \
     && /opt/trainhook/bin/pip uninstall --yes mypy mypy_extensions pathspec librt ast-serialize pip setuptools
 

@@ -55,7 +55,8 @@ def extensions() -> list[Extension]:
     except ImportError:
         raise SystemExit(
             "TRAINHOOK_COMPILE=1 needs mypy (which ships mypyc) in the build environment: "
-            "pip install 'mypy==2.4.1' 'orjson>=3.10', then build with --no-build-isolation"
+            "pip install 'mypy==2.4.1' 'orjson>=3.10' 'msgspec>=0.19', "
+            "then build with --no-build-isolation"
         ) from None
 
     return mypycify(admission_path(), opt_level="3", group_name=GROUP)
