@@ -28,16 +28,19 @@ from webhook.core.job.failure_rules import (
     partial_restart_allowed,
 )
 from webhook.core.job.progress import stall_timeout
-from webhook.core.limits import MAX_INT32, whole_number
-
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-QUANTITY = re.compile(
-    r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
-)
-RESOURCE_NAME = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+from webhook.core.values import (
+    BOOLEANS,
+    DNS_1123_LABEL,
+    RESOURCE_NAME,
+    allowed_list,
+    boolean,
+    choice,
+    elastic_range,
+    integer,
+    label_key,
+    object_name,
+    placement_tier,
+    quantity,
 )
 
 MAX_ROLES_CHARS = 1024  # a job's roles, listed: far more than any job has
@@ -45,13 +48,8 @@ SCHEDULERS = ("volcano", "coscheduling", "kueue", "kubernetes", "kai")
 # Those whose PodGroup takes a minimum of pods (Kueue's pod group is admitted whole).
 GANG_MINIMUM_SCHEDULERS = ("volcano", "coscheduling", "kubernetes", "kai")
 PLACEMENTS = ("required", "preferred")
-DNS_1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 SUCCESS_POLICIES = ("all", "rank0", "any-worker")
 CLEAN_POD_POLICIES = ("All", "Running", "None")
-BOOLEANS = ("true", "false")
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")  # as mpi-operator's mpiImplementation
 DEFAULT_MPI_IMPLEMENTATION = "OpenMPI"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
@@ -220,7 +218,7 @@ def read_settings(annotations: Mapping[str, str], framework: Framework) -> Setti
 
 def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
     get = annotations.get
-    elastic = _elastic(get(contract.ELASTIC))
+    elastic = elastic_range(get(contract.ELASTIC))
     if elastic is not None and not framework.elastic:
         raise InvalidSetting(
             contract.ELASTIC,
@@ -230,67 +228,65 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
     preflight = read_preflight(get(contract.PREFLIGHT), framework.name, elastic is not None)
     ssh_keys = _ssh_keys(get(contract.SSH_KEYS), framework)
     settings = Settings(
-        port=_integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
-        gpus=_integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
+        port=integer(contract.PORT, get(contract.PORT), 1, 65535, "an integer from 1 to 65535"),
+        gpus=integer(contract.GPUS, get(contract.GPUS), 0, None, "a whole number, 0 or more"),
         gpu_resource=_resource_name(get(contract.GPU_RESOURCE)),
-        shm_size=_quantity(contract.SHM_SIZE, get(contract.SHM_SIZE)),
-        scheduler=_choice(contract.SCHEDULER, get(contract.SCHEDULER), SCHEDULERS),
+        shm_size=quantity(contract.SHM_SIZE, get(contract.SHM_SIZE)),
+        scheduler=choice(contract.SCHEDULER, get(contract.SCHEDULER), SCHEDULERS),
         container=_container(get(contract.CONTAINER)),
         nproc_per_node=_nproc(get(contract.NPROC_PER_NODE)),
         elastic=elastic,
         max_restarts=_max_restarts(get(contract.MAX_RESTARTS), framework),
         queue=_queue(get(contract.QUEUE)),
-        schedule_timeout_seconds=_integer(
+        schedule_timeout_seconds=integer(
             contract.SCHEDULE_TIMEOUT_SECONDS,
             get(contract.SCHEDULE_TIMEOUT_SECONDS),
             1,
             INT32_MAX,
             f"a whole number of seconds from 1 to {INT32_MAX}",
         ),
-        min_available=_integer(
+        min_available=integer(
             contract.MIN_AVAILABLE,
             get(contract.MIN_AVAILABLE),
             1,
             INT32_MAX,
             f"a whole number of pods from 1 to {INT32_MAX}",
         ),
-        ordered_start=_choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
+        ordered_start=choice(contract.ORDERED_START, get(contract.ORDERED_START), BOOLEANS)
         == "true",
-        report_progress=_choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
+        report_progress=choice(contract.REPORT_PROGRESS, get(contract.REPORT_PROGRESS), BOOLEANS)
         == "true",
         success_policy=_success_policy(get(contract.SUCCESS_POLICY)),
-        clean_pod_policy=_choice(
+        clean_pod_policy=choice(
             contract.CLEAN_POD_POLICY, get(contract.CLEAN_POD_POLICY), CLEAN_POD_POLICIES
         ),
-        backoff_limit=_integer(
+        backoff_limit=integer(
             contract.BACKOFF_LIMIT, get(contract.BACKOFF_LIMIT), 0, None, "a whole number >= 0"
         ),
-        restart_policy=_choice(
+        restart_policy=choice(
             contract.RESTART_POLICY, get(contract.RESTART_POLICY), RESTART_POLICIES
         ),
         failure_rules=_failure_rules(get(contract.FAILURE_POLICY), framework, elastic),
-        ttl_seconds_after_finished=_integer(
+        ttl_seconds_after_finished=integer(
             contract.TTL_SECONDS_AFTER_FINISHED,
             get(contract.TTL_SECONDS_AFTER_FINISHED),
             0,
             None,
             "a whole number of seconds >= 0",
         ),
-        active_deadline_seconds=_integer(
+        active_deadline_seconds=integer(
             contract.ACTIVE_DEADLINE_SECONDS,
             get(contract.ACTIVE_DEADLINE_SECONDS),
             1,
             None,
             "a whole number of seconds >= 1",
         ),
-        suspend=_boolean(contract.SUSPEND, get(contract.SUSPEND)),
+        suspend=boolean(contract.SUSPEND, get(contract.SUSPEND)),
         stall_timeout=stall_timeout(get(contract.STALL_TIMEOUT)),
-        placement_topology=_label_key(
-            contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)
-        ),
-        placement=_choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
-        placement_tier=_tier(get(contract.PLACEMENT_TIER)),
-        kai_topology=_object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
+        placement_topology=label_key(contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)),
+        placement=choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
+        placement_tier=placement_tier(get(contract.PLACEMENT_TIER)),
+        kai_topology=object_name(contract.KAI_TOPOLOGY, get(contract.KAI_TOPOLOGY)),
         mpi_implementation=_mpi_implementation(get(contract.MPI_IMPLEMENTATION), framework),
         ssh_keys=ssh_keys,
         ssh_auth_mount_path=_ssh_auth_mount_path(
@@ -392,47 +388,6 @@ def _check_kai_topology(settings: Settings, get: Any) -> None:
         )
 
 
-def _object_name(key: str, value: str | None) -> str | None:
-    if value is not None and not (len(value) <= 253 and DNS_1123_SUBDOMAIN.match(value)):
-        raise InvalidSetting(key, value, "an object name (a DNS-1123 subdomain)")
-    return value
-
-
-def _label_key(key: str, value: str | None) -> str | None:
-    """A Kubernetes label key: an optional DNS subdomain prefix and '/', then a name."""
-    if value is None:
-        return None
-    prefix, slash, name = value.rpartition("/")
-    if (
-        len(name) > 63  # lengths first: a pattern's cost grows with the value
-        or not LABEL_NAME.match(name)
-        or (slash and (len(prefix) > 253 or not DNS_1123_SUBDOMAIN.match(prefix)))
-    ):
-        raise InvalidSetting(
-            key,
-            value,
-            "a node label key such as topology.kubernetes.io/zone or cloud.example.com/rack",
-        )
-    return value
-
-
-def _tier(value: str | None) -> str | None:
-    if value is None:
-        return None
-    number = whole_number(value)
-    if number is not None:
-        if number < 1:
-            raise InvalidSetting(contract.PLACEMENT_TIER, value, "a tier from 1, or a tier name")
-        return str(number)
-    if not (len(value) <= 253 and DNS_1123_SUBDOMAIN.match(value)):
-        raise InvalidSetting(
-            contract.PLACEMENT_TIER,
-            value,
-            "a HyperNode tier: a whole number from 1, or a tier name (a DNS-1123 subdomain)",
-        )
-    return value
-
-
 def _failure_rules(
     value: str | None, framework: Framework, elastic: tuple[int, int] | None
 ) -> tuple[Rule, ...] | None:
@@ -469,8 +424,9 @@ def _mpi_implementation(value: str | None, framework: Framework) -> str:
         raise InvalidSetting(
             contract.MPI_IMPLEMENTATION, value, f"read by mpi jobs only, not {framework.name}"
         )
-    choice = _choice(contract.MPI_IMPLEMENTATION, value, MPI_IMPLEMENTATIONS)
-    return choice or DEFAULT_MPI_IMPLEMENTATION
+    return choice(contract.MPI_IMPLEMENTATION, value, MPI_IMPLEMENTATIONS) or (
+        DEFAULT_MPI_IMPLEMENTATION
+    )
 
 
 def wants_ssh_keys(framework: Framework, settings: JobSettings) -> bool:
@@ -480,7 +436,7 @@ def wants_ssh_keys(framework: Framework, settings: JobSettings) -> bool:
 
 
 def _ssh_keys(value: str | None, framework: Framework) -> bool | None:
-    keys = _boolean(contract.SSH_KEYS, value)
+    keys = boolean(contract.SSH_KEYS, value)
     if keys is False and framework.ssh_keys:
         raise InvalidSetting(
             contract.SSH_KEYS,
@@ -519,7 +475,7 @@ def _ssh_auth_mount_path(value: str | None, framework: Framework, keys: bool) ->
 
 
 def _tpu_slices(value: str | None, framework: Framework) -> int | None:
-    number = _integer(contract.TPU_SLICES, value, 1, None, "a whole number of slices >= 1")
+    number = integer(contract.TPU_SLICES, value, 1, None, "a whole number of slices >= 1")
     if number is not None and not framework.tpu:
         raise InvalidSetting(
             contract.TPU_SLICES, value, f"read by jax jobs only, not {framework.name}"
@@ -528,7 +484,7 @@ def _tpu_slices(value: str | None, framework: Framework) -> int | None:
 
 
 def _compat(value: str | None, framework: Framework) -> str | None:
-    compat = _choice(contract.COMPAT, value, tuple(COMPATS))
+    compat = choice(contract.COMPAT, value, tuple(COMPATS))
     if compat is not None and not COMPATS[compat].allows(framework):
         raise InvalidSetting(
             contract.COMPAT,
@@ -552,9 +508,7 @@ def _fabric(value: str | None, framework: Framework, gpu_resource: str | None) -
 def _nproc(value: str | None) -> int | None:
     if value == NPROC_AUTO:
         return None
-    return _integer(
-        contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}"
-    )
+    return integer(contract.NPROC_PER_NODE, value, 1, None, f"a whole number >= 1, or {NPROC_AUTO}")
 
 
 def _roles(value: str | None, framework: Framework) -> tuple[str, ...] | None:
@@ -578,16 +532,6 @@ def _roles(value: str | None, framework: Framework) -> tuple[str, ...] | None:
     return tuple(framework.order(names))
 
 
-def allowed_list(values: tuple[str, ...]) -> str:
-    return "one of " + ", ".join(values)
-
-
-def _choice(key: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
-    if value is None or value in allowed:
-        return value
-    raise InvalidSetting(key, value, allowed_list(allowed))
-
-
 # `role=<role>`: the job succeeds once every pod of that role has (a Volcano task's completion).
 SUCCESS_OF_A_ROLE = re.compile(r"role=([a-z0-9]([-a-z0-9]*[a-z0-9])?)")
 
@@ -595,25 +539,11 @@ SUCCESS_OF_A_ROLE = re.compile(r"role=([a-z0-9]([-a-z0-9]*[a-z0-9])?)")
 def _success_policy(value: str | None) -> str | None:
     if value is not None and SUCCESS_OF_A_ROLE.fullmatch(value):
         return value
-    return _choice(contract.SUCCESS_POLICY, value, (*SUCCESS_POLICIES, "role=<role>"))
-
-
-def _boolean(key: str, value: str | None) -> bool | None:
-    choice = _choice(key, value, BOOLEANS)
-    return None if choice is None else choice == "true"
-
-
-def _integer(key: str, value: str | None, low: int, high: int | None, allowed: str) -> int | None:
-    if value is None:
-        return None
-    number = whole_number(value, MAX_INT32 if high is None else high)
-    if number is None or number < low:
-        raise InvalidSetting(key, value, allowed)
-    return number
+    return choice(contract.SUCCESS_POLICY, value, (*SUCCESS_POLICIES, "role=<role>"))
 
 
 def _max_restarts(value: str | None, framework: Framework) -> int | None:
-    number = _integer(contract.MAX_RESTARTS, value, 0, None, "a whole number >= 0")
+    number = integer(contract.MAX_RESTARTS, value, 0, None, "a whole number >= 0")
     if number is not None and not framework.elastic:
         raise InvalidSetting(
             contract.MAX_RESTARTS,
@@ -621,25 +551,6 @@ def _max_restarts(value: str | None, framework: Framework) -> int | None:
             f"torchrun restarts are not available for {framework.name} jobs",
         )
     return number
-
-
-def _elastic(value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    allowed = "min:max nodes, whole numbers with 1 <= min <= max, e.g. 2:4"
-    low_text, sep, high_text = value.partition(":")
-    low, high = whole_number(low_text), whole_number(high_text)
-    if not sep or low is None or high is None or not 1 <= low <= high:
-        raise InvalidSetting(contract.ELASTIC, value, allowed)
-    return low, high
-
-
-def _quantity(key: str, value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not QUANTITY.match(value) or not any(c in "123456789" for c in value.split("e")[0]):
-        raise InvalidSetting(key, value, "a positive Kubernetes quantity such as 1Gi or 512Mi")
-    return value
 
 
 def _resource_name(value: str | None) -> str:

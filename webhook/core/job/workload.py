@@ -15,18 +15,17 @@ from webhook.core.job.failure_rules import Rule
 from webhook.core.job.gang import job_gang
 from webhook.core.job.processes import processes_per_pod
 from webhook.core.job.settings import (
-    DNS_LABEL,
     EVERY_ROLE,
     JOB_SETTINGS,
     ROLES_THAT_SET_IT,
     Settings,
-    allowed_list,
     read_settings,
 )
 from webhook.core.keys import check_keys
 from webhook.core.objects import annotations_of, labels_of, template_of
 from webhook.core.shape.pods import check_counts, training_container
 from webhook.core.shape.topology import Role, Topology
+from webhook.core.values import DNS_LABEL, allowed_list
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
 
