@@ -37,7 +37,8 @@ from webhook.cli import main
 from webhook.core.job.progress import MOUNT_PATH, ProgressEndpoint
 from webhook.core.mutation.admit import Policy, Request, admit
 from webhook.core.render import expand
-from webhook.sweeper.serving.progress import Limits, ProgressDesk, serve
+from webhook.sweeper.serving.progress import Limits, ProgressDesk
+from webhook.sweeper.serving.progress_server import serve
 
 from .kubelet import PodStatus, container_env, field_value
 

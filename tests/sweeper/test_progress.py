@@ -20,7 +20,8 @@ from webhook.core import contract
 from webhook.core.job.progress import audience, status_path
 from webhook.kube.client import Kube
 from webhook.sweeper.serving.metrics import ProgressFigures
-from webhook.sweeper.serving.progress import Limits, ProgressDesk, serve
+from webhook.sweeper.serving.progress import Limits, ProgressDesk
+from webhook.sweeper.serving.progress_server import serve
 
 SERVER_NAME = "127.0.0.1"  # the development certificate names the loopback address too
 

@@ -30,7 +30,8 @@ from tests.sweeper.test_progress import (  # noqa: F401  (fixtures)
 )
 from webhook.core.job.progress import status_path
 from webhook.kube.client import Kube
-from webhook.sweeper.serving.progress import Limits, ProgressDesk, serve
+from webhook.sweeper.serving.progress import Limits, ProgressDesk
+from webhook.sweeper.serving.progress_server import serve
 
 CONNECTIONS = 32
 

@@ -18,7 +18,7 @@ from webhook.logs import logging_config
 from webhook.sweeper.runner import Sweeper, SweeperConfig
 from webhook.sweeper.serving.metrics import ProgressFigures, SweeperMetrics
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
-from webhook.sweeper.serving.progress import serve as serve_progress
+from webhook.sweeper.serving.progress_server import serve as serve_progress
 from webhook.sweeper.writes import BURST, PER_MINUTE
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -13,7 +13,7 @@ from webhook.core import contract
 from webhook.core.errors import TrainhookError
 from webhook.core.fabrics.nvlink import compute_domain_name
 from webhook.core.frameworks import Framework
-from webhook.core.job.claims import Claim, claim_of, creator_of
+from webhook.core.job.claims import creator_of
 from webhook.core.job.completeness import missing_roles
 from webhook.core.job.gang import template_requests
 from webhook.core.job.settings import JobSettings, Settings, job_settings, read_settings
@@ -33,6 +33,7 @@ from webhook.sweeper.job.nodes import NodeView
 from webhook.sweeper.job.owned import Owned, owned_named, peers_configmaps
 from webhook.sweeper.job.pods import PodFacts, PodView, controller_of
 from webhook.sweeper.job.podtable import PodTable
+from webhook.sweeper.job.problems import Problem, claimed, intruder, why_unproven
 from webhook.sweeper.job.recorded import FailedRuns, parse_indexes
 
 JobKey = tuple[str, str]  # (namespace, job)
@@ -121,16 +122,6 @@ class WorkloadView:
     @property
     def resource(self) -> Resource:
         return WORKLOAD_RESOURCES[self.kind]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A workload the sweeper cannot act on, and why (one line for a person)."""
-
-    kind: str
-    name: str
-    uid: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -304,7 +295,7 @@ def read_job_state(
     table = PodTable(pods) if pod_table is None else pod_table
     look = workload_views.look((namespace, job)) if workload_views is not None else None
     read_view = _read_workload if look is None else look.read
-    workloads, strangers, unattributed = _claimed(list(workloads), job)
+    workloads, strangers, unattributed = claimed(list(workloads), job)
     views: list[WorkloadView] = []
     problems: list[Problem] = []
     # A job of StatefulSets and Jobs is those workloads and the pods they own, by uid, that
@@ -333,7 +324,7 @@ def read_job_state(
             if controller in members:
                 for candidate in table.unproven(controller, (member_uids[controller], job)):
                     unproven.add(metadata_of(candidate).get("name") or "")
-                    intruders.append(_intruder(candidate, job, members, _unproven(candidate)))
+                    intruders.append(intruder(candidate, job, members, why_unproven(candidate)))
                 continue
             left_out.add(controller)
             if controller in ignored:
@@ -346,7 +337,7 @@ def read_job_state(
                 continue
             strays += table.objects_of(controller)
         for candidate in sorted(strays, key=lambda pod: metadata_of(pod).get("name") or ""):
-            intruders.append(_intruder(candidate, job, members))
+            intruders.append(intruder(candidate, job, members))
             if controller_of(candidate)[0] in ("StatefulSet", "Job") and metadata_of(candidate).get(
                 "deletionTimestamp"
             ):
@@ -430,80 +421,6 @@ def _stamped_pod_owners(workloads: Sequence[Mapping[str, Any]]) -> set[str]:
                 if isinstance(entry, dict) and entry.get("pod")
             )
     return names - {metadata_of(obj).get("name") or "" for obj in workloads}
-
-
-def _claimed(
-    workloads: list[Mapping[str, Any]], job: str
-) -> tuple[list[Mapping[str, Any]], list[tuple[Mapping[str, Any], Problem]], list[Problem]]:
-    """The job's workloads (its first creator's, and those recording none); the others, each with
-    why it is ignored; and why each kept StatefulSet or Job recording no creator is kept."""
-    claim = claim_of(workloads)
-    kept, strangers, unattributed = [], [], []
-    for obj in workloads:
-        creator = creator_of(obj)
-        if claim is None or creator is None or creator == claim.creator:
-            kept.append(obj)
-            if creator is None and obj.get("kind") != "Pod":
-                unattributed.append(_unattributed(obj, job, claim))
-        else:
-            strangers.append((obj, _stranger(obj, creator, job, claim)))
-    return kept, strangers, unattributed
-
-
-def _unattributed(obj: Mapping[str, Any], job: str, claim: Claim | None) -> Problem:
-    owner = f", which belongs to {claim.creator}" if claim is not None else ""
-    return _labelled_problem(
-        obj,
-        job,
-        f"records no creator ({contract.CREATED_BY}): the webhook did not admit it into the "
-        f"job{owner} (it was made before creators were recorded, or while the webhook was not "
-        "asked); the sweeper manages it with the job but acts on no outcome recorded on it "
-        "(no pod cleanup, scale-down or deletion): recreate it to have it attributed",
-    )
-
-
-def _stranger(obj: Mapping[str, Any], creator: str, job: str, claim: Claim) -> Problem:
-    return _labelled_problem(
-        obj,
-        job,
-        f"was created by {creator}, and the job belongs to {claim.creator} "
-        f"({claim.kind} {claim.name}); the sweeper ignores it",
-    )
-
-
-def _labelled_problem(obj: Mapping[str, Any], job: str, but: str) -> Problem:
-    """A problem with an object labelled into `job`, saying what else it is."""
-    metadata = metadata_of(obj)
-    kind, name = str(obj.get("kind") or ""), metadata.get("name") or ""
-    text = f"{kind} {name} is labelled {contract.JOB}={job} but {but}"
-    return Problem(kind, name, metadata.get("uid") or "", text)
-
-
-def _intruder(
-    pod: Mapping[str, Any], job: str, members: set[tuple[str, str]], why: str = ""
-) -> Problem:
-    metadata = metadata_of(pod)
-    name = metadata.get("name") or ""
-    workloads = ", ".join(f"{kind} {workload}" for kind, workload in sorted(members))
-    because = f": {why}" if why else ""
-    labelled = labels_of(pod).get(contract.JOB) == job
-    claims = f"is labelled {contract.JOB}={job}" if labelled else f"names job {job}"
-    return Problem(
-        "Pod",
-        name,
-        metadata.get("uid") or "",
-        f"pod {name} {claims} but is not a pod of the job's workloads "
-        f"({workloads}){because}; the sweeper ignores it",
-    )
-
-
-def _unproven(pod: Mapping[str, Any]) -> str:
-    """Why a pod naming a workload of the job as its controller is not that workload's."""
-    if contract.JOB not in labels_of(pod):
-        return (
-            f"it lacks the {contract.JOB} label the webhook gives the pods it admits into the job"
-        )
-    return "its controller is not one of them by uid"
 
 
 def _role_order(views: Sequence[WorkloadView]) -> Any:
@@ -623,52 +540,4 @@ def _job_status(obj: Mapping[str, Any]) -> JobStatus:
         completed_indexes=parse_indexes(status.get("completedIndexes") or ""),
         suspended=bool((obj.get("spec") or {}).get("suspend")),
         started=bool(status.get("startTime")),
-    )
-
-
-def reporter_refusal(
-    namespace: str,
-    job: str,
-    pod: Mapping[str, Any],
-    uid: str,
-    workloads: Iterable[Mapping[str, Any]],
-) -> str | None:
-    """Why `pod` (the one a token was issued to, `uid` its uid) may not report for `job`, whose
-    StatefulSets and Jobs are `workloads`; None when it may: a pod of the job by the rules of
-    `read_job_state`, of a workload that reports (trainhook.io/report-progress)."""
-    metadata = metadata_of(pod)
-    name = metadata.get("name") or ""
-    if metadata.get("uid") != uid or metadata.get("deletionTimestamp"):
-        return f"the pod it was issued to, {name}, is gone"
-    state = read_job_state(namespace, job, workloads=workloads, pods=[pod])
-    view = next((seen for seen in state.pods if seen.name == name), None)
-    if view is None:
-        return f"the pod it was issued to, {name}, is not a pod of the job"
-    owner = next(
-        (w for w in state.workloads if (w.kind, w.name) == (view.owner_kind, view.owner_name)),
-        None,
-    )
-    if owner is None or not owner.settings.report_progress:
-        return (
-            f"the pod it was issued to, {name}, is of a workload that does not report "
-            f"({contract.REPORT_PROGRESS})"
-        )
-    return None
-
-
-def member_pods(
-    namespace: str,
-    job: str,
-    workloads: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """Of `workloads` and `pods` (labelled with `job`), those that are the job's by the rules of
-    `read_job_state`: its StatefulSets and Jobs, and its pods."""
-    workloads, pods = list(workloads), list(pods)
-    state = read_job_state(namespace, job, workloads=workloads, pods=pods)
-    kept = {(view.kind, view.name) for view in state.workloads}
-    names = {view.name for view in state.pods}
-    return (
-        [w for w in workloads if (w.get("kind"), metadata_of(w).get("name")) in kept],
-        [p for p in pods if metadata_of(p).get("name") in names],
     )
