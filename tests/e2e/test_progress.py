@@ -144,8 +144,18 @@ def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir
         },
     }
     workload = admitted(workload, endpoint)
-    api.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", workload)
+    created = api.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", workload)
     [pod] = expand(workload, NAMESPACE)
+    # Owned by the StatefulSet by uid, as its controller makes it: only then is it the job's.
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": job,
+            "uid": created["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
     pod = api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", admitted(pod, endpoint))
     status = PodStatus(pod_ip="127.0.0.1", uid=pod["metadata"]["uid"])
     env = container_env(pod, pod["spec"]["containers"][0], status)
