@@ -19,7 +19,9 @@
    chart's limit (bench/sweeper_process.py, also `python -m bench.sweeper_process`);
 9. what one pod event costs the sweeper at 10,000 and 1,000 pods, trickled (container restarts,
    pods turning Ready), in a burst, or ignored
-   (bench/pod_events.py, also `python -m bench.pod_events`).
+   (bench/pod_events.py, also `python -m bench.pod_events`); then what a real `trainhook
+   sweep` process pays per event at 10,000 pods for each arrival pattern, in process CPU time
+   (bench/sweeper_events.py, also `python -m bench.sweeper_events`).
 10. a whole-job restart of 1,000 pods in place and by recreating them: API writes, the sweeper's
     rounds and time until training resumes (bench/restarts.py, `python -m bench.restarts`).
 11. the goals, as ratios of figures measured in this one run;
@@ -61,6 +63,7 @@ from bench.shards import table as shards_table
 from bench.sizes import job_sizes
 from bench.sizes import table as sizes_table
 from bench.sweeper import sweeper_costs, sweeper_table
+from bench.sweeper_events import process_events, process_events_table
 from bench.sweeper_process import process_memory, process_table
 from bench.tables import table
 from bench.wsgi import AppCost, app_costs
@@ -361,6 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     events = [*event_costs(10_000), *event_costs(1_000)]
     print(events_table(events))
     reached += event_goals(events)
+    print("\n## 9b. What a pod event costs a trainhook sweep process\n", flush=True)
+    sweep_events = process_events()
+    print(process_events_table(sweep_events))
     print("\n## 10. A whole-job restart of 1,000 pods: in place against recreated\n", flush=True)
     restarts = restart_costs()
     print(restarts_table(restarts))
@@ -379,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sweeper": [dataclasses.asdict(c) for c in sweeper],
             "sweep_process": [dataclasses.asdict(p) for p in process],
             "pod_events": [dataclasses.asdict(e) for e in events],
+            "sweep_events": [dataclasses.asdict(e) for e in sweep_events],
             # asdict would rebuild a Counter from its (key, count) pairs, counting the pairs
             "restarts": [
                 dataclasses.asdict(c)

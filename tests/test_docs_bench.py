@@ -23,6 +23,7 @@ from bench.shards import table as shards_table
 from bench.sizes import JobSize
 from bench.sizes import table as sizes_table
 from bench.sweeper import SweeperCost, sweeper_table
+from bench.sweeper_events import ProcessEventCost, process_events_table
 from bench.sweeper_process import ProcessMemory, process_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,6 +52,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "7. sweeper": lambda: sweeper_table(rows(SweeperCost, "sweeper")),
     "8. sweep process": lambda: process_table(rows(ProcessMemory, "sweep_process")),
     "9. pod events": lambda: events_table(rows(EventCost, "pod_events")),
+    "9b. sweep events": lambda: process_events_table(rows(ProcessEventCost, "sweep_events")),
     "10. restarts": lambda: restarts_table(rows(RestartCost, "restarts")),
     "11. goals": lambda: goals_table(rows(Goal, "goals")),
     "12. shards": lambda: shards_table(build(ShardRun, FIGURES["shards"])),
