@@ -409,7 +409,7 @@ def _node_conditions(number: int, line: str, items: list[str]) -> tuple[tuple[st
     found = []
     for item in items:
         kind, _, status = item.partition(":")
-        if not kind or status not in ("", *NODE_STATUSES):
+        if not kind or (status and status not in NODE_STATUSES):
             raise _refuse(
                 number,
                 line,
