@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -39,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.pod_events import GOAL_MS
-from bench.sweeper_process import NAMESPACE, _count, _free_port, _ready, _settle, _until, load
+from bench.sweeper_process import NAMESPACE, _count, _ready, _settle, _until, load, start_sweep
 from bench.tables import table
-from tests.support.emulator import EmulatorThread, emulator, kubeconfig
+from tests.support.emulator import EmulatorThread, emulator
 from webhook.core import contract
 from webhook.kube.resources import PODS
 
@@ -156,27 +154,8 @@ def measure(
         running.create(unwatched, {"metadata": {"name": "before"}})
         load(running, pods, 1)
         running.call(partial(_started, running), timeout=120)
-        port = _free_port()
         log = (workdir / "sweep-events.log").open("w")
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig(workdir / "kubeconfig", running.url)),
-            "POD_NAME": "bench",
-        }
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "webhook.cli",
-                "sweep",
-                "--lease-namespace=trainhook",
-                f"--metrics-bind=127.0.0.1:{port}",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process, port = start_sweep(running, workdir, log)
         try:
             _until(lambda: _ready(port), 300, "listed")
             _until(lambda: _count(running, "services") >= 1, 600, "the job's Service")

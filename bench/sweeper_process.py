@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from bench.reviews import service_account_volume
 from bench.sizes import controller_pods, workloads
@@ -258,33 +258,36 @@ def _settle(running: EmulatorThread, quiet: float = 3.0, timeout: float = 300.0)
         time.sleep(0.5)
 
 
+def start_sweep(
+    running: EmulatorThread, workdir: Path, log: IO[str]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A real `trainhook sweep` process against the emulator, its output in `log`; its
+    metrics port."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig(workdir / "kubeconfig", running.url)),
+        "POD_NAME": "bench",
+    }
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    command = [sys.executable, "-m", "webhook.cli", "sweep", "--lease-namespace=trainhook"]
+    process = subprocess.Popen(
+        [*command, f"--metrics-bind=127.0.0.1:{port}"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return process, port
+
+
 def measure(pods: int, jobs: int, workdir: Path) -> ProcessMemory:
     with emulator() as running:
         running.emulator.keep_requests = False
         unwatched = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
         running.create(unwatched, {"metadata": {"name": "before"}})  # lists start past "0"
         pod_bytes = load(running, pods, jobs) if pods else 0
-        port = _free_port()
         log = (workdir / f"sweep-{pods}x{jobs}.log").open("w")
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(kubeconfig(workdir / "kubeconfig", running.url)),
-            "POD_NAME": "bench",
-        }
-        env.pop("KUBERNETES_SERVICE_HOST", None)
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "webhook.cli",
-                "sweep",
-                "--lease-namespace=trainhook",
-                f"--metrics-bind=127.0.0.1:{port}",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process, port = start_sweep(running, workdir, log)
         try:
             _until(lambda: _ready(port), 300, "listed")
             if jobs and pods:
