@@ -4,6 +4,7 @@ module left beside its source."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
 import inspect
@@ -24,7 +25,7 @@ from webhook.core.job.workload import Workload
 from webhook.core.mutation.admit import Found, Lookups, Outcome, Request
 from webhook.core.mutation.pod_mutation import Place
 from webhook.core.mutation.workload_mutation import WorkloadMutation
-from webhook.core.shape.peers import PeerFiles
+from webhook.core.shape.peers import PeerFiles, content_digest
 from webhook.core.shape.pods import PodIdentity
 from webhook.core.shape.topology import Role, Topology
 from webhook.server.admission import Answer, Record, _Decoded
@@ -203,3 +204,27 @@ def test_the_bench_names_the_build_it_measures() -> None:
 
     expected = "compiled with mypyc, as the image runs it" if IMAGE_BUILD else "plain Python"
     assert admission_build().startswith(expected)
+
+
+def test_no_module_of_the_admission_path_uses_cached_property() -> None:
+    """mypyc compiles a functools.cached_property into a plain getter: in the image it would
+    compute again on every read (a large job's peers digest, a topology's stamp)."""
+    using = [
+        module
+        for module in admission_path()
+        for node in ast.walk(ast.parse((ROOT / module).read_text()))
+        if isinstance(node, ast.Name | ast.Attribute)
+        and (node.id if isinstance(node, ast.Name) else node.attr) == "cached_property"
+    ]
+
+    assert using == []
+
+
+def test_a_topologys_stamp_and_a_peers_digest_are_made_once_however_the_code_runs() -> None:
+    topology = Topology("llm", "ml", "pytorch", (Role("worker", 1000, "llm-worker", 0, "llm"),))
+    files = PeerFiles("llm-peers", {"TRAINHOOK_WORKER_HOSTS": "a,b"})
+
+    assert topology.stamped is topology.stamped
+    assert topology.total == 1000
+    assert files.digest is files.digest
+    assert files.digest == content_digest(files.data)

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any
 
 from webhook.core import contract
@@ -40,10 +40,20 @@ class PeerFiles:
 
     name: str
     data: dict[str, str] = field(compare=False)
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
 
-    @cached_property
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_digest", None)  # mypyc's __init__ sets no init=False field
+
+    # Kept in a field, not functools.cached_property: the image compiles this class with mypyc,
+    # which makes a cached_property a plain getter that dumps and hashes the data on every read.
+    @property
     def digest(self) -> str:
-        return content_digest(self.data)
+        if self._digest is None:
+            digest = content_digest(self.data)
+            object.__setattr__(self, "_digest", digest)
+            return digest
+        return self._digest
 
     @property
     def size(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Any, TypedDict
 
 from webhook.core import contract, jsoncodec
@@ -64,6 +64,8 @@ class Topology:
     _by_name: dict[str, Role] = field(init=False, repr=False, compare=False)
     _hosts: dict[str, list[str]] = field(init=False, repr=False, compare=False)
     _hash: int = field(init=False, repr=False, compare=False)
+    _total: int = field(init=False, repr=False, compare=False)
+    _stamped: dict[str, str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {role.name: role for role in self.roles})
@@ -73,6 +75,8 @@ class Topology:
         # What the job's lists will cost is known from the counts and names alone: refuse a
         # job whose host names alone cannot fit its peers ConfigMap before any list is built.
         total = sum(role.replicas for role in self.roles)
+        object.__setattr__(self, "_total", total)
+        object.__setattr__(self, "_stamped", None)
         if total > contract.MAX_PODS_PER_JOB:
             raise Refused(
                 f"job {self.job} has {total} pods; Trainhook supports up to "
@@ -108,21 +112,28 @@ class Topology:
         # dataclass's own __hash__ runs as Python, hashing every role again.
         return self._hash
 
-    @cached_property
+    # Kept in fields, not functools.cached_property: the image compiles this class with mypyc,
+    # which makes a cached_property a plain getter that computes again on every read.
+    @property
     def stamped(self) -> dict[str, str]:
         """`stamp(self)`, made once; read it through `stamp`, which hands out a copy."""
-        counts = {role.name: role.replicas for role in self.roles}
-        ports = len({role.port for role in self.roles}) > 1
-        hosts = {role.name: _hosts_entry(role, ports) for role in self.roles}
-        # Compact JSON; every name in it is a DNS label, so orjson writes the json module's bytes.
-        return {
-            contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
-            contract.HOSTS: jsoncodec.dumps(hosts).decode(),
-        }
+        if self._stamped is None:
+            counts = {role.name: role.replicas for role in self.roles}
+            ports = len({role.port for role in self.roles}) > 1
+            hosts = {role.name: _hosts_entry(role, ports) for role in self.roles}
+            # Compact JSON; every name in it is a DNS label, so orjson writes the json module's
+            # bytes.
+            made = {
+                contract.TOPOLOGY: jsoncodec.dumps(counts).decode(),
+                contract.HOSTS: jsoncodec.dumps(hosts).decode(),
+            }
+            object.__setattr__(self, "_stamped", made)
+            return made
+        return self._stamped
 
-    @cached_property
+    @property
     def total(self) -> int:
-        return sum(role.replicas for role in self.roles)
+        return self._total
 
     def role_names(self) -> Iterator[str]:
         return (role.name for role in self.roles)
