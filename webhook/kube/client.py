@@ -21,6 +21,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from webhook.core import jsoncodec
 from webhook.kube.resources import Resource
 
 log = logging.getLogger("trainhook.kubeapi")
@@ -175,7 +176,7 @@ class WatchStream:
 
 
 def _event(line: bytes) -> dict[str, Any]:
-    event = json.loads(line)
+    event = jsoncodec.loads(line)
     if not isinstance(event, dict) or not isinstance(event.get("object"), Mapping):
         raise ValueError(f"not a watch event: {line[:80]!r}")
     return event
@@ -351,7 +352,7 @@ class Kube:
         finally:
             raw.release_conn()
         try:
-            decoded = json.loads(data)
+            decoded = jsoncodec.loads(data)
         except ValueError:
             raise ApiError(raw.status, "BadResponse", "the answer is not JSON") from None
         if not isinstance(decoded, dict):
