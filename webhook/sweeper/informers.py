@@ -74,8 +74,9 @@ class PodTables:
         self._tables: dict[JobKey, PodTable] = {}
         self._pending: dict[JobKey, dict[str, Mapping[str, Any] | None]] = {}
         self._where: dict[tuple[str, str], JobKey] = {}  # pod -> its job
-        # Versions of pods stopped from outside that a later change replaced before their job's
-        # table took them: handed to it first, so it sees the disruption and the pod go.
+        # Versions of pods that a deletion or a replacement (another uid) superseded before
+        # their job's table took them: handed to it first, so it sees the pod as it last was
+        # before it went (a disruption that went, or a pod that no longer was one).
         self._stopped: dict[JobKey, list[tuple[str, Mapping[str, Any]]]] = {}
 
     def changed(
@@ -85,7 +86,7 @@ class PodTables:
         with self._lock:
             before = self._where.pop(name, None)
             waiting = self._pending.get(before, {}).get(name[1]) if before is not None else None
-            if waiting is not None and stopped_from_outside(waiting) and _uid(pod) != _uid(waiting):
+            if waiting is not None and _uid(pod) != _uid(waiting):
                 assert before is not None
                 self._stopped.setdefault(before, []).append((name[1], waiting))
             if before is not None and (before != key or pod is None):
