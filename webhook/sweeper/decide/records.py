@@ -31,7 +31,7 @@ from webhook.sweeper.decide.policy import (
     same_second_recorded,
     tally,
 )
-from webhook.sweeper.job.pods import WAITING_PROBLEMS
+from webhook.sweeper.job.pods import WAITING_PROBLEMS, is_unschedulable
 from webhook.sweeper.job.recorded import format_indexes
 from webhook.sweeper.job.state import JobState, attempt_of, format_time
 
@@ -204,9 +204,13 @@ def live_state(state: JobState, succeeded: set[Replica]) -> tuple[str, str, str]
             detail = f": {training.waiting_message}" if training.waiting_message else ""
             message = f"pod {pod.name}: container {training.name}{detail}"
             return "Pending", training.waiting, message
-    for pod in counted:
-        if pod.phase == "Pending" and pod.scheduling:
-            return "Pending", "Unschedulable", f"pod {pod.name}: {pod.scheduling}"
+    waiting = [
+        next((p for p in counted if is_unschedulable(p)), None),
+        next((p for p in facts.unschedulable if (p.role, p.index) not in succeeded), None),
+    ]
+    first = min((p for p in waiting if p is not None), key=lambda p: p.name, default=None)
+    if first is not None:
+        return "Pending", "Unschedulable", f"pod {first.name}: {first.scheduling}"
     if any(p.phase == "Running" for p in counted) or facts.any_running_besides(succeeded):
         return "Running", "Running", ""
     return "Pending", "Pending", ""

@@ -171,8 +171,10 @@ class PodView:
 
 def is_plain(pod: PodView) -> bool:
     """Whether a pod says nothing to a decision but that it is there, pending or running: it
-    counts, has not failed, succeeded, crashed or been stopped, waits for no gate, no node and
-    no release of an in-place restart, and carries no Kueue marker.
+    counts, has not failed, succeeded, crashed or been stopped, waits for no gate and no
+    release of an in-place restart, and carries no Kueue marker. A pod the scheduler cannot
+    place yet is plain too (PodFacts.unschedulable lists those): while a large job waits for
+    its gang, every event of it would otherwise cost a walk of all its waiting pods.
     Most pods of a large job are plain; the decision reads the others one by one and plain
     ones only through their numbers (PodFacts)."""
     training = pod.training
@@ -185,6 +187,11 @@ def is_plain(pod: PodView) -> bool:
     ):
         return False
     return _plain_but_training(pod)
+
+
+def is_unschedulable(pod: PodView) -> bool:
+    """Whether a Pending pod waits for the scheduler to find it a node."""
+    return pod.phase == "Pending" and bool(pod.scheduling)
 
 
 def is_quiet(pod: PodView) -> bool:
@@ -212,7 +219,6 @@ def _plain_but_training(pod: PodView) -> bool:
         and pod.owner_kind in ("StatefulSet", "Job")
         and pod.role is not None
         and pod.index is not None
-        and not pod.scheduling
         and not pod.status_reason
         and not pod.stop_conditions
         and not pod.gates
@@ -248,6 +254,9 @@ class PodFacts:
     # (when its last failed run finished, kind, name, short uid) of each retired pod whose
     # run has a time, oldest first: the ones still in the grace period are counted one by one.
     retired_runs: Sequence[tuple[datetime, str, str, str]] = ()
+    # The plain Pending pods the scheduler could not place (PodView.scheduling says why), in
+    # name order: the job's status names the first.
+    unschedulable: Sequence[PodView] = ()
 
     def retired_views(self) -> list[PodView]:
         """Every retired pod, in name order (for the rare decisions that read each one)."""
@@ -268,6 +277,7 @@ class PodFacts:
         running: dict[tuple[str, int], int] = {}
         uid8s: dict[str, set[str]] = {}
         notable = []
+        unschedulable = []
         for pod in pods:
             uid8s.setdefault(pod.uid8, set()).add(pod.name)
             if not is_plain(pod):
@@ -275,6 +285,8 @@ class PodFacts:
             elif pod.phase == "Running":
                 replica = plain_replica(pod)
                 running[replica] = running.get(replica, 0) + 1
+            elif is_unschedulable(pod):
+                unschedulable.append(pod)
         return PodFacts(
             notable=tuple(notable),
             plain=len(pods) - len(notable),
@@ -283,6 +295,7 @@ class PodFacts:
             topologies=frozenset(pod.topology for pod in pods),
             mounted_peers=frozenset(pod.peers for pod in pods if not pod.terminating),
             uid8s={uid: frozenset(names) for uid, names in uid8s.items()},
+            unschedulable=tuple(unschedulable),
         )
 
     def any_running_besides(self, replicas: set[tuple[str, int]]) -> bool:

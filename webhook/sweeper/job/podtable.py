@@ -26,6 +26,7 @@ from webhook.sweeper.job.pods import (
     controller_uid,
     is_plain,
     is_quiet,
+    is_unschedulable,
     plain_replica,
     pod_peers,
     read_pod_once,
@@ -60,6 +61,7 @@ class PodTable:
         self._plain = 0
         self._running = 0
         self._plain_running: dict[tuple[str, int], int] = {}
+        self._unschedulable: list[PodView] = []  # plain ones, in name order
         self._topologies: dict[str | None, int] = {}
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
@@ -278,6 +280,13 @@ class PodTable:
         if view.phase == "Running":
             self._running += step
             _bump(self._plain_running, plain_replica(view), step)
+        elif is_unschedulable(view):
+            waiting = self._unschedulable
+            at = bisect_left(waiting, view.name, key=_name)
+            if step > 0:
+                waiting.insert(at, view)
+            elif at < len(waiting) and waiting[at].name == view.name:
+                del waiting[at]
 
     def _settle(self, owners: Mapping[Controller, PodOwner]) -> None:
         """Retire the quiet pods whose workload's ledger now counts their failed runs in full,
@@ -371,7 +380,12 @@ class PodTable:
                 for controller, pods in self._retired.items()
             },
             retired_runs=self._retired_runs,
+            unschedulable=self._unschedulable,
         )
+
+
+def _name(view: PodView) -> str:
+    return view.name
 
 
 def _last_run_finished(view: PodView) -> Any:
