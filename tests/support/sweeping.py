@@ -30,6 +30,7 @@ def fast_config(identity: str, **overrides: Any) -> SweeperConfig:
         "renew_deadline": 1.5,
         "retry_period": 0.1,
         "backoff_base": 0.05,
+        "batch_seconds": 0.0,  # tests that count looks or time reactions set their own
     }
     settings.update(overrides)
     return SweeperConfig(**settings)

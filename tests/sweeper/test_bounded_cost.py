@@ -1,13 +1,14 @@
 """What the sweeper holds of a pod: only what it decides on, a few hundred bytes per pod."""
 
 import json
+from typing import Any
 
 from tests.support.stored import bare_pod, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import slim_pod
 
-from .helpers import NOW, evicted, state_of, terminated
+from .helpers import NAMESPACE, NOW, evicted, state_of, terminated
 
 
 def big_pod(owner, index, hosts=3000):
@@ -109,6 +110,38 @@ def test_a_busy_large_job_is_looked_at_once_for_a_burst_of_pod_events(kube):
     assert sweeper.queue.pop(timeout=COALESCE_FACTOR * 0.05 + 0.5) == key
 
 
+def test_a_trickle_of_pod_events_within_the_batch_period_shares_one_look(kube):
+    from tests.support.sweeping import fast_config
+    from webhook.sweeper.queue import WorkQueue
+    from webhook.sweeper.runner import Sweeper
+
+    clock = [100.0]
+    sweeper = Sweeper(kube, fast_config("sweeper-a", batch_seconds=1.0))
+    sweeper.queue = WorkQueue(clock=lambda: clock[0])
+    key = ("ml", "big")
+    sweeper._costs[key] = 0.002  # a cheap look: the batch period, not its cost, decides
+    for _ in range(5):  # Ready flips, ten a second
+        sweeper._changed(key)
+        clock[0] += 0.1
+    assert len(sweeper.queue) == 1
+    clock[0] = 100.99
+    assert sweeper.queue.pop(timeout=0) is None  # within the first event's second
+    clock[0] = 101.0  # a second after the first event, not after the last
+    assert sweeper.queue.pop(timeout=0) == key
+    assert len(sweeper.queue) == 0
+
+
+def test_with_no_batch_period_a_cheap_jobs_event_is_looked_at_at_once(kube):
+    from tests.support.sweeping import fast_config
+    from webhook.sweeper.runner import Sweeper
+
+    sweeper = Sweeper(kube, fast_config("sweeper-a", batch_seconds=0.0))
+    key = ("ml", "small")
+    sweeper._costs[key] = 0.001
+    sweeper._changed(key)
+    assert sweeper.queue.pop(timeout=0.05) == key
+
+
 def test_the_sweeper_benchmark_measures_what_it_says_on_small_jobs():
     from bench.sweeper import sweeper_costs, sweeper_table
 
@@ -134,3 +167,54 @@ def test_the_pod_event_benchmark_reconciles_as_the_sweeper_would():
     assert (restarted.pattern, restarted.reconciles) == ("ready after restarts", 3)
     assert (ignored.events, trickle.events, ready.events, burst.events) == (3, 3, 3, 10)
     assert events_table([burst]).splitlines()[2].split("|")[1:3] == [" burst      ", " 40   "]
+
+
+def unschedulable(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["status"]["phase"] = "Pending"
+    obj["status"].pop("containerStatuses", None)
+    obj["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/40 nodes are available: 40 Insufficient nvidia.com/gpu.",
+        }
+    ]
+    return obj
+
+
+def test_a_gang_waiting_for_nodes_costs_the_decision_none_of_its_waiting_pods():
+    from webhook.sweeper.decide.records import live_state
+
+    (workers,) = stamped(statefulset("big", role="worker", job="big", replicas=300))
+    pods = [slim_pod(pod(workers, 0))]
+    pods += [slim_pod(unschedulable(pod(workers, i))) for i in range(1, 300)]
+    state = state_of("big", [workers], pods)
+
+    assert state.pod_facts.notable == ()  # each event reads its pod, not the 299 waiting
+    assert [p.name for p in state.pod_facts.unschedulable[:2]] == ["big-1", "big-10"]
+    assert live_state(state, set()) == (
+        "Pending",
+        "Unschedulable",
+        "pod big-1: 0/40 nodes are available: 40 Insufficient nvidia.com/gpu.",
+    )
+
+
+def test_a_pod_that_recovered_and_then_went_before_a_look_is_no_disruption_gone():
+    from webhook.sweeper.informers import PodTables
+    from webhook.sweeper.job.state import read_job_state
+
+    (workers,) = stamped(statefulset("big", role="worker", job="big", replicas=2))
+    tables = PodTables()
+    key = (NAMESPACE, "big")
+    name = (NAMESPACE, "big-0")
+
+    def look() -> Any:
+        return read_job_state(NAMESPACE, "big", workloads=[workers], pod_table=tables.of(key))
+
+    tables.changed(name, key, slim_pod(evicted(pod(workers, 0))))
+    assert [p.name for p in look().pod_facts.notable] == ["big-0"]  # seen evicted
+    tables.changed(name, key, slim_pod(pod(workers, 0)))  # running again, the same pod
+    tables.changed(name, None, None)  # then deleted, before the next look
+
+    assert look().pod_facts.gone == ()

@@ -77,6 +77,8 @@ def test_namespace_repeats_for_several_namespaces_and_the_environment_takes_a_co
         ("--lease-duration-seconds=1.5", "invalid value '1.5': a whole number of seconds >= 1"),
         ("--log-level=loud", "invalid value 'loud': one of debug, info, warning, error"),
         ("--metrics-bind=9090", "invalid value '9090': HOST:PORT, e.g. 0.0.0.0:9090"),
+        ("--batch-seconds=-1", "invalid value '-1': a number of seconds from 0 to 60"),
+        ("--batch-seconds=soon", "invalid value 'soon': a number of seconds from 0 to 60"),
     ],
 )
 def test_a_bad_flag_is_refused_with_what_is_allowed(flag, message, capsys):
@@ -98,3 +100,9 @@ def test_without_a_cluster_the_sweeper_says_so_in_one_line(tmp_path, monkeypatch
 def test_the_cluster_domain_flag_reaches_the_sweepers_config(monkeypatch):
     assert parse(["--cluster-domain=cluster.local"], monkeypatch).cluster_domain == "cluster.local"
     assert parse([], monkeypatch).cluster_domain == ""
+
+
+def test_a_jobs_events_share_one_look_a_second_unless_the_batch_period_is_set(monkeypatch):
+    assert parse([], monkeypatch).batch_seconds == 1.0
+    assert parse(["--batch-seconds=0"], monkeypatch).batch_seconds == 0.0
+    assert parse(["--batch-seconds=2.5"], monkeypatch).batch_seconds == 2.5

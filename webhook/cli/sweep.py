@@ -12,10 +12,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from webhook.cli.validators import log_level, positive_int, positive_seconds, whole_seconds
+from webhook.cli.validators import (
+    log_level,
+    positive_int,
+    positive_seconds,
+    seconds_up_to_a_minute,
+    whole_seconds,
+)
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
-from webhook.sweeper.runner import Sweeper, SweeperConfig
+from webhook.sweeper.runner import BATCH_SECONDS, Sweeper, SweeperConfig
 from webhook.sweeper.serving.metrics import ProgressFigures, SweeperMetrics
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
 from webhook.sweeper.serving.progress_server import serve as serve_progress
@@ -61,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_seconds,
         default=60.0,
         help="look at every job this often, even without events (default: 60)",
+    )
+    parser.add_argument(
+        "--batch-seconds",
+        type=seconds_up_to_a_minute,
+        default=BATCH_SECONDS,
+        help="a job's watch events within this many seconds share one look at it; 0 looks at "
+        f"once (default: {BATCH_SECONDS:g})",
     )
     parser.add_argument(
         "--lease-name",
@@ -172,6 +185,7 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
         replicas=args.replicas,
         writes_per_minute=args.writes_per_minute,
         write_burst=args.write_burst,
+        batch_seconds=args.batch_seconds,
     )
 
 

@@ -36,6 +36,19 @@ def positive_seconds(value: str) -> float:
     return seconds
 
 
+def seconds_up_to_a_minute(value: str) -> float:
+    """A number of seconds, 0 included (at most a minute)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 60:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: a number of seconds from 0 to 60"
+        )
+    return seconds
+
+
 def whole_seconds(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"invalid value {value!r}: a whole number of seconds >= 1")

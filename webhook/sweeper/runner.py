@@ -54,11 +54,13 @@ from webhook.sweeper.writes import BURST, PER_MINUTE, WriteBudget
 log = logging.getLogger("trainhook.sweeper")
 
 CONFLICT_RETRIES = 3
-# A change to a job is looked at after 10 times its last reconcile took (at most 2 s): the pod
-# events of a large job arriving meanwhile share one reconcile, so the sweeper spends at most a
-# tenth of its time on any one busy job and a pod event costs O(1) amortised.
+# A change to a job is looked at after its batch period (SweeperConfig.batch_seconds), or after
+# 10 times its last reconcile took when that is longer (at most 2 s): the pod events of a job
+# arriving meanwhile share one reconcile, so a job's Ready churn costs at most one look a period,
+# and the sweeper spends at most a tenth of its time on any one busy job.
 COALESCE_FACTOR = 10.0
 COALESCE_MAX = 2.0
+BATCH_SECONDS = 1.0
 # On shutdown, how long the threads get to end once the leases are given up (they are daemon
 # threads: whatever still waits on the API server ends with the process).
 JOIN_SECONDS = 1.0
@@ -80,6 +82,9 @@ class SweeperConfig:
     replicas: int = 1  # replicas expected to share them: each takes shards / replicas at first
     writes_per_minute: int = PER_MINUTE  # each job's write budget (writes.py)
     write_burst: int = BURST  # plus one per pod of the job
+    # A job's watch events within this window share one look at it (as the Job controller's
+    # one-second batch period for pod events): its first event is acted on this much later.
+    batch_seconds: float = BATCH_SECONDS
 
 
 def fetch_state(
@@ -503,9 +508,11 @@ class Sweeper:
 
     def _changed(self, key: JobKey) -> None:
         # A change is news even for a job backing off after an error: decide on it soon; the
-        # events of a busy large job share one look (COALESCE_FACTOR). A job of a shard held
-        # elsewhere is dropped when it comes due, and queued again if its shard is taken over.
-        self.queue.add(key, min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0)))
+        # events of a job within its batch period, and those of a busy large job, share one
+        # look (COALESCE_FACTOR). A job of a shard held elsewhere is dropped when it comes due,
+        # and queued again if its shard is taken over.
+        busy = min(COALESCE_MAX, COALESCE_FACTOR * self._costs.get(key, 0.0))
+        self.queue.add(key, max(self.config.batch_seconds, busy))
 
     def _retry_later(self, key: JobKey, why: str) -> None:
         failures = self._failures.get(key, 0) + 1
