@@ -80,6 +80,8 @@ def test_the_sweeper_is_probed_on_its_metrics_port_and_scraped_by_a_pod_monitor(
     assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
+    # trainhook_pod_info{namespace,pod,job} and the jobs' series keep their own labels.
+    assert endpoint["honorLabels"] is True
     assert render({**ENABLED, "sweeper": {"enabled": False}}).of_kind("PodMonitor") == []
     quiet = render({**ENABLED, "sweeper": {"metricsPort": 0}})
     assert quiet.of_kind("PodMonitor") == []

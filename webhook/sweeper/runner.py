@@ -486,11 +486,13 @@ class Sweeper:
             [w.annotations for w in state.workloads],
         )
         self.health.goodput.seen(key, ledger, step)
+        self.health.pod_info.seen(key, state.pods)
 
     def _decided(self, key: JobKey, phase: str | None, actions: tuple[Any, ...]) -> None:
         self.health.job_phase(key, phase)
         if phase is None:
             self.health.goodput.seen(key, None, None)
+            self.health.pod_info.seen(key, None)
         restarts = sum(1 for a in actions if isinstance(a, Emit) and a.reason == "Restarting")
         if restarts:
             self.health.restarts.inc(restarts)

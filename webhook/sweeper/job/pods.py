@@ -148,6 +148,7 @@ class PodView:
     node: str = ""  # the node it is bound to (spec.nodeName)
     # The revision of its StatefulSet's template it was created from (controller-revision-hash).
     revision: str = ""
+    rank: str = ""  # its global rank, as the webhook labelled it (trainhook.io/rank)
 
     @property
     def waiting_for_roles(self) -> bool:
@@ -437,6 +438,7 @@ def _read_pod(
         gates=gates_of(pod),
         node=str((pod.get("spec") or {}).get("nodeName") or ""),
         revision=str(labels.get(REVISION_LABEL) or ""),
+        rank=str(labels.get(contract.RANK) or ""),
     )
 
 

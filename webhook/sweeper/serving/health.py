@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from webhook.sweeper.job.state import JobKey
 from webhook.sweeper.serving.goodput import GoodputFigures
+from webhook.sweeper.serving.pod_info import PodInfoFigures
 
 PHASES: Final = ("Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Invalid")
 # The loop turns at least every half second; a minute without a turn means it is stuck.
@@ -72,6 +73,7 @@ class SweeperHealth:
         self._ready = False
         self._live = _Live(self, queue_depth)
         self.goodput = GoodputFigures()
+        self.pod_info = PodInfoFigures()
 
     def collectors(self) -> list[Collector]:
         return [
@@ -81,6 +83,7 @@ class SweeperHealth:
             self.writes_deferred,
             self._live,
             self.goodput,
+            self.pod_info,
         ]
 
     def job_phase(self, key: JobKey, phase: str | None) -> None:
