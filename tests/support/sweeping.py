@@ -9,7 +9,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,15 @@ def fast_config(identity: str, **overrides: Any) -> SweeperConfig:
 
 
 class Running:
-    """A sweeper running in a thread; records every action it applies."""
+    """A sweeper running in a thread; records every action it applies. `clock`, when given, is
+    the time its decisions are made at (a played clock)."""
 
-    def __init__(self, kube: Kube, config: SweeperConfig) -> None:
-        self.sweeper = Sweeper(kube, config)
+    def __init__(
+        self, kube: Kube, config: SweeperConfig, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        self.sweeper = (
+            Sweeper(kube, config) if clock is None else Sweeper(kube, config, clock=clock)
+        )
         self.actions: list[str] = []
         apply_one = self.sweeper.executor._apply
 
@@ -95,8 +101,13 @@ class Running:
 
 
 @contextlib.contextmanager
-def sweeping(kube: Kube, identity: str = "sweeper-a", **overrides: Any) -> Iterator[Running]:
-    running = Running(kube, fast_config(identity, **overrides)).start()
+def sweeping(
+    kube: Kube,
+    identity: str = "sweeper-a",
+    clock: Callable[[], datetime] | None = None,
+    **overrides: Any,
+) -> Iterator[Running]:
+    running = Running(kube, fast_config(identity, **overrides), clock).start()
     try:
         yield running
     finally:
