@@ -152,8 +152,9 @@ def planned_stop(state: JobState, recorded: dict[str, Any]) -> Stop | None:
         before = said.replace(f"pod {pod.name} {what}", f"pod {pod.name} is stopped: it {what}", 1)
         outside = "Kubernetes stops it within its terminationGracePeriodSeconds"
         return Stop(f"{pod.uid8}/disrupted", before, restarts, outside)
-    for pod in state.pods:
-        node = state.nodes.get(pod.node) if pod.node and not pod.terminating else None
+    draining = {name for name, node in state.nodes.items() if node.draining}
+    for pod in state.pods if draining else ():
+        node = state.nodes.get(pod.node) if pod.node in draining and not pod.terminating else None
         if node is not None and node.draining and pod.owner_kind in WORKLOADS:
             before = f"node {node.name} is drained: {node.draining}"
             outside = "a drain evicts its pods, each within its terminationGracePeriodSeconds"
