@@ -20,6 +20,16 @@ A plain PyTorch loop:
         progress.checkpoint()
     progress.done()
 
+With `trainhook.io/checkpoint-on-stop`, save when the sweeper asks, before a planned stop (a
+suspend, a preemption, a drained node), and report it: the stop waits for that report.
+
+    for batch in loader:
+        loss = train_step(batch)
+        progress.step(loss=loss.item())
+        if progress.checkpoint_requested():
+            torch.save(model.state_dict(), path)
+            progress.checkpoint()
+
 Hugging Face Transformers:
 
     from trainhook_progress import ProgressCallback
@@ -47,6 +57,9 @@ URL = "KUBEFLOW_TRAINER_SERVER_URL"
 CA_CERT = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
 TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 EVERY_SECONDS = 15.0  # the endpoint writes a job's progress at most every 10 s by default
+# trainhook.io/checkpoint-on-stop: the sweeper's request to save a checkpoint, as the kubelet
+# shows the pod's trainhook.io/checkpoint-requested (its time; empty while none is open).
+REQUEST_FILE = "/etc/trainhook-checkpoint/requested"
 
 
 def _now() -> str:
@@ -91,6 +104,15 @@ def send(
         return False
 
 
+def checkpoint_request(path: str = REQUEST_FILE) -> str:
+    """The open request to save a checkpoint ("" when none, or outside such a pod)."""
+    try:
+        with open(path) as request_file:
+            return request_file.read().strip()
+    except OSError:
+        return ""
+
+
 class Progress:
     """Progress of a loop: steps, epochs, metrics and checkpoints, sent at most every
     `every_seconds` (and always on a checkpoint and at the end)."""
@@ -103,6 +125,7 @@ class Progress:
         every_seconds: float = EVERY_SECONDS,
         all_ranks: bool = False,
         start_step: int = 0,
+        request_file: str = REQUEST_FILE,
     ) -> None:
         self.total_steps = total_steps
         self.total_epochs = total_epochs
@@ -116,6 +139,24 @@ class Progress:
         self._started = time.monotonic()
         self._start_step = start_step
         self._sent_at = float("-inf")
+        self.request_file = request_file
+        # A request made before this process started is not for it: it has nothing new to save.
+        self._answered = checkpoint_request(request_file)
+        self._looked_at = time.monotonic()
+
+    def checkpoint_requested(self) -> bool:
+        """True once for each new request to save a checkpoint (the file is read at most once
+        a second). Every rank may ask; for a checkpoint all ranks write together, let rank 0
+        ask and broadcast the answer, so every rank saves at the same step."""
+        now = time.monotonic()
+        if now - self._looked_at < 1.0:
+            return False
+        self._looked_at = now
+        request = checkpoint_request(self.request_file)
+        if not request or request == self._answered:
+            return False
+        self._answered = request
+        return True
 
     def step(self, epoch: int | None = None, **metrics: Any) -> None:
         """One step done, with the metrics it produced (loss=..., lr=...)."""

@@ -52,6 +52,7 @@ metadata:
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
+    trainhook.io/checkpoint-on-stop: 5m
     trainhook.io/fabric: aws-efa
 spec:
   replicas: 2
@@ -88,6 +89,7 @@ metadata:
     trainhook.io/placement: preferred
     trainhook.io/placement-tier: "2"
     trainhook.io/report-progress: "true"
+    trainhook.io/checkpoint-on-stop: 5m
     trainhook.io/fabric: aws-efa
 spec:
   completionMode: Indexed

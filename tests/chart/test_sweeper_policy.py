@@ -308,6 +308,7 @@ SOMEONE = "system:serviceaccount:ml:default"  # anyone allowed to update pods
 RESTARTED = {"trainhook.io/attempt": "2026-01-01T00:00:00Z"}
 RELEASED = {**RESTARTED, "trainhook.io/released-attempt": "2026-01-01T00:00:00Z"}
 STAMP = {"trainhook.io/topology": '{"master":1,"worker":2}'}
+ASKED = {"trainhook.io/checkpoint-requested": "2026-01-01T00:00:00Z"}
 CA = {"trainhook.io/progress-ca": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}
 
 
@@ -333,6 +334,8 @@ def pod(annotations: dict[str, str] | None = None, **labels: str) -> dict[str, A
          "trainhook.io/last-checkpoint"),
         (pod(STAMP), pod({"trainhook.io/attempt": "x", "trainhook.io/topology": "{}"}),
          "trainhook.io/attempt, trainhook.io/topology"),
+        (pod(), pod(ASKED), "trainhook.io/checkpoint-requested"),  # every rank stops to save
+        (pod(ASKED), pod({}), "trainhook.io/checkpoint-requested"),  # ... or a request withdrawn
     ],
 )  # fmt: skip
 def test_no_one_but_the_sweeper_adds_changes_or_removes_a_sweeper_mark_on_a_pod(
@@ -351,6 +354,11 @@ def test_a_pod_created_with_an_attempt_is_refused_and_one_with_the_webhooks_mark
     assert message == (
         "only the Trainhook sweeper writes trainhook.io/attempt, trainhook.io/released-attempt "
         f"on a pod; this CREATE of pod ml/pt-worker-0 by {SOMEONE} may not"
+    )
+    message = admit(SOMEONE, "CREATE", "pods", pod({**STAMP, **ASKED}), None, name=MARKS)
+    assert message == (
+        "only the Trainhook sweeper writes trainhook.io/checkpoint-requested on a pod; this "
+        f"CREATE of pod ml/pt-worker-0 by {SOMEONE} may not"
     )
     # The webhook's stamp and CA are written inside the request that creates the pod.
     assert admit(SOMEONE, "CREATE", "pods", pod({**STAMP, **CA}), None, name=MARKS) is None

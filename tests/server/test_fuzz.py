@@ -311,6 +311,7 @@ VALID: dict[str, list[str]] = {
     contract.ACTIVE_DEADLINE_SECONDS: ["3600"],
     contract.SUSPEND: ["true", "false"],
     contract.STALL_TIMEOUT: ["90s", "30m", "1h30m", "7d"],
+    contract.CHECKPOINT_ON_STOP: ["10s", "5m", "1h"],
     contract.PLACEMENT_TOPOLOGY: ["topology.kubernetes.io/zone", "example.com/rack"],
     contract.PLACEMENT: ["required", "preferred"],
     contract.PLACEMENT_TIER: ["1", "rack"],
@@ -333,6 +334,7 @@ VALID: dict[str, list[str]] = {
     contract.RELEASED_ATTEMPT: ["1"],
     contract.PROGRESS: ['{"step":10,"total":100}'],
     contract.LAST_CHECKPOINT: ['{"step":10,"time":"2026-01-01T00:00:00Z"}'],
+    contract.CHECKPOINT_REQUESTED: ["2026-01-01T00:00:00Z"],
     contract.SUCCEEDED: ["0,2-3"],
     contract.SUSPENDED_REPLICAS: ["4"],
 }

@@ -38,7 +38,8 @@ def fast_config(identity: str, **overrides: Any) -> SweeperConfig:
 
 
 class Running:
-    """A sweeper running in a thread; records every action it applies."""
+    """A sweeper running in a thread; records every action it applies. `clock`, when given, is
+    the time its decisions are made at (a played clock)."""
 
     def __init__(
         self, kube: Kube, config: SweeperConfig, clock: Callable[[], datetime] | None = None

@@ -347,6 +347,26 @@ def test_the_example_reporter_does_nothing_outside_a_reporting_pod(
     assert example_module().send(progress=10) is False
 
 
+def test_the_example_reporter_sees_each_new_checkpoint_request_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = example_module()
+    request = tmp_path / "requested"
+    request.write_text("2026-01-01T00:00:00Z")  # made before the process started: not for it
+    ticks = iter(float(n) for n in range(100))
+    monkeypatch.setattr(module.time, "monotonic", lambda: next(ticks) * 2)
+    progress = module.Progress(request_file=str(request))
+    assert progress.checkpoint_requested() is False
+    request.write_text("2026-01-01T01:00:00Z")  # the kubelet shows the sweeper's new request
+    assert progress.checkpoint_requested() is True
+    assert progress.checkpoint_requested() is False
+    request.write_text("")  # withdrawn (the job resumed)
+    assert progress.checkpoint_requested() is False
+    request.write_text("2026-01-01T02:00:00Z")
+    assert progress.checkpoint_requested() is True
+    assert module.checkpoint_request(str(tmp_path / "absent")) == ""
+
+
 def example_module() -> Any:
     path = Path(__file__).resolve().parents[2] / "examples" / "progress" / "trainhook_progress.py"
     spec = importlib.util.spec_from_file_location("trainhook_progress", path)

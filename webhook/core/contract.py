@@ -45,6 +45,9 @@ SUSPEND: Final = "trainhook.io/suspend"
 # How long the job may go without reporting a new step while every pod runs before it is stalled
 # (a failure `stalled`, routed by the failure rules).
 STALL_TIMEOUT: Final = "trainhook.io/stall-timeout"
+# How long a planned stop of the job (its suspend, a pod preempted or evicted, a node drained)
+# waits for the job's pods to save a checkpoint once asked (a duration), job-wide.
+CHECKPOINT_ON_STOP: Final = "trainhook.io/checkpoint-on-stop"
 # Keep the job's pods within one domain of a node label (a rack, a block): job-wide.
 PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
@@ -137,6 +140,10 @@ LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
 # On the pod templates of a job whose failure rules exclude nodes (`exclude-node`): its pods are
 # admitted with the nodes the job's restarts exclude, read from their workload's status.
 EXCLUDES_NODES: Final = "trainhook.io/excludes-nodes"
+# On the running pods of a job with checkpoint-on-stop, before a planned stop: when the sweeper
+# asked them to save a checkpoint (RFC 3339). A pod reads it as a file through a downward API
+# volume, which the kubelet keeps up to date.
+CHECKPOINT_REQUESTED: Final = "trainhook.io/checkpoint-requested"
 # On a workload the sweeper suspended: its replicas before, restored when the job resumes.
 SUSPENDED_REPLICAS: Final = "trainhook.io/suspended-replicas"
 
@@ -169,6 +176,7 @@ POD_SETTINGS: Final = (
     PREFLIGHT_DCGM_LEVEL,
     PREFLIGHT_EVERY_ATTEMPT,
     NVLINK_DOMAIN,
+    CHECKPOINT_ON_STOP,
 )
 
 # The labels among the keys above; every other key is an annotation, except these, both.

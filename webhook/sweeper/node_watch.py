@@ -96,13 +96,18 @@ class NodeWatch:
 
 
 def names_nodes(state: JobState) -> bool:
-    """Whether a job's failure rules name a node's conditions or taints (a job whose roles
-    disagree on their rules names none: it is refused before its rules are read)."""
+    """Whether a job's failure rules name a node's conditions or taints, or the job asks for a
+    checkpoint before a node is drained (a job whose roles disagree on their settings names
+    none: it is refused before they are read)."""
     try:
-        rules = state.settings.failure_rules if state.workloads and not state.problems else None
+        settings = state.settings if state.workloads and not state.problems else None
+        if settings is None:
+            return False
+        rules = settings.failure_rules
+        checkpoints = settings.checkpoint_on_stop is not None
     except TrainhookError:
         return False
-    return any(rule.match.on_node for rule in rules or ())
+    return checkpoints or any(rule.match.on_node for rule in rules or ())
 
 
 def _node_name(node: dict[str, Any]) -> str | None:

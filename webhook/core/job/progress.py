@@ -363,6 +363,19 @@ def stall_timeout(value: str | None) -> int | None:
     return duration(contract.STALL_TIMEOUT, value, MIN_STALL, MAX_STALL)
 
 
+# A checkpoint asked for before a planned stop: long enough for a step and a save to finish,
+# short enough that a suspended job gives its GPUs back within the hour.
+MIN_CHECKPOINT_ON_STOP: Final = 10
+MAX_CHECKPOINT_ON_STOP: Final = 3600
+
+
+def checkpoint_on_stop(value: str | None) -> int | None:
+    """trainhook.io/checkpoint-on-stop in seconds."""
+    return duration(
+        contract.CHECKPOINT_ON_STOP, value, MIN_CHECKPOINT_ON_STOP, MAX_CHECKPOINT_ON_STOP
+    )
+
+
 def human_duration(seconds: float) -> str:
     """A duration as kubectl shows ages: 45s, 13m, 5h, 2d."""
     whole = max(0, int(seconds))

@@ -25,6 +25,7 @@ from typing import Any, Final
 from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.job.failure_rules import RESTART_IN_PLACE, Rule
+from webhook.core.shape.pods import add_volume, mount
 
 RESTARTER: Final = "trainhook-restarter"
 BARRIER: Final = "trainhook-barrier"
@@ -135,6 +136,31 @@ def _resources() -> dict[str, Any]:
 
 def _annotation_file(path: str, key: str) -> dict[str, Any]:
     return {"path": path, "fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}
+
+
+# trainhook.io/checkpoint-on-stop: the same mechanism shows a pod the sweeper's request to save a
+# checkpoint before a planned stop; the file holds the request's time, empty while none is open.
+CHECKPOINT_VOLUME: Final = "trainhook-checkpoint"
+CHECKPOINT_MOUNT_PATH: Final = "/etc/trainhook-checkpoint"
+CHECKPOINT_FILE: Final = f"{CHECKPOINT_MOUNT_PATH}/requested"
+
+
+def add_checkpoint_file(draft: Draft, pod: Mapping[str, Any], training: int | None) -> None:
+    """Give a pod of a job with checkpoint-on-stop the request file, in its training container
+    (once)."""
+    if training is None:
+        return
+    add_volume(
+        draft,
+        {
+            "name": CHECKPOINT_VOLUME,
+            "downwardAPI": {
+                "items": [_annotation_file("requested", contract.CHECKPOINT_REQUESTED)]
+            },
+        },
+    )
+    container = ((pod.get("spec") or {}).get("containers") or [])[training]
+    mount(draft, "containers", training, container, CHECKPOINT_VOLUME, CHECKPOINT_MOUNT_PATH)
 
 
 def remove_restart_plumbing(draft: Draft, template: Mapping[str, Any]) -> None:

@@ -27,7 +27,7 @@ from webhook.core.job.failure_rules import (
     parse_rules,
     partial_restart_allowed,
 )
-from webhook.core.job.progress import stall_timeout
+from webhook.core.job.progress import checkpoint_on_stop, stall_timeout
 from webhook.core.values import (
     BOOLEANS,
     DNS_1123_LABEL,
@@ -94,6 +94,7 @@ class JobSettings:
     active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
     suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
     stall_timeout: int | None = _job_wide(contract.STALL_TIMEOUT, ROLES_THAT_SET_IT)  # seconds
+    checkpoint_on_stop: int | None = _job_wide(contract.CHECKPOINT_ON_STOP, ROLES_THAT_SET_IT)
     # A role without it runs Open MPI, as one that says so.
     mpi_implementation: str = field(
         default=DEFAULT_MPI_IMPLEMENTATION,
@@ -283,6 +284,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ),
         suspend=boolean(contract.SUSPEND, get(contract.SUSPEND)),
         stall_timeout=stall_timeout(get(contract.STALL_TIMEOUT)),
+        checkpoint_on_stop=checkpoint_on_stop(get(contract.CHECKPOINT_ON_STOP)),
         placement_topology=label_key(contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)),
         placement=choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
         placement_tier=placement_tier(get(contract.PLACEMENT_TIER)),
@@ -320,6 +322,13 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             get(contract.STALL_TIMEOUT),
             "the step comes from the job's progress reports: set "
             f'{contract.REPORT_PROGRESS}: "true" too, or remove the timeout',
+        )
+    if settings.checkpoint_on_stop is not None and not settings.report_progress:
+        raise InvalidSetting(
+            contract.CHECKPOINT_ON_STOP,
+            get(contract.CHECKPOINT_ON_STOP),
+            "the saved checkpoint comes from the job's progress reports: set "
+            f'{contract.REPORT_PROGRESS}: "true" too, or remove it',
         )
     return settings
 

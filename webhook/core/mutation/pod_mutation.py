@@ -33,6 +33,7 @@ from webhook.core.job.completeness import missing_roles
 from webhook.core.job.node_exclusion import exclude_nodes, excluded_by, wants_owner
 from webhook.core.job.processes import gpu_count, processes_per_pod
 from webhook.core.job.progress import ProgressEndpoint, add_progress
+from webhook.core.job.restart_in_place import add_checkpoint_file
 from webhook.core.job.settings import Settings, read_settings, wants_ssh_keys
 from webhook.core.job.workload import (
     build_topology,
@@ -161,6 +162,8 @@ def mutate_pod(
         own_written(draft.root, warnings)
     write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
     exclude_nodes(draft, pod, excluded_by(owner))
+    if reading.settings.checkpoint_on_stop is not None:
+        add_checkpoint_file(draft, pod, reading.training)
     if reading.settings.preflight is not None:
         _add_preflight(draft, reading, owner)
     check_annotation_size(annotations_of(draft.root))

@@ -13,7 +13,7 @@ from typing import Any
 from webhook.core.errors import TrainhookError
 from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
-from webhook.sweeper.actions import Action, Decision, Delete
+from webhook.sweeper.actions import Action, Decision, Delete, Emit
 from webhook.sweeper.decide.agreement import agreement_warnings
 from webhook.sweeper.decide.compute_domain import compute_domain_actions, compute_domain_ready
 from webhook.sweeper.decide.events import (
@@ -23,6 +23,11 @@ from webhook.sweeper.decide.events import (
     unattributed_events,
 )
 from webhook.sweeper.decide.failures import restarts_whole_job
+from webhook.sweeper.decide.lifecycle.checkpoint import (
+    CheckpointStep,
+    checkpoint_step,
+    holds_restart,
+)
 from webhook.sweeper.decide.lifecycle.deadline import deadline_at, deadline_verdict
 from webhook.sweeper.decide.lifecycle.finish import finish_job, orphans, unverified_outcome
 from webhook.sweeper.decide.lifecycle.in_place import in_place_actions, in_place_timeout
@@ -30,6 +35,7 @@ from webhook.sweeper.decide.lifecycle.restart import (
     RestartPlan,
     fallback_event,
     plan_restart,
+    recorded_plan,
     restart_event,
     restart_moment,
     restart_pods,
@@ -98,10 +104,14 @@ def _decide(state: JobState, now: datetime) -> Decision:
     succeeded = succeeded_replicas(state)
     verdict = judge(state, now) or (None if suspend else deadline_verdict(state, now, start))
     plan: RestartPlan | None = None
-    if verdict is None and suspend:
-        return suspend_job(state, now, recorded, start, succeeded, resumed)
+    # A planned stop first asks the pods for a checkpoint (trainhook.io/checkpoint-on-stop).
+    checkpoint = checkpoint_step(state, now, recorded)
+    if verdict is None and suspend and not checkpoint.holding:
+        return suspend_job(state, now, recorded, start, succeeded, resumed, checkpoint)
     if verdict is None and restarts_whole_job(state) and not state.deleting:
         plan, verdict = plan_restart(state, now, recorded, succeeded)
+        if verdict is None and plan is not None and holds_restart(checkpoint, plan.new):
+            plan = recorded_plan(state, recorded)
     if verdict is not None:
         restarts = restarts_of(state, now, recorded, succeeded)
         # what the restarts recorded stays; the rule named is the one that ended the job
@@ -120,7 +130,7 @@ def _decide(state: JobState, now: datetime) -> Decision:
         )
         outcome = Outcome(verdict.phase, verdict.reason, verdict.message, now, status)
         return finish_job(state, outcome, now)
-    return _running(state, now, recorded, start, succeeded, plan, resumed)
+    return _running(state, now, recorded, start, succeeded, plan, resumed, checkpoint)
 
 
 def _running(
@@ -131,6 +141,7 @@ def _running(
     succeeded: set[Replica],
     plan: RestartPlan | None,
     resumed: datetime | None,
+    checkpoint: CheckpointStep,
 ) -> Decision:
     created = [w.created for w in state.workloads if w.created is not None]
     settled = max(created) + SETTLE if created else now
@@ -177,9 +188,11 @@ def _running(
         plan.cause if plan else "",
         resumed=resumed,
         attempt_began=plan.attempt_began if plan else None,
-        extra=(plan.extra() if plan else {}) | goodput_record(state, recorded, phase, reason, now),
+        extra=(plan.extra() if plan else {})
+        | goodput_record(state, recorded, phase, reason, now)
+        | checkpoint.record,
     )
-    events: list[Action] = []
+    events: list[Action] = [a for a in checkpoint.actions if isinstance(a, Emit)]
     if plan is not None and plan.new is not None:
         events.append(restart_event(state, plan, plan.new, len(restarting)))
     elif plan is not None and plan.fallback:
@@ -208,6 +221,7 @@ def _running(
         return Decision((invalid,), phase="Invalid")
     actions = merge_records(state, actions, events, records_to_write(state, counts, status))
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
+    actions += [a for a in checkpoint.actions if not isinstance(a, Emit)]
     in_place_deadline = None
     stall = stall_timer(state)
     if in_place_step is not None:
@@ -223,6 +237,7 @@ def _running(
             in_place_deadline,
             stall.at if stall is not None else None,
             owned_recheck(state, now, actions),
+            checkpoint.until,
         )
         if moment is not None and moment > now
     ]

@@ -14,6 +14,9 @@ class NodeView:
     name: str
     conditions: tuple[tuple[str, str], ...] = ()  # (type, status), in the node's order
     taints: tuple[str, ...] = ()  # the keys of its taints, in the node's order
+    # Why its pods are about to be stopped ("" when they are not): cordoned for a drain
+    # (spec.unschedulable, the node.kubernetes.io/unschedulable taint) or a NoExecute taint.
+    draining: str = ""
 
     def condition(self, kind: str) -> str | None:
         """The status of one condition, None when the node does not report it."""
@@ -32,7 +35,23 @@ def read_node(node: Mapping[str, Any]) -> NodeView:
             if c.get("type")
         ),
         taints=tuple(str(t.get("key") or "") for t in spec.get("taints") or [] if t.get("key")),
+        draining=_draining(spec),
     )
+
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def _draining(spec: Mapping[str, Any]) -> str:
+    taints = [t for t in spec.get("taints") or [] if isinstance(t, Mapping)]
+    if spec.get("unschedulable") is True or any(
+        t.get("key") == UNSCHEDULABLE_TAINT for t in taints
+    ):
+        return "it is unschedulable (cordoned)"
+    evicting = [t for t in taints if t.get("effect") == "NoExecute" and t.get("key")]
+    if evicting:
+        return f"it is tainted {evicting[0]['key']}:NoExecute"
+    return ""
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +70,8 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
             "taints": [
                 {k: t[k] for k in ("key", "value", "effect") if k in t}
                 for t in spec.get("taints") or []
-            ]
+            ],
+            "unschedulable": spec.get("unschedulable") is True,
         },
         "status": {
             "conditions": [

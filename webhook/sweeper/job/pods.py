@@ -27,8 +27,13 @@ DISRUPTED_REASONS = ("Evicted", "Preempting", "Terminated", "DeletionByTaintMana
 # The label the StatefulSet controller gives a pod: the revision of the template it was made of.
 REVISION_LABEL = "controller-revision-hash"
 # What the sweeper writes on pods and reads back: an in-place restart's attempt and its release,
-# and the Kueue marker that ends a pod group.
-POD_RECORDS = (contract.ATTEMPT, contract.RELEASED_ATTEMPT, contract.KUEUE_RETRIABLE_IN_GROUP)
+# the Kueue marker that ends a pod group, and the request to save a checkpoint before a stop.
+POD_RECORDS = (
+    contract.ATTEMPT,
+    contract.RELEASED_ATTEMPT,
+    contract.KUEUE_RETRIABLE_IN_GROUP,
+    contract.CHECKPOINT_REQUESTED,
+)
 # Why a container cannot start, as the kubelet says it.
 WAITING_PROBLEMS = (
     "ErrImagePull",

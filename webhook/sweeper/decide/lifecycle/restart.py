@@ -169,6 +169,19 @@ def plan_restart(
     return plan, None
 
 
+def recorded_plan(state: JobState, recorded: dict[str, Any]) -> RestartPlan | None:
+    """The restart recorded last, as it stands: what a restart held back leaves in place."""
+    return _current_plan(
+        state,
+        recorded,
+        parse_time(recorded.get("restartedAt")),
+        recorded_same_second(recorded),
+        str(recorded.get("cause") or ""),
+        positive_count(recorded.get("restarts")),
+        InPlace.read(recorded),
+    )
+
+
 def _restarted_by(role: object, pod: object) -> Callable[[PodView], bool] | None:
     """The pods a partial restart restarted: one role's, or one pod."""
     if isinstance(pod, str):

@@ -7,6 +7,7 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.sweeper.actions import Action, Decision, workload_patch
+from webhook.sweeper.decide.lifecycle.checkpoint import NOTHING, CheckpointStep
 from webhook.sweeper.decide.policy import Replica
 from webhook.sweeper.decide.records import SUSPENDED, restarts_of, state_event, status_json
 from webhook.sweeper.job.goodput import goodput_record
@@ -20,16 +21,18 @@ def suspend_job(
     start: datetime,
     succeeded: set[Replica],
     resumed: datetime | None,
+    checkpoint: CheckpointStep = NOTHING,
 ) -> Decision:
     """StatefulSets to 0 and Jobs suspended, each remembering what it was; the job keeps its
-    restarts and its recorded successes and failed runs."""
+    restarts and its recorded successes and failed runs, and what its checkpoint request
+    (trainhook.io/checkpoint-on-stop) came to."""
     restarts = restarts_of(state, now, recorded, succeeded)
     message = f"{contract.SUSPEND} is true"
-    ledger = goodput_record(state, recorded, SUSPENDED, SUSPENDED, now)
+    ledger = goodput_record(state, recorded, SUSPENDED, SUSPENDED, now) | checkpoint.record
     status = status_json(
         SUSPENDED, SUSPENDED, message, restarts, start, resumed=resumed, extra=ledger
     )
-    actions: list[Action] = []
+    actions: list[Action] = list(checkpoint.actions)
     if recorded.get("state") != SUSPENDED:
         actions.append(state_event(state, SUSPENDED, SUSPENDED, message, restarts))
     for workload in state.workloads:
