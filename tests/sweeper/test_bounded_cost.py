@@ -3,12 +3,12 @@
 import json
 from typing import Any
 
-from tests.support.stored import bare_pod, pod, stamped, statefulset
+from tests.support.stored import NAMESPACE, bare_pod, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import slim_pod
 
-from .helpers import NAMESPACE, NOW, evicted, state_of, terminated
+from .helpers import NOW, evicted, state_of, terminated
 
 
 def big_pod(owner, index, hosts=3000):

@@ -26,7 +26,6 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
-from webhook.sweeper.job.pods import stopped_from_outside
 from webhook.sweeper.job.podtable import PodTable
 from webhook.sweeper.job.state import JobKey, job_key
 
