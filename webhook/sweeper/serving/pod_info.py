@@ -11,7 +11,7 @@ are dropped when the sweeper forgets the job.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from prometheus_client.core import GaugeMetricFamily
@@ -29,24 +29,16 @@ OWN_PODS: Final = ("StatefulSet", "Job", "Pod")
 class PodInfoFigures(Collector):
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: dict[JobKey, tuple[tuple[str, str, str], ...]] = {}
+        # The job's pods as last decided on, kept as handed over: the rows are made when
+        # Prometheus scrapes, not at each look at the job (a 10,000-pod job's look would pay
+        # for them at every pod event).
+        self._jobs: dict[JobKey, Sequence[PodView]] = {}
 
-    def seen(self, key: JobKey, pods: Iterable[PodView] | None) -> None:
-        """The job's pods as last decided on; None forgets the job."""
-        if pods is None:
-            with self._lock:
-                self._jobs.pop(key, None)
-            return
-        rows = tuple(
-            sorted(
-                (pod.name, pod.role or "", pod.rank)
-                for pod in pods
-                if pod.owner_kind in OWN_PODS and pod.name
-            )
-        )
+    def seen(self, key: JobKey, pods: Sequence[PodView] | None) -> None:
+        """The job's pods as last decided on (an immutable sequence); None forgets the job."""
         with self._lock:
-            if rows:
-                self._jobs[key] = rows
+            if pods:
+                self._jobs[key] = pods
             else:
                 self._jobs.pop(key, None)
 
@@ -59,7 +51,12 @@ class PodInfoFigures(Collector):
         )
         with self._lock:
             jobs = sorted(self._jobs.items())
-        for (namespace, job), rows in jobs:
+        for (namespace, job), pods in jobs:
+            rows = sorted(
+                (pod.name, pod.role or "", pod.rank)
+                for pod in pods
+                if pod.owner_kind in OWN_PODS and pod.name
+            )
             for pod, role, rank in rows:
                 info.add_metric([namespace, pod, job, role, rank], 1.0)
         yield info
