@@ -27,7 +27,7 @@ from webhook.core.job.failure_rules import (
     parse_rules,
     partial_restart_allowed,
 )
-from webhook.core.job.progress import stall_timeout
+from webhook.core.job.progress import needs_reports, stall_timeout, straggler_threshold
 from webhook.core.values import (
     BOOLEANS,
     DNS_1123_LABEL,
@@ -94,6 +94,7 @@ class JobSettings:
     active_deadline_seconds: int | None = _job_wide(contract.ACTIVE_DEADLINE_SECONDS, ANY_ROLE)
     suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
     stall_timeout: int | None = _job_wide(contract.STALL_TIMEOUT, ROLES_THAT_SET_IT)  # seconds
+    straggler_threshold: float | None = _job_wide(contract.STRAGGLER_THRESHOLD, ROLES_THAT_SET_IT)
     # A role without it runs Open MPI, as one that says so.
     mpi_implementation: str = field(
         default=DEFAULT_MPI_IMPLEMENTATION,
@@ -283,6 +284,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         ),
         suspend=boolean(contract.SUSPEND, get(contract.SUSPEND)),
         stall_timeout=stall_timeout(get(contract.STALL_TIMEOUT)),
+        straggler_threshold=straggler_threshold(get(contract.STRAGGLER_THRESHOLD)),
         placement_topology=label_key(contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)),
         placement=choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
         placement_tier=placement_tier(get(contract.PLACEMENT_TIER)),
@@ -314,13 +316,11 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"a queue is read only with {contract.SCHEDULER} set "
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
-    if settings.stall_timeout is not None and not settings.report_progress:
-        raise InvalidSetting(
-            contract.STALL_TIMEOUT,
-            get(contract.STALL_TIMEOUT),
-            "the step comes from the job's progress reports: set "
-            f'{contract.REPORT_PROGRESS}: "true" too, or remove the timeout',
-        )
+    for key, reads in (
+        (contract.STALL_TIMEOUT, "the step comes;timeout"),
+        (contract.STRAGGLER_THRESHOLD, "the ranks' step times come;threshold"),
+    ):
+        needs_reports(key, get(key), settings.report_progress, reads)
     return settings
 
 
