@@ -213,3 +213,32 @@ def test_ranks_that_stop_reporting_are_forgotten_and_their_flag_removed(
     desk.flush()
     assert contract.STRAGGLERS not in marks_of(emulator, "pt")
     assert desk.stragglers.jobs == {}
+
+
+def test_the_example_reporter_sends_a_ranks_step_time_alone_from_the_other_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from .test_progress import example_module
+
+    reporter = example_module()
+    sent: list[tuple[Any, ...]] = []
+
+    def send(*args: Any, **kw: Any) -> bool:
+        sent.append((args, kw))
+        return True
+
+    monkeypatch.setattr(reporter, "send", send)
+    monkeypatch.setenv("TRAINHOOK_WORLD_SIZE", "4")
+    for rank, local_rank in (("3", "0"), ("0", "0"), ("5", "1")):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        progress = reporter.Progress(total_steps=10, step_times=True)
+        assert progress.every_seconds == 15.0  # max(15, 1.5 x 4 pods)
+        progress.every_seconds = 0.0
+        for seconds in (0.5, 1.5):
+            progress.step(loss=1.0, step_seconds=seconds)
+    first = sent[2]
+    assert sent[0] == ((), {"metrics": {"stepTimeSeconds": "0.5"}})
+    assert sent[1] == ((), {"metrics": {"stepTimeSeconds": "1.5"}})
+    assert first[0][2]["stepTimeSeconds"] == "0.5" and first[0][2]["currentStep"] == "1"
+    assert len(sent) == 4  # the pod's second process (LOCAL_RANK 1) sends nothing
