@@ -23,6 +23,7 @@ from tests.chart.rendering import REPO, render
 from webhook.sweeper.job.goodput import Goodput
 from webhook.sweeper.serving.goodput import GoodputFigures
 from webhook.sweeper.serving.health import SweeperHealth
+from webhook.sweeper.serving.metrics import StragglerFigures
 
 DASHBOARDS = REPO / "charts" / "trainhook" / "dashboards"
 VARIABLES = {"$namespace": ".*", "$job": ".*"}  # the dashboard's "All"
@@ -47,6 +48,7 @@ def exposed() -> dict[str, float]:
     registry = CollectorRegistry()
     for collector in health.collectors():
         registry.register(collector)
+    registry.register(StragglerFigures(lambda: [(("ml", "pt"), 1)]))  # with --progress-bind
     series = {}
     for line in generate_latest(registry).decode().splitlines():
         if line.startswith("trainhook_") and not re.match(r"\S+_(created|bucket)\{?", line):
@@ -98,6 +100,9 @@ EXPECTED: dict[str, list[tuple[str, float]]] = {
         )
     ],
     "sum(increase(trainhook_sweeper_job_restarts_total[1h]))": [("{}", 60)],
+    'max by (namespace, job) (trainhook_job_stragglers{namespace=~".*", job=~".*"})': [
+        (f"{{{JOB}}}", 1)
+    ],
 }
 
 
