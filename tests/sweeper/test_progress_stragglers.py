@@ -39,9 +39,14 @@ def wall() -> Wall:
 
 
 @pytest.fixture
-def desk(kube: Kube, wall: Wall) -> ProgressDesk:
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def desk(kube: Kube, wall: Wall, clock: Clock) -> ProgressDesk:
     limits = Limits(burst=100, reports_per_second=100.0, write_interval=0.0)
-    return ProgressDesk(kube, limits, clock=Clock(), wall=wall)
+    return ProgressDesk(kube, limits, clock=clock, wall=wall)
 
 
 def make_job(
@@ -203,13 +208,14 @@ def test_a_job_the_sweeper_saw_go_is_forgotten_at_once(
 
 
 def test_ranks_that_stop_reporting_are_forgotten_and_their_flag_removed(
-    emulator: EmulatorThread, desk: ProgressDesk, wall: Wall
+    emulator: EmulatorThread, desk: ProgressDesk, wall: Wall, clock: Clock
 ) -> None:
     pods = make_job(emulator, "pt", 3)
     tokens = [token_for(emulator, "pt", pod) for pod in pods]
     rounds(desk, wall, "pt", tokens, [1.0, 1.0, 3.0], 3)
     assert contract.STRAGGLERS in marks_of(emulator, "pt")
     wall.now += timedelta(minutes=3)
+    clock.now += 180
     desk.flush()
     assert contract.STRAGGLERS not in marks_of(emulator, "pt")
     assert desk.stragglers.jobs == {}

@@ -97,6 +97,7 @@ class Reporter:
 
 
 UNKNOWN = "?"  # a job's stragglers annotation before this replica has written it
+EXPIRE_EVERY = 5.0  # seconds between two looks for ranks that stopped reporting
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class ProgressDesk:
         self._thresholds: OrderedDict[JobKey, float | None] = OrderedDict()
         self._straggler_pending: OrderedDict[JobKey, str | None] = OrderedDict()
         self._straggler_written: OrderedDict[JobKey, str | None] = OrderedDict()
+        self._expired_at = -1e18
         # One flush at a time: a flush returns once what was due is written, whoever began it.
         self._flushing = threading.Lock()
         self.writes = 0  # annotation writes made, for /metrics and tests
@@ -408,8 +410,10 @@ class ProgressDesk:
     def _flush(self) -> None:
         now = self.clock()
         with self._lock:
-            for key in self.stragglers.expire(self.wall()):  # ranks that stopped reporting
-                self._straggler_due(key, record_text(self.stragglers.record(key)))
+            if now - self._expired_at >= EXPIRE_EVERY:  # the ranks that stopped reporting
+                self._expired_at = now
+                for key in self.stragglers.expire(self.wall()):
+                    self._straggler_due(key, record_text(self.stragglers.record(key)))
             keys = list(dict.fromkeys([*self._pending, *self._straggler_pending]))
             due = [
                 (key, self._pending.pop(key, None), self._straggler_pending.pop(key, UNKNOWN))
