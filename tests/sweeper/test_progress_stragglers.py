@@ -248,3 +248,22 @@ def test_the_example_reporter_sends_a_ranks_step_time_alone_from_the_other_pods(
     assert sent[1] == ((), {"metrics": {"stepTimeSeconds": "1.5"}})
     assert first[0][2]["stepTimeSeconds"] == "0.5" and first[0][2]["currentStep"] == "1"
     assert len(sent) == 4  # the pod's second process (LOCAL_RANK 1) sends nothing
+
+
+def test_a_second_replica_that_flags_the_same_rank_leaves_the_record_as_it_is(
+    emulator: EmulatorThread, kube: Kube, desk: ProgressDesk, wall: Wall, clock: Clock
+) -> None:
+    # Every replica serves the endpoint and judges the reports it receives.
+    other = ProgressDesk(
+        kube, Limits(burst=100, reports_per_second=100.0, write_interval=0.0), clock=clock,
+        wall=wall,
+    )  # fmt: skip
+    pods = make_job(emulator, "pt", 3)
+    tokens = [token_for(emulator, "pt", pod) for pod in pods]
+    rounds(desk, wall, "pt", tokens, [1.0, 1.0, 3.0], 3)
+    first = marks_of(emulator, "pt")[contract.STRAGGLERS]
+    rounds(other, wall, "pt", tokens, [1.0, 1.0, 3.3], 4)
+    assert other.writes == 0
+    assert marks_of(emulator, "pt")[contract.STRAGGLERS] == first  # flagged when it first was
+    rounds(other, wall, "pt", tokens, [1.0, 1.0, 1.0], 3)  # back to speed, as this one sees it
+    assert contract.STRAGGLERS not in marks_of(emulator, "pt")

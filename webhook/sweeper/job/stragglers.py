@@ -110,6 +110,11 @@ class JobRanks:
         for pod in [pod for pod, rank in self.ranks.items() if rank.quiet(now)]:
             del self.ranks[pod]
 
+    def settled(self) -> bool:
+        """Whether every rank has been judged FLAG_AFTER times: its verdict of no straggler is
+        then its own, not a want of reports (another replica may have heard more)."""
+        return len(self.ranks) > 1 and all(len(r.times) >= FLAG_AFTER for r in self.ranks.values())
+
     def flagged(self) -> list[Rank]:
         """The stragglers, the slowest first."""
         found = [rank for rank in self.ranks.values() if rank.since is not None]

@@ -42,7 +42,7 @@ from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS, TOKEN_REVIEWS
 from webhook.sweeper.job.members import member_pods, reporter_refusal
 from webhook.sweeper.job.state import JobKey, job_key
-from webhook.sweeper.job.stragglers import Stragglers, record_text
+from webhook.sweeper.job.stragglers import Stragglers, read_stragglers, record_text
 
 log = logging.getLogger("trainhook.progress")
 
@@ -114,6 +114,21 @@ def failure(code: int, reason: str, message: str) -> Answer:
     """A Kubernetes Status, as Trainer's status server answers errors."""
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure"}
     return Answer(code, body | {"message": message, "reason": reason, "code": code})
+
+
+def same_ranks(workloads: Sequence[Mapping[str, Any]], text: str | None) -> bool:
+    """Whether the job's workloads name the ranks `text` flags already (this replica's record or
+    another's, which each judges the reports it receives): the record then stays as it is, with
+    when they were flagged, and no write."""
+
+    def flagged(annotations: Mapping[str, str]) -> tuple[int, set[tuple[str, str]]]:
+        record = read_stragglers(annotations)
+        if record is None:
+            return 0, set()
+        return record.count, {(s.pod, s.node) for s in record.flagged}
+
+    ours = flagged({contract.STRAGGLERS: text} if text else {})
+    return all(flagged(annotations_of(w)) == ours for w in workloads)
 
 
 class ProgressDesk:
@@ -227,19 +242,23 @@ class ProgressDesk:
             threshold = self._thresholds.get(key)
             if threshold is None:
                 self.stragglers.forget(key)
-                record = None
-            else:
-                job = self.stragglers.report(
-                    key, threshold, reporter.pod, reporter.uid, reporter.node, reporter.rank,
-                    seconds, self.wall(),
-                )  # fmt: skip
-                record = job.record()
-            self._straggler_due(key, record_text(record))
+                self._straggler_due(key, None)
+                return
+            job = self.stragglers.report(
+                key, threshold, reporter.pod, reporter.uid, reporter.node, reporter.rank,
+                seconds, self.wall(),
+            )  # fmt: skip
+            self._straggler_due(key, record_text(job.record()), job.settled())
 
-    def _straggler_due(self, key: JobKey, text: str | None) -> None:
-        """Under the lock: the job's annotation is to be written unless it says `text` already."""
+    def _straggler_due(self, key: JobKey, text: str | None, settled: bool = True) -> None:
+        """Under the lock: the job's annotation is to be written unless it says `text` already.
+        A replica that has not judged every rank yet flags none, and removes none it did not
+        write: another replica may have heard more of the job's reports."""
         self._straggler_pending.pop(key, None)
-        if self._straggler_written.get(key, UNKNOWN) != text:
+        written = self._straggler_written.get(key, UNKNOWN)
+        if text is None and written == UNKNOWN and not settled:
+            return
+        if written != text:
             self._straggler_pending[key] = text
             while len(self._straggler_pending) > self.limits.max_jobs:
                 self._straggler_pending.popitem(last=False)
@@ -438,15 +457,15 @@ class ProgressDesk:
                 value, separators=(",", ":"), sort_keys=True
             )
             annotations[contract.PROGRESS_TEXT] = summary_text(value)
-        if stragglers != UNKNOWN:
-            annotations[contract.STRAGGLERS] = stragglers
-        patch = {"metadata": {"annotations": annotations}}
         workloads, _ = self._members(key)
         if not workloads:  # the job is gone: what was kept of its ranks goes too
             self.forget(key)
             return
+        if stragglers != UNKNOWN and not same_ranks(workloads, stragglers):
+            annotations[contract.STRAGGLERS] = stragglers
+        patch = {"metadata": {"annotations": annotations}}
         written = True
-        for workload in workloads:
+        for workload in workloads if annotations else ():
             resource = STATEFULSETS if workload["kind"] == "StatefulSet" else JOBS
             written &= self._patch(resource, namespace, workload["metadata"]["name"], patch)
         if stragglers != UNKNOWN and written:
