@@ -38,6 +38,13 @@ Hugging Face Transformers:
 
 Only rank 0 reports by default (RANK, as torchrun and Trainhook set it): the job's progress is
 one number, and one reporter keeps the endpoint's rate limit for the job free.
+
+For `trainhook.io/straggler-threshold`, `Progress(..., step_times=True)` has every pod report its
+own time per step (`stepTimeSeconds`, the mean since its last report): rank 0 with its progress,
+the other pods' first process (LOCAL_RANK 0) alone, every max(15, 1.5 x pods) seconds so the
+job stays within the endpoint's rate (once a second). The time is measured between `step()`
+calls unless given: in a synchronous job every rank waits for the slowest at each collective,
+so pass the rank's own work, `progress.step(loss=..., step_seconds=compute_seconds)`.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ EVERY_SECONDS = 15.0  # the endpoint writes a job's progress at most every 10 s 
 # trainhook.io/checkpoint-on-stop: the sweeper's request to save a checkpoint, as the kubelet
 # shows the pod's trainhook.io/checkpoint-requested (its time; empty while none is open).
 REQUEST_FILE = "/etc/trainhook-checkpoint/requested"
+STEP_TIME = "stepTimeSeconds"  # a rank's own time per step, for trainhook.io/straggler-threshold
 
 
 def _now() -> str:
@@ -122,15 +130,27 @@ class Progress:
         total_steps: int | None = None,
         total_epochs: int | None = None,
         *,
-        every_seconds: float = EVERY_SECONDS,
+        every_seconds: float | None = None,
         all_ranks: bool = False,
         start_step: int = 0,
         request_file: str = REQUEST_FILE,
+        step_times: bool = False,
     ) -> None:
         self.total_steps = total_steps
         self.total_epochs = total_epochs
+        pods = int(os.environ.get("TRAINHOOK_WORLD_SIZE", "1") or 1)
+        if every_seconds is None:
+            every_seconds = max(EVERY_SECONDS, 1.5 * pods) if step_times else EVERY_SECONDS
         self.every_seconds = every_seconds
         self.enabled = all_ranks or os.environ.get("RANK", "0") == "0"
+        # The other pods send their step time alone: one report per pod (its token is the pod's).
+        self.times_only = (
+            step_times and not self.enabled and os.environ.get("LOCAL_RANK", "0") == "0"
+        )
+        self.step_times = step_times
+        self._step_seconds = 0.0  # summed since the last report
+        self._timed_steps = 0
+        self._last_step_at: float | None = None
         self.steps = start_step
         self.epoch: int | None = None
         self.metrics: dict[str, Any] = {}
@@ -158,8 +178,18 @@ class Progress:
         self._answered = request
         return True
 
-    def step(self, epoch: int | None = None, **metrics: Any) -> None:
-        """One step done, with the metrics it produced (loss=..., lr=...)."""
+    def step(
+        self, epoch: int | None = None, step_seconds: float | None = None, **metrics: Any
+    ) -> None:
+        """One step done, with the metrics it produced (loss=..., lr=...); `step_seconds`: the
+        rank's own time for it (else the time since the previous step)."""
+        now = time.monotonic()
+        if step_seconds is None and self._last_step_at is not None:
+            step_seconds = now - self._last_step_at
+        self._last_step_at = now
+        if step_seconds is not None and step_seconds > 0:
+            self._step_seconds += step_seconds
+            self._timed_steps += 1
         self.steps += 1
         if epoch is not None:
             self.epoch = epoch
@@ -178,7 +208,19 @@ class Progress:
             self.steps = max(self.steps, self.total_steps)
         self.report(finished=True)
 
+    def _step_time(self) -> str | None:
+        """The mean step time since the last report, once (None without a timed step)."""
+        if not self.step_times or not self._timed_steps:
+            return None
+        mean = self._step_seconds / self._timed_steps
+        self._step_seconds, self._timed_steps = 0.0, 0
+        return f"{mean:.6g}"
+
     def report(self, finished: bool = False) -> bool:
+        if self.times_only:
+            self._sent_at = time.monotonic()
+            seconds = self._step_time()
+            return send(metrics={STEP_TIME: seconds}) if seconds and not finished else False
         if not self.enabled:
             return False
         self._sent_at = time.monotonic()
@@ -202,6 +244,9 @@ class Progress:
         if self.checkpoint_step is not None:
             metrics["lastCheckpointStep"] = str(self.checkpoint_step)
             metrics["lastCheckpointTime"] = str(self.checkpoint_time)
+        seconds = self._step_time()
+        if seconds is not None:
+            metrics[STEP_TIME] = seconds
         return send(progress, eta, metrics)
 
 

@@ -25,6 +25,7 @@ from webhook.sweeper.job.goodput import Goodput
 from webhook.sweeper.job.pods import PodView
 from webhook.sweeper.serving.goodput import GoodputFigures
 from webhook.sweeper.serving.health import SweeperHealth
+from webhook.sweeper.serving.metrics import StragglerFigures
 from webhook.sweeper.serving.pod_info import PodInfoFigures
 
 DASHBOARDS = REPO / "charts" / "trainhook" / "dashboards"
@@ -54,6 +55,7 @@ def exposed() -> dict[str, float]:
     registry = CollectorRegistry()
     for collector in health.collectors():
         registry.register(collector)
+    registry.register(StragglerFigures(lambda: [(("ml", "pt"), 1)]))  # with --progress-bind
     series = {}
     for line in generate_latest(registry).decode().splitlines():
         if line.startswith("trainhook_") and not re.match(r"\S+_(created|bucket)\{?", line):
@@ -105,6 +107,9 @@ EXPECTED: dict[str, list[tuple[str, float]]] = {
         )
     ],
     "sum(increase(trainhook_sweeper_job_restarts_total[1h]))": [("{}", 60)],
+    'max by (namespace, job) (trainhook_job_stragglers{namespace=~".*", job=~".*"})': [
+        (f"{{{JOB}}}", 1)
+    ],
 }
 
 

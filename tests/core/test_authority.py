@@ -94,6 +94,21 @@ def test_nobody_but_the_sweeper_records_the_digest_that_proves_an_mpi_jobs_ssh_k
     assert admitted(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=SWEEPER))
 
 
+def test_nobody_but_the_sweeper_names_a_jobs_stragglers() -> None:
+    # A forged list would have the job's next restart keep its pods off any node named in it.
+    old = created_by(statefulset("ddp", "pytorch"), ALICE)
+    new = annotated(old, **{contract.STRAGGLERS: '{"flagged":[{"pod":"ddp-0","node":"gpu-1"}]}'})
+    for user in (MALLORY, ALICE):
+        assert refusal(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=user)) == (
+            f"{contract.STRAGGLERS}: written only by the Trainhook sweeper, which acts on "
+            f"them (it runs as {SWEEPER}); remove it from the StatefulSet"
+        )
+    gone = annotated(new, **{contract.CREATED_BY: ALICE})
+    del gone["metadata"]["annotations"][contract.STRAGGLERS]
+    assert refusal(Request("StatefulSet", "UPDATE", gone, "ml", old=new, username=MALLORY))
+    assert admitted(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=SWEEPER))
+
+
 def test_the_sweeper_may_change_the_outcome_it_records() -> None:
     old = created_by(statefulset("ddp", "pytorch"), ALICE)
     new = annotated(old, **{contract.PHASE: "Succeeded"})

@@ -157,6 +157,11 @@ def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir
         }
     ]
     pod = api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", admitted(pod, endpoint))
+    return start_pod_files(api, pod, workdir)
+
+
+def start_pod_files(api: EmulatorThread, pod: dict[str, Any], workdir: Path) -> Any:
+    """What the kubelet gives a created pod's container: its env and projected files."""
     status = PodStatus(pod_ip="127.0.0.1", uid=pod["metadata"]["uid"])
     env = container_env(pod, pod["spec"]["containers"][0], status)
     [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "trainhook-progress"]

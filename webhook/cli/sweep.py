@@ -22,7 +22,7 @@ from webhook.cli.validators import (
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
 from webhook.sweeper.runner import BATCH_SECONDS, Sweeper, SweeperConfig
-from webhook.sweeper.serving.metrics import ProgressFigures, SweeperMetrics
+from webhook.sweeper.serving.metrics import ProgressFigures, StragglerFigures, SweeperMetrics
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
 from webhook.sweeper.serving.progress_server import serve as serve_progress
 from webhook.sweeper.writes import BURST, PER_MINUTE
@@ -221,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
             namespaces=_namespaces(args.namespaces),
         )
         metrics.registry.register(ProgressFigures(desk.latest))
+        metrics.registry.register(StragglerFigures(desk.straggling))
+        sweeper.on_gone.append(desk.forget)
         try:
             progress = serve_progress(
                 desk, args.progress_bind, args.progress_cert_file, args.progress_key_file

@@ -48,6 +48,9 @@ STALL_TIMEOUT: Final = "trainhook.io/stall-timeout"
 # How long a planned stop of the job (its suspend, a pod preempted or evicted, a node drained)
 # waits for the job's pods to save a checkpoint once asked (a duration), job-wide.
 CHECKPOINT_ON_STOP: Final = "trainhook.io/checkpoint-on-stop"
+# A rank whose reported step time stays over this many times the median of the job's other ranks
+# is a straggler (a number above 1, like 1.5): shown, and a `straggler` failure-rule term.
+STRAGGLER_THRESHOLD: Final = "trainhook.io/straggler-threshold"
 # Keep the job's pods within one domain of a node label (a rack, a block): job-wide.
 PLACEMENT_TOPOLOGY: Final = "trainhook.io/placement-topology"  # the node label key
 PLACEMENT: Final = "trainhook.io/placement"  # required (the default) or preferred
@@ -137,6 +140,8 @@ PROGRESS_TEXT: Final = "trainhook.io/progress-text"
 # On a reporting job's pods: its last checkpoint, {"step": n, "time": RFC 3339}, for schedulers
 # that prefer to preempt a pod which has just saved its work.
 LAST_CHECKPOINT: Final = "trainhook.io/last-checkpoint"
+# On a job's workloads: its ranks the sweeper flags as stragglers (rank, pod, node, ratio), JSON.
+STRAGGLERS: Final = "trainhook.io/stragglers"
 # On the pod templates of a job whose failure rules exclude nodes (`exclude-node`): its pods are
 # admitted with the nodes the job's restarts exclude, read from their workload's status.
 EXCLUDES_NODES: Final = "trainhook.io/excludes-nodes"

@@ -294,6 +294,8 @@ class Sweeper:
         self._failures: dict[JobKey, int] = {}
         self._costs: dict[JobKey, float] = {}  # seconds the job's last reconcile took
         self.health = SweeperHealth(queue_depth=lambda: len(self.queue))
+        # Told of each job gone (the progress endpoint forgets what it kept of its ranks).
+        self.on_gone: list[Callable[[JobKey], None]] = []
 
     def run(self, stop: threading.Event) -> None:
         """Sweep until `stop` is set; then give the leases up at once and return within a few
@@ -493,6 +495,8 @@ class Sweeper:
         if phase is None:
             self.health.goodput.seen(key, None, None)
             self.health.pod_info.seen(key, None)
+            for gone in self.on_gone:
+                gone(key)
         restarts = sum(1 for a in actions if isinstance(a, Emit) and a.reason == "Restarting")
         if restarts:
             self.health.restarts.inc(restarts)

@@ -18,8 +18,9 @@ _MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
 
 # What the sweeper records and decides on: a forged success, failure count or start time would
 # end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
-# come from reports the sweeper verified; schedulers and people read them, so nobody else writes
-# them either. The SSH keys' digest is what proves the job's Secret the one the sweeper made.
+# come from reports the sweeper verified; schedulers and people read them, and the stragglers it
+# flags from them keep a restart off their nodes, so nobody else writes them either. The SSH
+# keys' digest is what proves the job's Secret the one the sweeper made.
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
@@ -30,6 +31,7 @@ OUTCOME_KEYS = (
     contract.PROGRESS,
     contract.PROGRESS_TEXT,
     contract.LAST_CHECKPOINT,
+    contract.STRAGGLERS,
     contract.SSH_KEYS_DIGEST,
 )
 

@@ -79,8 +79,8 @@ GRAMMAR: Final = (
     "spaces: exit=1-127,137 reason=OOMKilled pod-reason=UnexpectedAdmissionError "
     "condition=DisruptionTarget[:Reason] disrupted=preemption|drain|node-loss|kubelet|any "
     'message~"NCCL*timeout|Watchdog" role=worker node-condition=GpuHealthy:False '
-    "node-taint=nvidia.com/gpu-unhealthy stalled preflight=slow|error|gpu|any; ACTION one of "
-    + ", ".join(ACTIONS)
+    "node-taint=nvidia.com/gpu-unhealthy stalled straggler preflight=slow|error|gpu|any; "
+    "ACTION one of " + ", ".join(ACTIONS)
 )
 
 
@@ -131,6 +131,9 @@ class Match:
     node_taints: frozenset[str] = frozenset()
     stalled: bool = False
     preflight: frozenset[str] = frozenset()  # slow, error, gpu
+    # The nodes of the ranks flagged as stragglers: no failure, so the rule never fires; each
+    # whole-job restart another rule fires excludes them too.
+    straggler: bool = False
 
     @property
     def on_node(self) -> bool:
@@ -138,6 +141,8 @@ class Match:
         return bool(self.node_conditions or self.node_taints)
 
     def matches(self, failure: Failure) -> bool:
+        if self.straggler:
+            return False  # a straggler is no failure: it never restarts the job by itself
         if self.stalled and not failure.stalled:
             return False
         if self.preflight and failure.preflight not in self.preflight:
@@ -284,6 +289,16 @@ def _rule(number: int, line: str, preset: str = "", verdict_reason: str = "Failu
             f"{STALLED} is the whole job's, a term alone: its action one of "
             f"{', '.join(a for a in ACTIONS if a not in PARTIAL)}",
         )
+    if match.straggler and (
+        len(terms) > 1 or action not in WHOLE_JOB or not exclude_node or budget is not None
+    ):
+        raise _refuse(
+            number,
+            line,
+            f"{STRAGGLER} is a term alone and never fires by itself: write it with "
+            f"{EXCLUDE_NODE} on one of {', '.join(WHOLE_JOB)}, without max=; the whole-job "
+            "restarts other rules fire then keep the pods off the stragglers' nodes",
+        )
     text = f"{match_text.strip()} -> {' '.join(action_words)}"
     return Rule(number, text, match, action, budget, preset, verdict_reason, exclude_node)
 
@@ -304,7 +319,7 @@ def _terms(number: int, line: str, text: str) -> list[tuple[str, str, str]]:
         while at < len(text) and not text[at].isspace() and text[at] not in "=~":
             at += 1
         key = text[start:at]
-        if key == STALLED and (at >= len(text) or text[at].isspace()):
+        if key in (STALLED, STRAGGLER) and (at >= len(text) or text[at].isspace()):
             terms.append((key, "", ""))
             continue
         if at >= len(text) or text[at] not in "=~":
@@ -338,9 +353,11 @@ KEYS: Final = (
     "node-condition",
     "node-taint",
     "stalled",
+    "straggler",
     "preflight",
 )
 STALLED: Final = "stalled"  # a term of its own, without a value
+STRAGGLER: Final = "straggler"  # likewise
 
 
 def _match(number: int, line: str, terms: Iterable[tuple[str, str, str]]) -> Match:
@@ -350,7 +367,9 @@ def _match(number: int, line: str, terms: Iterable[tuple[str, str, str]]) -> Mat
             raise _refuse(number, line, f"unknown term {key!r}: one of {', '.join(KEYS)}")
         if key in found:
             raise _refuse(number, line, f"{key} given twice (list values with commas)")
-        if key == STALLED:
+        if key in (STALLED, STRAGGLER):
+            if operator:
+                raise _refuse(number, line, f"write {key} alone, without a value")
             found[key] = True
             continue
         if (key == "message") != (operator == "~"):
@@ -371,6 +390,7 @@ _FIELDS: Final = {
     "node-condition": "node_conditions",
     "node-taint": "node_taints",
     "stalled": "stalled",
+    "straggler": "straggler",
     "preflight": "preflight",
 }
 
@@ -525,6 +545,11 @@ def preset(restart_policy: str) -> tuple[Rule, ...]:
 def failure_policy(rules: tuple[Rule, ...] | None, restart_policy: str | None) -> FailurePolicy:
     """The user's rules, then the restart policy's (OnFailure when unset)."""
     return FailurePolicy((*(rules or ()), *preset(restart_policy or "OnFailure")))
+
+
+def straggler_rule(policy: FailurePolicy) -> Rule | None:
+    """The rule that has whole-job restarts exclude the stragglers' nodes, if the job has one."""
+    return next((rule for rule in policy.rules if rule.match.straggler), None)
 
 
 def partial_restart_allowed(framework: str, elastic: bool) -> bool:

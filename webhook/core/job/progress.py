@@ -49,6 +49,10 @@ COUNTERS: Final = {
     "lastCheckpointStep": "checkpointStep",
 }
 CHECKPOINT_TIME: Final = "lastCheckpointTime"
+# A rank's own time per step, in seconds (trainhook.io/straggler-threshold compares the ranks'):
+# kept per rank, never in the job's summary.
+STEP_TIME: Final = "stepTimeSeconds"
+MAX_STEP_SECONDS: Final = 86400.0
 CA_FIELD: Final = f"metadata.annotations['{contract.PROGRESS_CA}']"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
@@ -184,6 +188,12 @@ def parse_report(body: bytes) -> Report | None:
             raise BadReport(
                 422, f"metric {name}: {_shown(value)}; a whole number from 0 is allowed"
             )
+        if name == STEP_TIME and _seconds(value) is None:
+            raise BadReport(
+                422,
+                f"metric {STEP_TIME}: {_shown(value)}; a number of seconds above 0, at most "
+                f"{MAX_STEP_SECONDS:g}, is allowed",
+            )
     return Report(progress, eta, metrics, updated, {"trainerStatus": status})
 
 
@@ -238,6 +248,31 @@ def _count(value: str) -> int | None:
     return int(number)
 
 
+def _seconds(value: str) -> float | None:
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and 0 < number <= MAX_STEP_SECONDS else None
+
+
+def step_seconds(report: Report) -> float | None:
+    """The rank's own time per step the report carries (`stepTimeSeconds`), if any."""
+    found = [value for name, value in report.metrics if name == STEP_TIME]
+    return _seconds(found[-1]) if found else None
+
+
+def timing_only(report: Report) -> bool:
+    """Whether the report carries a rank's step time and nothing else for the job's summary:
+    the reports of ranks other than the one that reports the job's progress."""
+    return (
+        report.progress is None
+        and report.eta_seconds is None
+        and bool(report.metrics)
+        and all(name == STEP_TIME for name, _ in report.metrics)
+    )
+
+
 def _shown(value: object) -> str:
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -264,6 +299,8 @@ def summary(
                 out[COUNTERS[name]] = count
         elif name == CHECKPOINT_TIME:
             checkpoint["time"] = value
+        elif name == STEP_TIME:
+            continue  # the reporting rank's own, not the job's
         elif len(metrics) < SUMMARY_METRICS and name not in metrics:
             metrics[name] = value
     if metrics:
@@ -374,6 +411,42 @@ def checkpoint_on_stop(value: str | None) -> int | None:
     return duration(
         contract.CHECKPOINT_ON_STOP, value, MIN_CHECKPOINT_ON_STOP, MAX_CHECKPOINT_ON_STOP
     )
+
+
+def needs_reports(
+    key: str, value: str | None, report_progress: bool, what: str, remove: str
+) -> None:
+    """A setting read from the job's progress reports is refused on a job that sends none:
+    `what` says what it reads ("the step comes"), `remove` what to remove ("the timeout")."""
+    if value is not None and not report_progress:
+        raise InvalidSetting(
+            key,
+            value,
+            f"{what} from the job's progress reports: set "
+            f'{contract.REPORT_PROGRESS}: "true" too, or remove {remove}',
+        )
+
+
+# A straggler is a rank slower than the threshold times the others' median: from just above 1
+# (any rank a little slower) to 100 (only a rank that has all but stopped).
+MAX_STRAGGLER_THRESHOLD: Final = 100.0
+THRESHOLD = re.compile(r"^\d{1,3}(\.\d{1,3})?$")
+
+
+def straggler_threshold(value: str | None) -> float | None:
+    """trainhook.io/straggler-threshold: a number above 1, like 1.5."""
+    if value is None:
+        return None
+    text = value.strip()
+    number = float(text) if THRESHOLD.match(text) else 0.0
+    if not 1 < number <= MAX_STRAGGLER_THRESHOLD:
+        raise InvalidSetting(
+            contract.STRAGGLER_THRESHOLD,
+            value,
+            "a number above 1 and at most 100, like 1.5: a rank whose step time stays over "
+            "that many times the median of the job's other ranks is a straggler",
+        )
+    return number
 
 
 def human_duration(seconds: float) -> str:

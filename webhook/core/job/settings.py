@@ -27,7 +27,12 @@ from webhook.core.job.failure_rules import (
     parse_rules,
     partial_restart_allowed,
 )
-from webhook.core.job.progress import checkpoint_on_stop, stall_timeout
+from webhook.core.job.progress import (
+    checkpoint_on_stop,
+    needs_reports,
+    stall_timeout,
+    straggler_threshold,
+)
 from webhook.core.values import (
     BOOLEANS,
     DNS_1123_LABEL,
@@ -95,6 +100,7 @@ class JobSettings:
     suspend: bool | None = _job_wide(contract.SUSPEND, ANY_ROLE)
     stall_timeout: int | None = _job_wide(contract.STALL_TIMEOUT, ROLES_THAT_SET_IT)  # seconds
     checkpoint_on_stop: int | None = _job_wide(contract.CHECKPOINT_ON_STOP, ROLES_THAT_SET_IT)
+    straggler_threshold: float | None = _job_wide(contract.STRAGGLER_THRESHOLD, ROLES_THAT_SET_IT)
     # A role without it runs Open MPI, as one that says so.
     mpi_implementation: str = field(
         default=DEFAULT_MPI_IMPLEMENTATION,
@@ -285,6 +291,7 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
         suspend=boolean(contract.SUSPEND, get(contract.SUSPEND)),
         stall_timeout=stall_timeout(get(contract.STALL_TIMEOUT)),
         checkpoint_on_stop=checkpoint_on_stop(get(contract.CHECKPOINT_ON_STOP)),
+        straggler_threshold=straggler_threshold(get(contract.STRAGGLER_THRESHOLD)),
         placement_topology=label_key(contract.PLACEMENT_TOPOLOGY, get(contract.PLACEMENT_TOPOLOGY)),
         placement=choice(contract.PLACEMENT, get(contract.PLACEMENT), PLACEMENTS),
         placement_tier=placement_tier(get(contract.PLACEMENT_TIER)),
@@ -316,20 +323,12 @@ def _parse(annotations: Mapping[str, str], framework: Framework) -> Settings:
             f"a queue is read only with {contract.SCHEDULER} set "
             f"({allowed_list(SCHEDULERS)}): set the scheduler too, or remove the queue",
         )
-    if settings.stall_timeout is not None and not settings.report_progress:
-        raise InvalidSetting(
-            contract.STALL_TIMEOUT,
-            get(contract.STALL_TIMEOUT),
-            "the step comes from the job's progress reports: set "
-            f'{contract.REPORT_PROGRESS}: "true" too, or remove the timeout',
-        )
-    if settings.checkpoint_on_stop is not None and not settings.report_progress:
-        raise InvalidSetting(
-            contract.CHECKPOINT_ON_STOP,
-            get(contract.CHECKPOINT_ON_STOP),
-            "the saved checkpoint comes from the job's progress reports: set "
-            f'{contract.REPORT_PROGRESS}: "true" too, or remove it',
-        )
+    for key, what, remove in (
+        (contract.STALL_TIMEOUT, "the step comes", "the timeout"),
+        (contract.STRAGGLER_THRESHOLD, "the ranks' step times come", "the threshold"),
+        (contract.CHECKPOINT_ON_STOP, "the saved checkpoint comes", "it"),
+    ):
+        needs_reports(key, get(key), settings.report_progress, what, remove)
     return settings
 
 

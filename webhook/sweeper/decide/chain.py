@@ -43,6 +43,7 @@ from webhook.sweeper.decide.lifecycle.restart import (
 )
 from webhook.sweeper.decide.lifecycle.suspend import resume_job, suspend_job
 from webhook.sweeper.decide.marks import forged_mark_actions
+from webhook.sweeper.decide.nodes import straggler_events
 from webhook.sweeper.decide.owned import (
     cluster_service_actions,
     owned_gate_actions,
@@ -199,6 +200,7 @@ def _running(
         events.append(fallback_event(state, plan, len(restarting)))
     elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
         events.append(state_event(state, phase, reason, message, restarts))
+    events += straggler_events(state)
     try:
         actions: list[Action] = []
         resume = resume_job(state)

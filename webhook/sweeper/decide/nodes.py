@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.job.failure_rules import Failure, Rule
+from webhook.core.job.failure_rules import Failure, Rule, failure_policy, straggler_rule
 from webhook.core.job.node_exclusion import MAX_EXCLUDED, recorded_exclusions
+from webhook.sweeper.actions import Emit
+from webhook.sweeper.decide.events import event_on
 from webhook.sweeper.job.nodes import NodeView
 from webhook.sweeper.job.pods import PodView
 from webhook.sweeper.job.state import JobState
+from webhook.sweeper.job.stragglers import Straggler, read_stragglers
 
 NODE_CONDITION = "NodeCondition"  # the reason of a restart a node's condition caused
 NODE_TAINTED = "NodeTainted"
@@ -88,6 +91,34 @@ def excluded_of(recorded: dict[str, Any]) -> tuple[str, ...]:
     return recorded_exclusions(recorded)
 
 
+def straggler_nodes(state: JobState) -> list[Straggler]:
+    """The ranks the job's workloads record as stragglers whose pod still runs on the node the
+    record names (a pod recreated or moved since is no straggler there), while the job judges
+    its ranks (trainhook.io/straggler-threshold)."""
+    if state.settings.straggler_threshold is None:
+        return []
+    found: dict[str, Straggler] = {}
+    for workload in state.workloads:
+        record = read_stragglers(workload.annotations)
+        for straggler in record.flagged if record is not None else ():
+            found.setdefault(straggler.pod, straggler)
+    on = {pod.name: pod.node for pod in state.pods if not pod.terminating and pod.node}
+    return [s for s in found.values() if s.node and on.get(s.pod) == s.node]
+
+
+def stragglers_said(
+    stragglers: tuple[Straggler, ...], in_place: bool, excluded: tuple[str, ...]
+) -> str:
+    """What a restart's event says of the stragglers' nodes it excludes too."""
+    kept = "its pods are recreated elsewhere" if in_place else "the pods keep off it"
+    return "".join(
+        f"; straggler node {s.node} excluded "
+        f"({f'rank {s.rank}' if s.rank is not None else f'pod {s.pod}'}, {s.ratio:g}x): "
+        f"{kept} ({len(excluded)} of at most {MAX_EXCLUDED})"
+        for s in stragglers
+    )
+
+
 def with_excluded(excluded: tuple[str, ...], node: str) -> tuple[tuple[str, ...], str]:
     """`excluded` with `node` added last, and the node dropped to keep MAX_EXCLUDED ("": none)."""
     if node in excluded:
@@ -111,3 +142,37 @@ def exclusion_said(
     if dropped:
         said += f"; node {dropped} is no longer excluded"
     return said
+
+
+def dropped_said(dropped: str) -> str:
+    """The nodes no longer excluded when a restart's stragglers pushed them out."""
+    if not dropped:
+        return ""
+    return (
+        f"; node {dropped} is no longer excluded"
+        if "," not in dropped
+        else (f"; nodes {dropped} are no longer excluded")
+    )
+
+
+def straggler_events(state: JobState) -> list[Emit]:
+    """One `Straggler` Warning per flagging of a rank (named after its pod and when it was
+    flagged): what it is, that nothing restarts for it, and what a `straggler` rule does."""
+    threshold = state.settings.straggler_threshold
+    if not state.workloads or threshold is None:
+        return []
+    rule = straggler_rule(failure_policy(state.settings.failure_rules, None))
+    events = []
+    for straggler in straggler_nodes(state):
+        message = (
+            f"{straggler.said()} is a straggler: its steps take over {threshold:g}x the other "
+            "ranks' median; nothing is restarted for it"
+        )
+        if rule is not None and not kueue_replaces_nodes(state):
+            message += (
+                f"; the job's next whole-job restart keeps its pods off node {straggler.node} "
+                f"({rule.name})"
+            )
+        key = f"straggler/{straggler.pod}/{straggler.since}"
+        events.append(event_on(state, state.workloads[0], "Warning", "Straggler", message, key))
+    return events

@@ -22,7 +22,13 @@ from webhook.sweeper.decide.failures import job_failure_policy
 from webhook.sweeper.decide.records import WAITING_FOR_OWNED_OBJECTS, WAITING_FOR_ROLES
 from webhook.sweeper.job.goodput import Goodput, goodput_text
 from webhook.sweeper.job.state import JobState, job_key, read_job_state, status_field
-from webhook.sweeper.report.status import job_progress, job_rows, ordered_ready_line
+from webhook.sweeper.job.stragglers import stragglers_line
+from webhook.sweeper.report.status import (
+    job_progress,
+    job_rows,
+    job_stragglers,
+    ordered_ready_line,
+)
 
 RECENT_EVENTS = 10
 
@@ -138,6 +144,9 @@ def describe(objects: JobObjects, now: datetime) -> str:
         step = (summary or {}).get("step")
         shown = goodput_text(ledger, now, step if isinstance(step, int) else None)
         lines.append(f"Goodput:      {shown}")
+    stragglers = job_stragglers(state)
+    if stragglers is not None:
+        lines.append(f"Stragglers:   {stragglers_line(stragglers)}")
     if objects.workloads:
         lines.append("Workloads:")
         lines += _indent(_table(["KIND", "NAME", "ROLE", "REPLICAS"], _workload_rows(objects)))

@@ -22,6 +22,7 @@ from webhook.sweeper.job.state import (
     job_key,
     read_job_state,
 )
+from webhook.sweeper.job.stragglers import StragglerRecord, read_stragglers
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class JobRow:
     # Its StatefulSets that start their pods one after the other although the job did not ask
     # for it (labelled after their creation, they keep OrderedReady): the job never starts.
     ordered_ready: tuple[str, ...] = ()
+    stragglers: str = "-"  # the ranks flagged as stragglers: "rank 2", "ranks 2, 5"
 
 
 def job_rows(
@@ -135,7 +137,25 @@ def _row(state: JobState, now: datetime, workloads: Iterable[Mapping[str, Any]] 
         **progress_cells(state, now, finished=outcome is not None),
         unattributed=tuple(f"{p.kind} {p.name}" for p in state.unattributed),
         ordered_ready=ordered_ready(state, workloads),
+        stragglers=stragglers_cell(job_stragglers(state)),
     )
+
+
+def job_stragglers(state: JobState) -> StragglerRecord | None:
+    """The ranks an unfinished job's workloads record as stragglers, if any."""
+    if not state.workloads or recorded_outcome(state) is not None:
+        return None
+    found = (read_stragglers(w.annotations) for w in state.workloads)
+    return next((record for record in found if record is not None), None)
+
+
+def stragglers_cell(record: StragglerRecord | None) -> str:
+    if record is None:
+        return "-"
+    names = [str(s.rank) if s.rank is not None else s.pod for s in record.flagged]
+    more = record.count - len(names)
+    cell = ("rank " if len(names) == 1 else "ranks ") + ", ".join(names)
+    return cell + (f" +{more}" if more > 0 else "")
 
 
 def short_rule(name: object) -> str:
@@ -215,6 +235,10 @@ def format_table(rows: Sequence[JobRow], *, with_namespace: bool) -> str:
         header.insert(5, "RULE")
         for line, row in zip(lines, rows, strict=True):
             line.insert(5, row.rule)
+    if any(r.stragglers != "-" for r in rows):  # jobs with a rank flagged as a straggler
+        header.append("STRAGGLERS")
+        for line, row in zip(lines, rows, strict=True):
+            line.append(row.stragglers)
     if any(r.unattributed for r in rows):  # jobs with workloads the webhook did not admit
         header.append("UNATTRIBUTED")
         for line, row in zip(lines, rows, strict=True):

@@ -57,6 +57,28 @@ class ProgressFigures(Collector):
         yield metric
 
 
+STRAGGLERS: Final = "trainhook_job_stragglers"  # the chart's dashboard queries it
+
+
+class StragglerFigures(Collector):
+    """How many ranks of each job are flagged as stragglers now: one series per job that judges
+    its ranks (trainhook.io/straggler-threshold), as many as the endpoint remembers."""
+
+    def __init__(self, straggling: Callable[[], list[tuple[JobKey, int]]]) -> None:
+        self.straggling = straggling
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily(
+            STRAGGLERS,
+            "Ranks of a job flagged as stragglers now: their step time stays over the job's "
+            "trainhook.io/straggler-threshold times the other ranks' median.",
+            labels=["namespace", "job"],
+        )
+        for (namespace, job), count in self.straggling():
+            gauge.add_metric([namespace, job], float(count))
+        yield gauge
+
+
 def _number(value: object) -> float | None:
     try:
         number = float(str(value))

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.errors import TrainhookError
 from webhook.core.job.progress import (
     POD_NAME_CLAIM,
     POD_UID_CLAIM,
@@ -30,13 +31,18 @@ from webhook.core.job.progress import (
     audience,
     parse_report,
     read_summary,
+    step_seconds,
+    straggler_threshold,
     summary,
     summary_text,
+    timing_only,
 )
+from webhook.core.objects import annotations_of, labels_of
 from webhook.kube.client import ApiError, Kube
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS, TOKEN_REVIEWS
 from webhook.sweeper.job.members import member_pods, reporter_refusal
 from webhook.sweeper.job.state import JobKey, job_key
+from webhook.sweeper.job.stragglers import Stragglers, read_stragglers, record_text
 
 log = logging.getLogger("trainhook.progress")
 
@@ -81,6 +87,20 @@ class _Bucket:
 
 
 @dataclass(frozen=True)
+class Reporter:
+    """The pod a token was issued to, as its review found it: the rank a report speaks for."""
+
+    pod: str
+    uid: str
+    node: str
+    rank: int | None
+
+
+UNKNOWN = "?"  # a job's stragglers annotation before this replica has written it
+EXPIRE_EVERY = 5.0  # seconds between two looks for ranks that stopped reporting
+
+
+@dataclass(frozen=True)
 class Answer:
     status: int
     body: dict[str, Any]
@@ -94,6 +114,21 @@ def failure(code: int, reason: str, message: str) -> Answer:
     """A Kubernetes Status, as Trainer's status server answers errors."""
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure"}
     return Answer(code, body | {"message": message, "reason": reason, "code": code})
+
+
+def same_ranks(workloads: Sequence[Mapping[str, Any]], text: str | None) -> bool:
+    """Whether the job's workloads name the ranks `text` flags already (this replica's record or
+    another's, which each judges the reports it receives): the record then stays as it is, with
+    when they were flagged, and no write."""
+
+    def flagged(annotations: Mapping[str, str]) -> tuple[int, set[tuple[str, str]]]:
+        record = read_stragglers(annotations)
+        if record is None:
+            return 0, set()
+        return record.count, {(s.pod, s.node) for s in record.flagged}
+
+    ours = flagged({contract.STRAGGLERS: text} if text else {})
+    return all(flagged(annotations_of(w)) == ours for w in workloads)
 
 
 class ProgressDesk:
@@ -117,8 +152,8 @@ class ProgressDesk:
         self.wall = wall
         self._lock = threading.Lock()
         self._buckets: OrderedDict[JobKey, _Bucket] = OrderedDict()
-        # token digest -> (when, why it was refused: "" when taken)
-        self._reviews: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        # token digest -> (when, why it was refused: "" when taken, the pod it was issued to)
+        self._reviews: OrderedDict[str, tuple[float, str, Reporter | None]] = OrderedDict()
         self._namespace_reviews: OrderedDict[str, _Bucket] = OrderedDict()
         self._review_bucket = _Bucket(
             limits.reviews_per_second_total, int(limits.reviews_per_second_total), clock()
@@ -127,6 +162,13 @@ class ProgressDesk:
         self._summaries: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
         self._written_at: dict[JobKey, float] = {}
         self._pod_checkpoints: OrderedDict[JobKey, dict[str, Any]] = OrderedDict()
+        # Each job's ranks' step times (trainhook.io/straggler-threshold, read at each review),
+        # and its trainhook.io/stragglers to write (None: remove it) and as last written.
+        self.stragglers = Stragglers(limits.max_jobs)
+        self._thresholds: OrderedDict[JobKey, float | None] = OrderedDict()
+        self._straggler_pending: OrderedDict[JobKey, str | None] = OrderedDict()
+        self._straggler_written: OrderedDict[JobKey, str | None] = OrderedDict()
+        self._expired_at = -1e18
         # One flush at a time: a flush returns once what was due is written, whoever began it.
         self._flushing = threading.Lock()
         self.writes = 0  # annotation writes made, for /metrics and tests
@@ -149,7 +191,7 @@ class ProgressDesk:
             return failure(
                 415, "UnsupportedMediaType", f"Content-Type {content_type}: send application/json"
             )
-        refused = self._authorize(key, headers.get("Authorization", ""))
+        refused, reporter = self._authorize(key, headers.get("Authorization", ""))
         if refused is not None:
             return refused
         with self._lock:
@@ -174,6 +216,11 @@ class ProgressDesk:
             )
         if report is None:
             return Answer(200, {})
+        seconds = step_seconds(report)
+        if seconds is not None and reporter is not None:
+            self._step_time(key, reporter, seconds)
+        if timing_only(report):  # a rank's own step time: the job's summary stays
+            return Answer(200, report.echo)
         with self._lock:
             previous = self._summaries.get(key)
             if previous is None:
@@ -188,18 +235,59 @@ class ProgressDesk:
                     kept.popitem(last=False)
         return Answer(200, report.echo)
 
-    def _authorize(self, key: JobKey, header: str) -> Answer | None:
+    def _step_time(self, key: JobKey, reporter: Reporter, seconds: float) -> None:
+        """A rank's step time, judged against the job's other ranks; the job's stragglers
+        annotation is written at the next flush when what it says changed."""
+        with self._lock:
+            threshold = self._thresholds.get(key)
+            if threshold is None:
+                self.stragglers.forget(key)
+                self._straggler_due(key, None)
+                return
+            job = self.stragglers.report(
+                key, threshold, reporter.pod, reporter.uid, reporter.node, reporter.rank,
+                seconds, self.wall(),
+            )  # fmt: skip
+            self._straggler_due(key, record_text(job.record()), job.settled())
+
+    def _straggler_due(self, key: JobKey, text: str | None, settled: bool = True) -> None:
+        """Under the lock: the job's annotation is to be written unless it says `text` already.
+        A replica that has not judged every rank yet flags none, and removes none it did not
+        write: another replica may have heard more of the job's reports."""
+        self._straggler_pending.pop(key, None)
+        written = self._straggler_written.get(key, UNKNOWN)
+        if text is None and written == UNKNOWN and not settled:
+            return
+        if written != text:
+            self._straggler_pending[key] = text
+            while len(self._straggler_pending) > self.limits.max_jobs:
+                self._straggler_pending.popitem(last=False)
+
+    def forget(self, key: JobKey) -> None:
+        """A job gone: its ranks' step times go with it."""
+        with self._lock:
+            self.stragglers.forget(key)
+            for kept in (self._straggler_pending, self._straggler_written, self._thresholds):
+                kept.pop(key, None)
+
+    def straggling(self) -> list[tuple[JobKey, int]]:
+        """How many ranks each job that judges its ranks has flagged, for /metrics."""
+        with self._lock:
+            return [(key, len(job.flagged())) for key, job in self.stragglers.jobs.items()]
+
+    def _authorize(self, key: JobKey, header: str) -> tuple[Answer | None, Reporter | None]:
         namespace, job = key
         scheme, _, token = header.partition(" ")
         if scheme != "Bearer" or not token.strip():
-            return failure(401, "Unauthorized", "send the pod's token: Authorization: Bearer ...")
+            answer = failure(401, "Unauthorized", "send the pod's token: Authorization: Bearer ...")
+            return answer, None
         token = token.strip()
         digest = hashlib.sha256(f"{namespace}/{job}\0{token}".encode()).hexdigest()
         now = self.clock()
         with self._lock:
             seen = self._reviews.get(digest)
             if seen is not None and now - seen[0] < self.limits.review_ttl:
-                return _refused(job, seen[1]) if seen[1] else None
+                return (_refused(job, seen[1]), None) if seen[1] else (None, seen[2])
             bucket = self._namespace_reviews.pop(namespace, None) or _Bucket(
                 self.limits.reviews_per_second, self.limits.review_burst, now
             )
@@ -211,25 +299,62 @@ class ProgressDesk:
                     429,
                     "TooManyRequests",
                     f"too many new tokens from namespace {namespace} at once: retry later",
-                )
+                ), None
             if not self._review_bucket.take(now):
-                return failure(429, "TooManyRequests", "too many new tokens at once: retry later")
+                answer = failure(429, "TooManyRequests", "too many new tokens at once: retry later")
+                return answer, None
         try:
-            refusal = self._review(namespace, job, token)
+            refusal, reporter = self._review(namespace, job, token)
         except ApiError as error:
             log.warning("progress: cannot verify a token for job %s/%s: %s", namespace, job, error)
-            return failure(503, "ServiceUnavailable", "cannot verify the token now: retry later")
+            answer = failure(503, "ServiceUnavailable", "cannot verify the token now: retry later")
+            return answer, None
         with self._lock:
             self._reviews.pop(digest, None)
-            self._reviews[digest] = (now, refusal)
+            self._reviews[digest] = (now, refusal, reporter)
             while len(self._reviews) > self.limits.max_reviews:
                 self._reviews.popitem(last=False)
-        return _refused(job, refusal) if refusal else None
+        return (_refused(job, refusal), None) if refusal else (None, reporter)
 
-    def _review(self, namespace: str, job: str, token: str) -> str:
+    def _review(self, namespace: str, job: str, token: str) -> tuple[str, Reporter | None]:
         """Why the token may not report for `job` ("" when it may): it must be valid for the
         job's audience and bound to a live pod the webhook admitted into the job, of a
-        workload that reports."""
+        workload that reports; and, when it may, the pod it speaks for."""
+        refusal, found, workloads = self._reviewed(namespace, job, token)
+        if refusal or found is None:
+            return refusal, None
+        self._read_threshold((namespace, job), workloads)
+        rank = labels_of(found).get(contract.RANK, "")
+        return "", Reporter(
+            found["metadata"]["name"],
+            found["metadata"]["uid"],
+            str((found.get("spec") or {}).get("nodeName") or ""),
+            int(rank) if rank.isdigit() else None,
+        )
+
+    def _read_threshold(self, key: JobKey, workloads: Sequence[Mapping[str, Any]]) -> None:
+        """The job's trainhook.io/straggler-threshold, as its own workloads set it."""
+        threshold = None
+        for workload in member_pods(key[0], key[1], workloads, ())[0]:
+            try:
+                threshold = straggler_threshold(
+                    annotations_of(workload).get(contract.STRAGGLER_THRESHOLD)
+                )
+            except TrainhookError:
+                continue
+            if threshold is not None:
+                break
+        with self._lock:
+            self._thresholds.pop(key, None)
+            self._thresholds[key] = threshold
+            while len(self._thresholds) > self.limits.max_jobs:
+                self._thresholds.popitem(last=False)
+
+    def _reviewed(
+        self, namespace: str, job: str, token: str
+    ) -> tuple[str, dict[str, Any] | None, list[dict[str, Any]]]:
+        """The refusal ("" when none), the pod the token was issued to and the job's
+        workloads."""
         review = self.kube.create(
             TOKEN_REVIEWS,
             None,
@@ -243,24 +368,26 @@ class ProgressDesk:
         if not status.get("authenticated") or audience(namespace, job) not in (
             status.get("audiences") or []
         ):
-            return "the token is not valid for the job's audience"
+            return "the token is not valid for the job's audience", None, []
         user = status.get("user") or {}
         extra = user.get("extra") or {}
         pod = (extra.get(POD_NAME_CLAIM) or [""])[0]
         uid = (extra.get(POD_UID_CLAIM) or [""])[0]
         if not pod or not uid:
-            return "the token is bound to no pod"
+            return "the token is bound to no pod", None, []
         if not str(user.get("username", "")).startswith(f"system:serviceaccount:{namespace}:"):
-            return f"the token is not of a service account of namespace {namespace}"
+            return f"the token is not of a service account of namespace {namespace}", None, []
         try:
             found = self.kube.get(PODS, namespace, pod)
         except ApiError as error:
             if error.status == 404:
-                return f"the pod it was issued to, {pod}, is gone"
+                return f"the pod it was issued to, {pod}, is gone", None, []
             raise
         if job_key(PODS, found) != (namespace, job):
-            return f"the pod it was issued to, {pod}, is not a pod of the job"
-        return reporter_refusal(namespace, job, found, uid, self._workloads((namespace, job))) or ""
+            return f"the pod it was issued to, {pod}, is not a pod of the job", None, []
+        workloads = self._workloads((namespace, job))
+        refusal = reporter_refusal(namespace, job, found, uid, workloads) or ""
+        return refusal, found, workloads
 
     def latest(self) -> list[tuple[JobKey, dict[str, Any]]]:
         """The last summary of every job remembered, the most recent last."""
@@ -302,30 +429,52 @@ class ProgressDesk:
     def _flush(self) -> None:
         now = self.clock()
         with self._lock:
+            if now - self._expired_at >= EXPIRE_EVERY:  # the ranks that stopped reporting
+                self._expired_at = now
+                for key in self.stragglers.expire(self.wall()):
+                    self._straggler_due(key, record_text(self.stragglers.record(key)))
+            keys = list(dict.fromkeys([*self._pending, *self._straggler_pending]))
             due = [
-                (key, value)
-                for key, value in self._pending.items()
+                (key, self._pending.pop(key, None), self._straggler_pending.pop(key, UNKNOWN))
+                for key in keys
                 if now - self._written_at.get(key, -1e18) >= self.limits.write_interval
             ]
-            for key, _ in due:
-                del self._pending[key]
+            for key, _, _ in due:
                 self._written_at[key] = now
             for key in list(self._written_at):
                 if now - self._written_at[key] > 10 * self.limits.write_interval:
                     del self._written_at[key]
-        for key, value in due:
-            self._write(key, value)
+        for key, value, stragglers in due:
+            self._write(key, value, stragglers)
 
-    def _write(self, key: JobKey, value: dict[str, Any]) -> None:
+    def _write(
+        self, key: JobKey, value: dict[str, Any] | None, stragglers: str | None = UNKNOWN
+    ) -> None:
         namespace, _ = key
-        text = json.dumps(value, separators=(",", ":"), sort_keys=True)
-        annotations = {contract.PROGRESS: text, contract.PROGRESS_TEXT: summary_text(value)}
-        patch = {"metadata": {"annotations": annotations}}
+        annotations: dict[str, str | None] = {}
+        if value is not None:
+            annotations[contract.PROGRESS] = json.dumps(
+                value, separators=(",", ":"), sort_keys=True
+            )
+            annotations[contract.PROGRESS_TEXT] = summary_text(value)
         workloads, _ = self._members(key)
-        for workload in workloads:
+        if not workloads:  # the job is gone: what was kept of its ranks goes too
+            self.forget(key)
+            return
+        if stragglers != UNKNOWN and not same_ranks(workloads, stragglers):
+            annotations[contract.STRAGGLERS] = stragglers
+        patch = {"metadata": {"annotations": annotations}}
+        written = True
+        for workload in workloads if annotations else ():
             resource = STATEFULSETS if workload["kind"] == "StatefulSet" else JOBS
-            self._patch(resource, namespace, workload["metadata"]["name"], patch)
-        checkpoint = value.get("checkpoint")
+            written &= self._patch(resource, namespace, workload["metadata"]["name"], patch)
+        if stragglers != UNKNOWN and written:
+            with self._lock:
+                self._straggler_written.pop(key, None)
+                self._straggler_written[key] = stragglers
+                while len(self._straggler_written) > self.limits.max_jobs:
+                    self._straggler_written.popitem(last=False)
+        checkpoint = (value or {}).get("checkpoint")
         if isinstance(checkpoint, dict) and self._pod_checkpoints.get(key) != checkpoint:
             self._mark_pods(key, checkpoint)
 
@@ -351,9 +500,11 @@ class ProgressDesk:
             while len(self._pod_checkpoints) > self.limits.max_jobs:
                 self._pod_checkpoints.popitem(last=False)
 
-    def _patch(self, resource: Any, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    def _patch(self, resource: Any, namespace: str, name: str, patch: dict[str, Any]) -> bool:
         try:
             self.kube.patch(resource, namespace, name, patch)
             self.writes += 1
+            return True
         except ApiError as error:
             log.warning("progress: cannot write %s/%s: %s", namespace, name, error)
+            return False

@@ -9,22 +9,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from webhook.core import contract
+from webhook.core.job.failure_rules import straggler_rule
 from webhook.core.job.node_exclusion import RECORDED
 from webhook.core.objects import parse_time
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide.events import event_on
-from webhook.sweeper.decide.failures import counts_restarts
+from webhook.sweeper.decide.failures import counts_restarts, job_failure_policy
 from webhook.sweeper.decide.lifecycle.in_place import InPlace, last_attempt, start_in_place
 from webhook.sweeper.decide.nodes import (
+    dropped_said,
     excluded_of,
     exclusion_said,
     kueue_replaces_nodes,
+    straggler_nodes,
+    stragglers_said,
     with_excluded,
 )
 from webhook.sweeper.decide.policy import FAILED, Replica, RestartCause, Verdict, restart_cause
 from webhook.sweeper.decide.records import positive_count
 from webhook.sweeper.job.pods import PodView, created_before
 from webhook.sweeper.job.state import JobState
+from webhook.sweeper.job.stragglers import Straggler
 
 # At most this many pods created in a restart's own second are recorded with it, each by the
 # first 8 characters of its uid (unique enough among one job's pods).
@@ -58,6 +63,9 @@ class RestartPlan:
     # pods on them are the ones recreated.
     excluded: tuple[str, ...] = ()
     dropped: str = ""  # the node no longer excluded to keep the bound, set with `new`
+    # The ranks flagged as stragglers whose nodes this restart excludes too (a straggler rule).
+    stragglers: tuple[Straggler, ...] = ()
+    dropped_by_stragglers: str = ""  # the nodes they pushed out of the bound, comma-separated
 
     def older(self, pod: PodView) -> bool:
         """Whether `pod` was created before this restart."""
@@ -141,6 +149,10 @@ def plan_restart(
     excluded, dropped = excluded_of(recorded), ""
     if cause.node is not None and not kueue_replaces_nodes(state):
         excluded, dropped = with_excluded(excluded, cause.node)
+    whole_job = cause.role is None and cause.pod is None
+    stragglers, pushed_out = _stragglers(state, whole_job, excluded)
+    for straggler in stragglers:
+        excluded, _ = with_excluded(excluded, straggler.node)
     in_place_now, fallback = (
         start_in_place(state, now, last_attempt(recorded) + 1) if cause.in_place else (None, "")
     )
@@ -148,7 +160,6 @@ def plan_restart(
     since, same_second = (
         (now, frozenset()) if in_place_now is not None else restart_moment(state, now)
     )
-    whole_job = cause.role is None and cause.pod is None
     plan = RestartPlan(
         since,
         cause.key,
@@ -165,6 +176,8 @@ def plan_restart(
         same_second,
         excluded,
         dropped,
+        stragglers,
+        ", ".join(pushed_out),
     )
     return plan, None
 
@@ -180,6 +193,24 @@ def recorded_plan(state: JobState, recorded: dict[str, Any]) -> RestartPlan | No
         positive_count(recorded.get("restarts")),
         InPlace.read(recorded),
     )
+
+
+def _stragglers(
+    state: JobState, whole_job: bool, excluded: tuple[str, ...]
+) -> tuple[tuple[Straggler, ...], list[str]]:
+    """The stragglers whose nodes a whole-job restart excludes too, when the job has a
+    `straggler` rule (never for a job Kueue places), and the nodes they push out of the bound."""
+    if not whole_job or kueue_replaces_nodes(state):
+        return (), []
+    if straggler_rule(job_failure_policy(state)) is None:
+        return (), []
+    found = tuple(s for s in straggler_nodes(state) if s.node not in excluded)
+    pushed_out: list[str] = []
+    for straggler in found:
+        excluded, out = with_excluded(excluded, straggler.node)
+        if out:
+            pushed_out.append(out)
+    return found, pushed_out
 
 
 def _restarted_by(role: object, pod: object) -> Callable[[PodView], bool] | None:
@@ -307,6 +338,8 @@ def restart_event(state: JobState, plan: RestartPlan, cause: RestartCause, pods:
     instead = f"; not in place: {plan.fallback}" if plan.fallback else ""
     in_place = plan.in_place is not None
     excluded = exclusion_said(state, cause.node, in_place, plan.excluded, plan.dropped)
+    excluded += stragglers_said(plan.stragglers, in_place, plan.excluded)
+    excluded += dropped_said(plan.dropped_by_stragglers)
     message = f"{what} ({counted}): {cause.message}{rule}{instead}{excluded}"
     kind = "Warning" if cause.counted else "Normal"
     return event_on(state, state.workloads[0], kind, "Restarting", message, key=cause.key)
