@@ -7,7 +7,8 @@ in bench/sweeper_process.py, started (its pods' scheduling gates lifted); one `t
 process (the chart's command line) lists and watches it. Then, pattern by pattern, pod changes
 are sent as watch events, and the process's CPU time (user + system, every thread, from
 /proc/<pid>/stat) is read before the first and once the sweeper is quiet again; the idle rate
-(its Lease renewals, measured before) is taken off.
+(its Lease renewals, measured before) is taken off. Each pattern starts once the process is
+idle again (what setting the pattern up cost is not its events').
 Per event:
 
 * ready: pods turning Ready one by one, 10 a second;
@@ -17,7 +18,7 @@ Per event:
 * ready after restarts: pods turning Ready one by one once every pod's container restarted once
   (what a job looks like after one NCCL blip);
 * gang start: pods scheduled and running one by one while the rest of the job waits
-  unschedulable.
+  unschedulable (every pod recreated first, as after a whole-job restart).
 
 What the sweeper does on those events (its writes, the emulator's answers) is its cost too;
 the emulator's own work is in this process, not the sweeper's. The goal is 1 ms per event.
@@ -30,6 +31,7 @@ import copy
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -62,6 +64,18 @@ def cpu_seconds(pid: int) -> float:
     """User and system CPU time of a process, every thread of it."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _idle(pid: int, rate: float, timeout: float = 300.0) -> None:
+    """Wait until the process spends no more than its idle `rate` (CPU seconds a second) over
+    a second: the work of what came before (a pattern's setting up) is over, as its writes
+    alone do not say (a look that writes nothing is work too)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        began, cpu = time.monotonic(), cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - cpu <= (rate * 1.5 + 0.01) * (time.monotonic() - began):
+            return
 
 
 def _pods(running: EmulatorThread) -> list[dict[str, Any]]:
@@ -112,7 +126,10 @@ def _restarted(pod: dict[str, Any], finished: str) -> dict[str, Any]:
 
 
 def _waiting(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod recreated (a new uid, as the StatefulSet controller makes it after a whole-job
+    restart or for a new job) and waiting for the scheduler."""
     pod = copy.deepcopy(pod)
+    pod["metadata"]["uid"] = str(uuid.uuid5(uuid.NAMESPACE_OID, pod["metadata"]["name"]))
     status = pod["status"]
     status["phase"] = "Pending"
     status.pop("containerStatuses", None)
@@ -124,6 +141,16 @@ def _waiting(pod: dict[str, Any]) -> dict[str, Any]:
             "message": "0/40 nodes are available: 40 Insufficient nvidia.com/gpu.",
         }
     ]
+    return pod
+
+
+def _scheduled(waiting: dict[str, Any], running: dict[str, Any]) -> dict[str, Any]:
+    """The waiting pod placed and running, as `running` once ran, its container fresh."""
+    pod = copy.deepcopy(running)
+    pod["metadata"]["uid"] = waiting["metadata"]["uid"]
+    for container in pod["status"].get("containerStatuses") or []:
+        container["restartCount"] = 0
+        container.pop("lastState", None)
     return pod
 
 
@@ -165,6 +192,7 @@ def measure(
             idle = (cpu_seconds(process.pid) - idle_cpu) / (time.monotonic() - idle_began)
 
             def run(pattern: str, changed: list[dict[str, Any]], every: float) -> None:
+                _idle(process.pid, idle)
                 began, cpu = time.monotonic(), cpu_seconds(process.pid)
                 for pod in changed:
                     _send(running, [pod])
@@ -211,9 +239,11 @@ def measure(
 
             def gang() -> tuple[list[dict[str, Any]], float]:
                 current = _pods(running)
-                _in_batches(running, [_waiting(p) for p in current])
+                waiting = [_waiting(p) for p in current]
+                _in_batches(running, waiting)
                 _settle(running, quiet=5.0, timeout=600)
-                return current[::stride][:events], 0.1
+                placed = zip(waiting[::stride][:events], current[::stride][:events], strict=True)
+                return [_scheduled(w, r) for w, r in placed], 0.1
 
             prepare: dict[str, Callable[[], tuple[list[dict[str, Any]], float]]] = {
                 "ready": ready,
