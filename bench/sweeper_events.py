@@ -44,6 +44,7 @@ from bench.tables import table
 from tests.support.emulator import EmulatorThread, emulator
 from webhook.core import contract
 from webhook.kube.resources import PODS
+from webhook.sweeper.job.recorded import FailedRuns
 
 PATTERNS = ("ready", "container restarts", "wave", "ready after restarts", "gang start")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -91,6 +92,22 @@ def _pods(running: EmulatorThread) -> list[dict[str, Any]]:
 
     pods: list[dict[str, Any]] = running.call(found, timeout=120)
     return pods
+
+
+def _counted(running: EmulatorThread) -> int:
+    """How many pods the job's workloads' ledgers count a failed run for: the blip is over for
+    the sweeper once they count every pod's."""
+
+    def counted() -> int:
+        return sum(
+            len(FailedRuns.parse(obj.raw["metadata"].get("annotations", {}).get(key)).pods)
+            for (resource, _, _), obj in running.emulator.objects.items()
+            if resource.plural == "statefulsets" and not obj.deleted
+        )
+
+    key = contract.FAILED_RUNS
+    found: int = running.call(counted, timeout=120)
+    return found
 
 
 def _send(running: EmulatorThread, changed: Sequence[dict[str, Any]]) -> None:
@@ -232,6 +249,7 @@ def measure(
                 ]
                 _in_batches(running, blip)
                 _settle(running, quiet=5.0, timeout=600)
+                _until(lambda: _counted(running) >= len(current), 300, "the restarts recorded")
                 again = {p["metadata"]["name"]: p for p in _pods(running)}
                 return [
                     _set_ready(again[p["metadata"]["name"]], True) for p in picked[:events]
