@@ -250,49 +250,60 @@ class Progress:
         return send(progress, eta, metrics)
 
 
-try:
+def _progress_callback() -> type:
+    """The Hugging Face Trainer callback, made on first use: importing Transformers (and the
+    torch it imports) takes seconds of CPU, which a plain training loop, or a rank held to a
+    fraction of a CPU, should not pay for."""
     from transformers import TrainerCallback
-except ImportError:  # Transformers is optional: only ProgressCallback needs it
-    TrainerCallback = object
 
+    class ProgressCallback(TrainerCallback):  # type: ignore[misc,valid-type]
+        """Hugging Face Trainer callback: reports on every log, on every save, and at the end."""
 
-class ProgressCallback(TrainerCallback):  # type: ignore[misc,valid-type]
-    """Hugging Face Trainer callback: reports on every log, on every save, and at the end."""
+        def __init__(self, every_seconds: float = EVERY_SECONDS) -> None:
+            self.every_seconds = every_seconds
+            self.progress: Progress | None = None
 
-    def __init__(self, every_seconds: float = EVERY_SECONDS) -> None:
-        self.every_seconds = every_seconds
-        self.progress: Progress | None = None
+        def _progress(self, state: Any) -> Progress:
+            if self.progress is None:
+                self.progress = Progress(
+                    state.max_steps or None,
+                    int(state.num_train_epochs) if state.num_train_epochs else None,
+                    every_seconds=self.every_seconds,
+                    start_step=state.global_step,
+                )
+                self.progress.enabled = state.is_world_process_zero
+            progress = self.progress
+            progress.steps = state.global_step
+            if state.epoch is not None:
+                progress.epoch = int(state.epoch)
+            return progress
 
-    def _progress(self, state: Any) -> Progress:
-        if self.progress is None:
-            self.progress = Progress(
-                state.max_steps or None,
-                int(state.num_train_epochs) if state.num_train_epochs else None,
-                every_seconds=self.every_seconds,
-                start_step=state.global_step,
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._progress(state).report()
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+        ) -> None:
+            progress = self._progress(state)
+            progress.metrics.update(
+                {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
             )
-            self.progress.enabled = state.is_world_process_zero
-        progress = self.progress
-        progress.steps = state.global_step
-        if state.epoch is not None:
-            progress.epoch = int(state.epoch)
-        return progress
+            if time.monotonic() - progress._sent_at >= progress.every_seconds:
+                progress.report()
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._progress(state).report()
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._progress(state).checkpoint(state.global_step)
 
-    def on_log(
-        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
-    ) -> None:
-        progress = self._progress(state)
-        progress.metrics.update(
-            {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
-        )
-        if time.monotonic() - progress._sent_at >= progress.every_seconds:
-            progress.report()
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._progress(state).done()
 
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._progress(state).checkpoint(state.global_step)
+    return ProgressCallback
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._progress(state).done()
+
+def __getattr__(name: str) -> Any:
+    """`from trainhook_progress import ProgressCallback` imports Transformers then, not before."""
+    if name == "ProgressCallback":
+        made = _progress_callback()
+        globals()[name] = made
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
