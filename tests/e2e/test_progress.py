@@ -123,8 +123,16 @@ def admitted(obj: dict[str, Any], endpoint: ProgressEndpoint) -> dict[str, Any]:
     return result
 
 
-def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir: Path) -> Any:
-    """The job's one pod as the cluster starts it; its container's env and projected files."""
+def controller_pods(
+    api: EmulatorThread,
+    endpoint: ProgressEndpoint,
+    job: str,
+    replicas: int,
+    annotations: dict[str, str],
+) -> list[dict[str, Any]]:
+    """A PyTorch StatefulSet reporting progress (with `annotations`), admitted and created; its
+    pods as its controller makes them, not admitted yet. Each is owned by the StatefulSet by uid,
+    as the controller makes it: only then is it the job's."""
     workload = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -132,10 +140,10 @@ def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir
             "name": job,
             "namespace": NAMESPACE,
             "labels": {"trainhook.io/framework": "pytorch"},
-            "annotations": {"trainhook.io/report-progress": "true"},
+            "annotations": {"trainhook.io/report-progress": "true", **annotations},
         },
         "spec": {
-            "replicas": 1,
+            "replicas": replicas,
             "selector": {"matchLabels": {"app": job}},
             "template": {
                 "metadata": {"labels": {"app": job}},
@@ -145,17 +153,22 @@ def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir
     }
     workload = admitted(workload, endpoint)
     created = api.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", workload)
-    [pod] = expand(workload, NAMESPACE)
-    # Owned by the StatefulSet by uid, as its controller makes it: only then is it the job's.
-    pod["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "name": job,
-            "uid": created["metadata"]["uid"],
-            "controller": True,
-        }
-    ]
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": job,
+        "uid": created["metadata"]["uid"],
+        "controller": True,
+    }
+    pods = expand(workload, NAMESPACE)
+    for pod in pods:
+        pod["metadata"]["ownerReferences"] = [dict(owner)]
+    return pods
+
+
+def start_pod(api: EmulatorThread, job: str, endpoint: ProgressEndpoint, workdir: Path) -> Any:
+    """The job's one pod as the cluster starts it; its container's env and projected files."""
+    [pod] = controller_pods(api, endpoint, job, 1, {})
     pod = api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", admitted(pod, endpoint))
     return start_pod_files(api, pod, workdir)
 

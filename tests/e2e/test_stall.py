@@ -38,13 +38,12 @@ from webhook.cli import main
 from webhook.core import contract
 from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.job.restart_in_place import BARRIER, RESTARTER
-from webhook.core.render import expand
 from webhook.kube.resources import EVENTS, PODS
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
 from webhook.sweeper.serving.progress_server import serve
 
 from .in_place_node import PlayedNode
-from .test_progress import REPORTER, admitted
+from .test_progress import REPORTER, admitted, controller_pods
 
 pytestmark = pytest.mark.e2e
 
@@ -142,41 +141,12 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
 
 def create_job(api: EmulatorThread, endpoint: ProgressEndpoint) -> list[dict[str, Any]]:
     """The job's StatefulSet and its two pods, as its controller creates them, admitted."""
-    workload = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": JOB,
-            "namespace": NAMESPACE,
-            "labels": {"trainhook.io/framework": "pytorch"},
-            "annotations": {
-                contract.REPORT_PROGRESS: "true",
-                contract.STALL_TIMEOUT: "1m",
-                contract.FAILURE_POLICY: "stalled -> restart-in-place max=3",
-            },
-        },
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": JOB}},
-            "template": {
-                "metadata": {"labels": {"app": JOB}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
+    annotations = {
+        contract.STALL_TIMEOUT: "1m",
+        contract.FAILURE_POLICY: "stalled -> restart-in-place max=3",
     }
-    workload = admitted(workload, endpoint)
-    created = api.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", workload)
     pods = []
-    for raw in expand(workload, NAMESPACE):
-        raw["metadata"]["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "name": JOB,
-                "uid": created["metadata"]["uid"],
-                "controller": True,
-            }
-        ]
+    for raw in controller_pods(api, endpoint, JOB, 2, annotations):
         pod = admitted(raw, endpoint)
         # The webhook's in-place plumbing, which the played kubelet runs.
         assert [c["name"] for c in pod["spec"]["initContainers"]] == [RESTARTER, BARRIER]

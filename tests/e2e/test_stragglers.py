@@ -31,11 +31,10 @@ from webhook.certs.material import generate
 from webhook.cli import main
 from webhook.core import contract
 from webhook.core.job.progress import ProgressEndpoint
-from webhook.core.render import expand
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
 from webhook.sweeper.serving.progress_server import serve
 
-from .test_progress import REPORTER, admitted, start_pod_files
+from .test_progress import REPORTER, admitted, controller_pods, start_pod_files
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +42,7 @@ NAMESPACE = "ml"
 JOB = "strag"
 SHARE = 0.05  # of one CPU, for the throttled rank
 THROTTLED = 2  # the rank held to it
+THRESHOLD = {contract.STRAGGLER_THRESHOLD: "2"}
 
 # The same work every step on every rank, timed by the reporter between steps; every rank
 # reports its step time every 3 s (three pods: once a second for the job, its rate).
@@ -104,40 +104,8 @@ def can_throttle() -> bool:
 
 def start_pods(api: EmulatorThread, endpoint: ProgressEndpoint, workdir: Path) -> list[Any]:
     """The job's three pods as the cluster starts them, pod i on node node-i: each one's env."""
-    workload = {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": {
-            "name": JOB,
-            "namespace": NAMESPACE,
-            "labels": {"trainhook.io/framework": "pytorch"},
-            "annotations": {
-                contract.REPORT_PROGRESS: "true",
-                contract.STRAGGLER_THRESHOLD: "2",
-            },
-        },
-        "spec": {
-            "replicas": 3,
-            "selector": {"matchLabels": {"app": JOB}},
-            "template": {
-                "metadata": {"labels": {"app": JOB}},
-                "spec": {"containers": [{"name": "pytorch", "image": "trainer:1"}]},
-            },
-        },
-    }
-    workload = admitted(workload, endpoint)
-    created = api.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets", workload)
     envs = []
-    for i, pod in enumerate(expand(workload, NAMESPACE)):
-        pod["metadata"]["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "name": JOB,
-                "uid": created["metadata"]["uid"],
-                "controller": True,
-            }
-        ]
+    for i, pod in enumerate(controller_pods(api, endpoint, JOB, 3, THRESHOLD)):
         pod["spec"]["nodeName"] = f"node-{i}"
         pod = api.create(f"/api/v1/namespaces/{NAMESPACE}/pods", admitted(pod, endpoint))
         (workdir / str(i)).mkdir()
