@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 from webhook.core import contract
 from webhook.core.compat import COMPATS
@@ -207,13 +207,16 @@ SETTING_KEYS = (
     contract.NVLINK_DOMAIN,
     *(setting.metadata["key"] for setting in JOB_SETTINGS),
 )
+_SETTING_KEYS: Final = frozenset(SETTING_KEYS)
 _READ_AT_MOST = 256
-# Every pod of a job carries the same settings: they are parsed once and found again by value.
-_read: dict[tuple[str, int, tuple[str | None, ...]], Settings] = {}
+# Every pod of a job carries the same settings: they are parsed once and found again by value,
+# keyed by the settings an object carries (most carry none or a few of the many there are).
+_read: dict[tuple[str, int, tuple[tuple[str, str], ...]], Settings] = {}
 
 
 def read_settings(annotations: Mapping[str, str], framework: Framework) -> Settings:
-    key = (framework.name, fabrics.version(), tuple(map(annotations.get, SETTING_KEYS)))
+    given = sorted((key, value) for key, value in annotations.items() if key in _SETTING_KEYS)
+    key = (framework.name, fabrics.version(), tuple(given))
     settings = _read.get(key)
     if settings is None:
         settings = _parse(annotations, framework)
