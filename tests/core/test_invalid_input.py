@@ -7,7 +7,10 @@ import pytest
 
 from tests.support.builders import indexed_job, statefulset
 from webhook.core.errors import TrainhookError
+from webhook.core.frameworks import FRAMEWORKS
+from webhook.core.job.workload import read_role
 from webhook.core.mutation.admit import Found, Request, admit
+from webhook.core.values import DNS_LABEL
 
 
 def refusal(obj: dict[str, Any], kind: str = "StatefulSet", **kwargs: Any) -> TrainhookError:
@@ -182,6 +185,17 @@ def test_a_generic_role_must_be_a_dns_label() -> None:
     assert str(refusal(statefulset("t", "generic", role="Param_Server"))) == (
         "trainhook.io/role: invalid value 'Param_Server': a DNS-1035 label"
     )
+
+
+@pytest.mark.parametrize(
+    ("framework", "role"),
+    [(f.name, role) for f in FRAMEWORKS.values() for role in f.roles],
+)
+def test_every_role_a_framework_names_is_a_dns_label_so_it_is_admitted_without_a_check(
+    framework: str, role: str
+) -> None:
+    assert DNS_LABEL.match(role) and len(role) <= 63
+    assert read_role({"trainhook.io/role": role}, FRAMEWORKS[framework]) == role
 
 
 def test_a_job_name_that_cannot_name_a_service_is_refused() -> None:

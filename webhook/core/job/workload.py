@@ -127,7 +127,9 @@ def read_role(labels: Mapping[str, str], framework: Framework) -> str:
     role = labels.get(contract.ROLE)
     if role is None:
         return framework.default_role
-    if framework.roles and role not in framework.roles:
+    if role in framework.roles:
+        return role  # the framework's own role names are DNS-1035 labels
+    if framework.roles:
         raise InvalidSetting(
             contract.ROLE, role, f"{framework.name} roles are {', '.join(framework.roles)}"
         )
