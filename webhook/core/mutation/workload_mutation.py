@@ -290,7 +290,8 @@ def _annotate_template(
     draft: Draft, obj: Mapping[str, Any], topology: Topology, excluding: bool = False
 ) -> None:
     own = annotations_of(obj)
-    wanted = {key: own[key] for key in contract.POD_SETTINGS if key in own}
+    # In the contract's order; most workloads carry no annotations at all.
+    wanted = {key: own[key] for key in contract.POD_SETTINGS if key in own} if own else {}
     wanted.update(stamp(topology))
     if excluding:  # its pods read the nodes the job's restarts exclude (node_exclusion.py)
         wanted[contract.EXCLUDES_NODES] = "true"
