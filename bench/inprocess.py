@@ -43,6 +43,9 @@ class StoredWorkloads:
     def get(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
         return None
 
+    def cached(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        return None
+
 
 def body_of(case: Case) -> bytes:
     return json.dumps(case.review).encode()

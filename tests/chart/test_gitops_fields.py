@@ -19,7 +19,14 @@ import pytest
 import yaml
 
 from tests.chart.rendering import REPO
-from tests.support.stored import indexed_job, owned, pod, stamped, statefulset
+from tests.support.stored import (
+    indexed_job,
+    owned,
+    pod,
+    stamped,
+    statefulset,
+    sweepers_ssh_secret,
+)
 from tests.sweeper.helpers import NOW, decision, of_type
 from webhook.cli import main
 from webhook.core import contract
@@ -658,8 +665,16 @@ def test_the_guide_lists_every_field_the_sweeper_patches_on_workloads_and_no_oth
         ("PodGroup", "spec.topologyConstraint"),
         ("PodGroup", "spec.schedulingPolicy"),
     } <= podgroups
+    # Once the job's SSH Secret is seen to be the one it made: the record of what is proven.
+    hv_proving = stamped(
+        indexed_job("hv-launcher", role="launcher", job="hv"),
+        statefulset("hv-worker", framework="mpi", role="worker", job="hv"),
+    )
+    keys = sweepers_ssh_secret("hv", *hv_proving, proven=False)
+    proven = sweeper_changes(hv_proving, [], secrets=[keys])
+    assert ("Job", f'metadata.annotations["{contract.PROVEN_OBJECTS}"]') in proven
     changes = finished | restamped | suspended | never_started | kept | timed | running | paused
-    changes |= podgroups
+    changes |= podgroups | proven
     assert changes | released | recorded == documented("sweeper")
 
 

@@ -96,6 +96,9 @@ class _Fixed:
         found = [w for w in self.workloads if (w["kind"], w["metadata"]["name"]) == (kind, name)]
         return found[0] if found else None
 
+    def cached(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        return self.get(namespace, kind, name)
+
 
 def example_answers() -> dict[str, str]:
     """Every example's answers, keyed by file, kind and name."""

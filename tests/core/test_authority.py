@@ -94,6 +94,24 @@ def test_nobody_but_the_sweeper_records_the_digest_that_proves_an_mpi_jobs_ssh_k
     assert admitted(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=SWEEPER))
 
 
+def test_nobody_but_the_sweeper_records_which_objects_a_jobs_pods_may_mount_ungated() -> None:
+    # Whoever wrote it could have the job's next pods mount a ConfigMap or Secret of their own.
+    old = created_by(statefulset("pt-worker", "pytorch", role="worker", job="pt"), ALICE)
+    new = annotated(old, **{contract.PROVEN_OBJECTS: "ConfigMap/pt-peers-0123456789"})
+    for user in (MALLORY, ALICE):
+        assert refusal(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=user)) == (
+            f"{contract.PROVEN_OBJECTS}: written only by the Trainhook sweeper, which acts on "
+            f"them (it runs as {SWEEPER}); remove it from the StatefulSet"
+        )
+    created = annotated(
+        statefulset("pt-master", "pytorch", role="master", job="pt"),
+        **{contract.PROVEN_OBJECTS: "Secret/pt-ssh"},
+    )
+    message = refusal(Request("StatefulSet", "CREATE", created, "ml", username=MALLORY))
+    assert message.startswith(f"{contract.PROVEN_OBJECTS}: written only by the Trainhook sweeper")
+    assert admitted(Request("StatefulSet", "UPDATE", new, "ml", old=old, username=SWEEPER))
+
+
 def test_nobody_but_the_sweeper_names_a_jobs_stragglers() -> None:
     # A forged list would have the job's next restart keep its pods off any node named in it.
     old = created_by(statefulset("ddp", "pytorch"), ALICE)

@@ -58,6 +58,9 @@ class Unreachable:
     def get(self, namespace: str, kind: str, name: str) -> None:
         return None
 
+    def cached(self, namespace: str, kind: str, name: str) -> None:
+        return None
+
 
 class Counting(StoredWorkloads):
     def __init__(self) -> None:

@@ -403,6 +403,9 @@ class BrokenLookup:
     def get(self, namespace: str, kind: str, name: str) -> None:
         raise RuntimeError("lookup is broken")
 
+    def cached(self, namespace: str, kind: str, name: str) -> None:
+        raise RuntimeError("lookup is broken")
+
 
 def test_a_fault_of_the_webhook_is_a_500_with_one_line_and_its_traceback_only_in_the_log(
     caplog: pytest.LogCaptureFixture,

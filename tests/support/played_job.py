@@ -6,6 +6,7 @@ that its training container exited with a given code). Used by `make demo`."""
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -25,9 +26,18 @@ class PlayedJob(PlayedCluster):
     """`admit` sends a review to the webhook (from this thread only); `exit` asks the kubelet
     to report an exit; `error` is what stopped the played components, if anything did."""
 
-    def __init__(self, emulator: Any, kube: Kube, admit: Admit, interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        emulator: Any,
+        kube: Kube,
+        admit: Admit,
+        interval: float = 0.05,
+        per_step: int | None = None,
+    ) -> None:
         super().__init__(emulator, kube, [], interval)
         self.admit = admit
+        self.per_step = per_step  # the most pods the controller creates a step: its client's rate
+        self._templates: dict[tuple[str, Any], list[dict[str, Any]]] = {}
         self.error: Exception | None = None
         self._exits: dict[str, int] = {}  # pod uid -> the exit code its kubelet is to report
         self._lock = threading.Lock()
@@ -50,17 +60,30 @@ class PlayedJob(PlayedCluster):
 
     def step(self, pods: dict[str, dict[str, Any]]) -> list[Write]:
         writes: list[Write] = []
+        created = 0
         for workload in self.emulator.objects(STATEFULSETS, NAMESPACE):
-            for raw in expand(workload, NAMESPACE):
-                if raw["metadata"]["name"] not in pods:
+            prefix = workload["metadata"]["name"] + "-"
+            if sum(name.startswith(prefix) for name in pods) >= workload["spec"]["replicas"]:
+                continue  # none missing: the workload's pods are not expanded again
+            for made in self._expanded(workload):
+                if made["metadata"]["name"] not in pods and created != self.per_step:
+                    raw = copy.deepcopy(made)
                     writes.append(
                         ("create", raw["metadata"]["name"], self._admitted(workload, raw))
                     )
                     self.writes["create pod (StatefulSet controller)"] += 1
+                    created += 1
         for obj in pods.values():
             writes += self._schedule_and_run(obj)
             writes += self._exited(obj)
         return writes
+
+    def _expanded(self, workload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pods of `workload` as its controller makes them, expanded once per version."""
+        key = (workload["metadata"]["name"], workload["metadata"].get("resourceVersion"))
+        if key not in self._templates:
+            self._templates[key] = expand(dict(workload), NAMESPACE)
+        return self._templates[key]
 
     def _pods(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.emulator.objects(PODS, NAMESPACE)
@@ -88,6 +111,8 @@ class PlayedJob(PlayedCluster):
 
     def _schedule_and_run(self, obj: dict[str, Any]) -> list[Write]:
         name, spec = obj["metadata"]["name"], obj["spec"]
+        if spec.get("schedulingGates"):
+            return []  # the scheduler leaves a gated pod alone
         if not spec.get("nodeName"):
             self._nodes += 1
             self.writes["bind pod (scheduler)"] += 1

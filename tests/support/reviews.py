@@ -205,6 +205,9 @@ class StoredWorkloads:
     def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((namespace, kind, name))
 
+    def cached(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((namespace, kind, name))
+
 
 class Store(Protocol):
     """Where admitted workloads are kept, as the API server keeps them."""

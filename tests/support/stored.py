@@ -5,11 +5,13 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from tests.support import builders
 from webhook.core import contract
 from webhook.core.job.workload import build_topology, read_workload
+from webhook.core.mutation.owned_objects import proof_record
 from webhook.core.shape.peers import content_digest
 from webhook.core.shape.topology import stamp
 from webhook.kube.resources import MANAGED_BY, MANAGER
@@ -271,9 +273,12 @@ def _pod(
     }
 
 
-def sweepers_ssh_secret(job: str, *workloads: dict[str, Any]) -> dict[str, Any]:
+def sweepers_ssh_secret(
+    job: str, *workloads: dict[str, Any], proven: bool = True
+) -> dict[str, Any]:
     """The job's SSH Secret as the sweeper makes it: the digest of its data recorded on the job's
-    `workloads` (changed in place) before it is created, and owned by them."""
+    `workloads` (changed in place) before it is created, and owned by them; with `proven`, also
+    the record of its proof the sweeper writes once it has seen it."""
     owners = [{"uid": w["metadata"]["uid"]} for w in workloads]
     secret = owned("Secret", f"{job}-ssh", job=job, owners=owners)
     secret["type"] = "Opaque"
@@ -281,7 +286,17 @@ def sweepers_ssh_secret(job: str, *workloads: dict[str, Any]) -> dict[str, Any]:
     for workload in workloads:
         annotations = workload["metadata"].setdefault("annotations", {})
         annotations[contract.SSH_KEYS_DIGEST] = content_digest(secret["data"])
+    if proven:
+        prove(workloads, f"Secret/{job}-ssh")
     return secret
+
+
+def prove(workloads: Iterable[dict[str, Any]], *names: str) -> None:
+    """Record `names` (`Kind/name`) on `workloads` as the objects the sweeper has proven, as it
+    does once it has seen them (changed in place)."""
+    for workload in workloads:
+        annotations = workload["metadata"].setdefault("annotations", {})
+        annotations[contract.PROVEN_OBJECTS] = proof_record(names)
 
 
 def owned(

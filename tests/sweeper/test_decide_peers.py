@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.support.stored import NAMESPACE, bare_pod, owned, pod, stamped, statefulset
+from tests.support.stored import NAMESPACE, bare_pod, owned, pod, prove, stamped, statefulset
 from webhook.core import contract
 from webhook.core.mutation.pod_mutation import mutate_pod
 from webhook.core.render import expand
 from webhook.core.shape.peers import PeerFiles, configmap_prefix, digest_of
-from webhook.kube.resources import CONFIGMAPS, MANAGED_BY, MANAGER, STATEFULSETS
+from webhook.kube.resources import CONFIGMAPS, MANAGED_BY, MANAGER, PODS, STATEFULSETS
 from webhook.sweeper.actions import Create, Delete, Emit, Patch
 
 from .helpers import decision, of_type
@@ -125,14 +125,45 @@ def test_a_small_job_gets_no_configmap() -> None:
 
 def test_an_existing_configmap_is_not_created_again() -> None:
     master, workers = large_job()
-    existing = peers_configmap(mounted_files(workers, 0))
+    files = mounted_files(workers, 0)
+    prove([master, workers], f"ConfigMap/{files.name}")
+    existing = peers_configmap(files)
     actions = decision("pt", [master, workers], services=[service()], configmaps=[existing])
     assert actions.actions == ()
+
+
+def test_the_look_that_finds_the_configmap_proven_records_it_on_every_workload() -> None:
+    master, workers = large_job()
+    files = mounted_files(workers, 0)
+    existing = peers_configmap(files)
+    actions = decision("pt", [master, workers], services=[service()], configmaps=[existing])
+    record = {"metadata": {"annotations": {contract.PROVEN_OBJECTS: f"ConfigMap/{files.name}"}}}
+    assert len(of_type(actions.actions, Patch)) == len(actions.actions)
+    patches = of_type(actions.actions, Patch)
+    assert [(p.resource, p.name, p.patch, p.resource_version) for p in patches] == [
+        (STATEFULSETS, "pt-master", record, master["metadata"]["resourceVersion"]),
+        (STATEFULSETS, "pt-worker", record, workers["metadata"]["resourceVersion"]),
+    ]
+
+
+def test_a_record_that_no_longer_holds_is_taken_back_in_the_look_that_finds_it() -> None:
+    master, workers = large_job()
+    files = mounted_files(workers, 0)
+    prove([master, workers], f"ConfigMap/{files.name}")
+    # Deleted by someone, then planted under the name with other lists.
+    planted = peers_configmap(PeerFiles(files.name, {"TRAINHOOK_WORKER_HOSTS": "evil.ml.svc"}))
+    actions = decision("pt", [master, workers], services=[service()], configmaps=[planted])
+    taken_back = {"metadata": {"annotations": {contract.PROVEN_OBJECTS: None}}}
+    assert [(p.name, p.patch) for p in of_type(actions.actions, Patch)] == [
+        ("pt-master", taken_back),
+        ("pt-worker", taken_back),
+    ]
 
 
 def test_a_scale_creates_the_new_lists_before_it_restamps_any_workload() -> None:
     master, workers = large_job()
     old = mounted_files(workers, 0)
+    prove([master, workers], f"ConfigMap/{old.name}")
     workers["spec"]["replicas"] = 101
     running = [with_peers(pod(workers, i), old.name) for i in range(3)]
     actions = decision(
@@ -157,6 +188,7 @@ def test_a_scale_creates_the_new_lists_before_it_restamps_any_workload() -> None
 def test_lists_no_pod_mounts_and_no_stamp_names_are_deleted() -> None:
     master, workers = large_job()
     current = mounted_files(workers, 0)
+    prove([master, workers], f"ConfigMap/{current.name}")
     gone = peers_configmap(stale())
     actions = decision(
         "pt",
@@ -198,7 +230,9 @@ def test_a_planted_configmap_labelled_as_the_sweepers_is_deleted_with_one_warnin
 
 def test_a_configmap_planted_with_the_jobs_own_lists_is_harmless_and_kept() -> None:
     master, workers = large_job()
-    same = peers_configmap(mounted_files(workers, 0))
+    files = mounted_files(workers, 0)
+    prove([master, workers], f"ConfigMap/{files.name}")
+    same = peers_configmap(files)
     same["metadata"]["uid"] = "uid-of-someone-elses"
 
     actions = decision("pt", [master, workers], services=[service()], configmaps=[same]).actions
@@ -245,7 +279,10 @@ def test_pods_start_only_once_their_configmap_holds_exactly_the_jobs_lists() -> 
     assert [c.body["metadata"]["name"] for c in of_type(made.actions, Create)] == [files.name]
     ours = peers_configmap(files)
     made = decision("pt", [master, workers], pods, services=[service()], configmaps=[ours])
+    record = {"metadata": {"annotations": {contract.PROVEN_OBJECTS: f"ConfigMap/{files.name}"}}}
     assert [(p.name, p.patch) for p in of_type(made.actions, Patch)] == [
+        ("pt-master", record),  # pods created from now on mount it without the gate
+        ("pt-worker", record),
         ("pt-worker-0", lifted),
         ("pt-worker-1", lifted),
     ]
@@ -282,7 +319,11 @@ def test_a_pod_held_for_its_roles_too_is_let_go_one_gate_at_a_time() -> None:
     ours = peers_configmap(files)
     made = decision("pt", [master, workers], [both], services=[service()], configmaps=[ours])
     # One patch: the roles gate lifted, the owned-objects one kept for the next pass.
-    gates = [p.patch["spec"]["schedulingGates"] for p in of_type(made.actions, Patch)]
+    gates = [
+        p.patch["spec"]["schedulingGates"]
+        for p in of_type(made.actions, Patch)
+        if p.resource == PODS
+    ]
     assert gates == [[{"name": contract.KUEUE_ADMISSION_GATE}, OWNED_GATE]]
 
 

@@ -424,9 +424,12 @@ def gated_for_keys(obj: dict[str, Any], phase: str = "Pending") -> dict[str, Any
 def test_mpi_pods_start_only_with_the_ssh_secret_whose_digest_the_sweeper_recorded():
     launcher, workers = mpi_job()
     pods = [gated_for_keys(pod(workers, 0)), gated_for_keys(pod(workers, 1))]
-    ours = sweepers_ssh_secret("hvd", launcher, workers)
+    ours = sweepers_ssh_secret("hvd", launcher, workers, proven=False)
     lifted = of_type(decision("hvd", [launcher, workers], pods, secrets=[ours]).actions, Patch)
+    record = {"metadata": {"annotations": {contract.PROVEN_OBJECTS: "Secret/hvd-ssh"}}}
     assert [(p.name, p.patch) for p in lifted] == [
+        ("hvd-launcher", record),  # pods created from now on mount it without the gate
+        ("hvd-worker", record),
         ("hvd-worker-0", {"spec": {"schedulingGates": None}}),
         ("hvd-worker-1", {"spec": {"schedulingGates": None}}),
     ]
@@ -440,7 +443,7 @@ def test_mpi_pods_start_only_with_the_ssh_secret_whose_digest_the_sweeper_record
 
 def test_an_ssh_secret_made_before_digests_were_recorded_is_adopted_by_a_running_job():
     launcher, workers = mpi_job()
-    ours = sweepers_ssh_secret("hvd", launcher, workers)
+    ours = sweepers_ssh_secret("hvd", launcher, workers, proven=False)
     for workload in (launcher, workers):
         del workload["metadata"]["annotations"][contract.SSH_KEYS_DIGEST]
     running = [pod(workers, 0), pod(workers, 1)]  # admitted before pods were gated

@@ -77,8 +77,9 @@ def _fresh_digests(monkeypatch):
 
 def test_a_large_jobs_start_writes_one_patch_per_gated_pod_and_a_few_more():
     """The documented bound (docs/sweeper.md, "Bounded writes"): the Service, the peers
-    ConfigMap and a record per workload, then each pod's owned-objects gate lifted by a patch
-    of its own once the ConfigMap is proven."""
+    ConfigMap and a record per workload (the proof among them), then the owned-objects gate of
+    each pod that came gated lifted by a patch of its own once the ConfigMap is proven; the pods
+    created after the proof come ungated (tests/sweeper/test_start_writes_live.py)."""
     master, workers = stamped(
         statefulset("pt-master", role="master", job="pt"),
         statefulset("pt-worker", role="worker", job="pt", replicas=WORKERS),

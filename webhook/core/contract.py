@@ -101,6 +101,10 @@ WAITING_FOR_OWNED_OBJECTS: Final = "trainhook.io/waiting-for-owned-objects"
 # On the job's workloads, written by the sweeper alone before it creates the SSH Secret: the digest
 # of the Secret's data, which proves the Secret under that name the one it made.
 SSH_KEYS_DIGEST: Final = "trainhook.io/ssh-keys-digest"
+# On the job's workloads, written by the sweeper alone: the objects it made for the job and has
+# proven its own (`ConfigMap/<name>,Secret/<name>,ComputeDomain/<name>`). A pod that mounts or
+# claims only those is admitted without the owned-objects gate.
+PROVEN_OBJECTS: Final = "trainhook.io/proven-objects"
 TOPOLOGY: Final = "trainhook.io/topology"  # {"role": replicas, ...} in role order
 HOSTS: Final = "trainhook.io/hosts"  # {"role": {"pod": prefix, "start": n, "service": s}}
 HOSTFILE: Final = "trainhook.io/hostfile"  # MPI hostfile, projected into the launcher

@@ -14,6 +14,7 @@ Start one cache per gunicorn worker, after the fork (threads do not survive a fo
     cache.synced()                                     # for /readyz
     cache.siblings(namespace, job, exclude=(kind, name))  # list of dicts, or None
     cache.get(namespace, "StatefulSet", name)           # the owner of an unstamped pod
+    cache.cached(namespace, "StatefulSet", name)        # the same from the cache alone
 
 The objects are dicts shaped like the API's JSON (camelCase keys), without managedFields. They
 are the cache's own, handed out without a copy: a change in the cluster replaces an object
@@ -122,6 +123,13 @@ class SiblingCache:
         if found:
             return found
         return self._read_siblings(namespace, job, exclude)
+
+    def cached(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+        """One StatefulSet or Job as the cache holds it; None on a miss, never a read."""
+        if kind not in RESOURCES:
+            return None
+        informer = self._informer(kind, namespace)
+        return informer.get(namespace, name) if informer is not None else None
 
     def get(self, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
         """One StatefulSet or Job; on a cache miss, a direct read bounded by the read timeout.

@@ -19,7 +19,8 @@ from webhook.core.contract import DEFAULT_COSCHEDULING_SCHEDULER
 from webhook.core.errors import TrainhookError
 from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.limits import one_line
-from webhook.core.mutation.admit import Found, Policy, Request, admit, job_of, lookups
+from webhook.core.mutation.admit import Found, Lookups, Policy, Request, admit, job_of, lookups
+from webhook.core.mutation.owned_objects import proven_for
 from webhook.server.reviews import (
     API_VERSION,
     KIND,
@@ -48,6 +49,11 @@ class Lookup(Protocol):
 
     def get(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
         """One StatefulSet or Job; None when it does not exist or cannot be read."""
+        ...
+
+    def cached(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """One StatefulSet or Job as the cache holds it, never read from the API; None when
+        the cache does not hold it."""
         ...
 
 
@@ -385,10 +391,22 @@ def _admit(decoded: _Decoded, context: Context) -> Answer:
 
 def _look_up(request: Request, lookup: Lookup | None, warnings: list[str], record: Record) -> Found:
     """Read what the core asks for: the other workloads of a workload's job; for a pod without
-    a stamp, its owner and the owner's siblings."""
+    a stamp, its owner and the owner's siblings; for a pod of a StatefulSet or Job, the objects
+    its controller records as proven, from the cache alone."""
     wanted = lookups(request)
     if lookup is None:
         return Found()
+    found = _read(request, wanted, lookup, warnings, record)
+    if wanted.proof is None:
+        return found
+    kind, name, uid = wanted.proof
+    proven = proven_for(lookup.cached(request.namespace, kind, name), uid)
+    return Found(found.siblings, found.owner, proven) if proven else found
+
+
+def _read(
+    request: Request, wanted: Lookups, lookup: Lookup, warnings: list[str], record: Record
+) -> Found:
     if wanted.job is not None and wanted.itself is not None:
         return Found(
             _siblings(lookup, request.namespace, wanted.job, wanted.itself, warnings, record)

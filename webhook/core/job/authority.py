@@ -20,7 +20,8 @@ _MEMBER_KINDS = (*WORKLOAD_KINDS, "Pod")
 # end or fail a job as surely as a forged phase. The progress summary and a pod's last checkpoint
 # come from reports the sweeper verified; schedulers and people read them, and the stragglers it
 # flags from them keep a restart off their nodes, so nobody else writes them either. The SSH
-# keys' digest is what proves the job's Secret the one the sweeper made.
+# keys' digest is what proves the job's Secret the one the sweeper made, and the proven objects
+# let pods mount them ungated.
 OUTCOME_KEYS = (
     contract.PHASE,
     contract.FINISHED_AT,
@@ -33,6 +34,7 @@ OUTCOME_KEYS = (
     contract.LAST_CHECKPOINT,
     contract.STRAGGLERS,
     contract.SSH_KEYS_DIGEST,
+    contract.PROVEN_OBJECTS,
 )
 
 

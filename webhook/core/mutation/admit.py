@@ -23,6 +23,7 @@ from webhook.core.job.gang import KUBERNETES_NOT_SERVED
 from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.job.workload import WORKLOAD_KINDS, job_of
 from webhook.core.limits import WARNING_AT_MOST, one_line
+from webhook.core.mutation.owned_objects import workload_controller
 from webhook.core.mutation.pod_mutation import owner_to_resolve
 from webhook.core.mutation.pod_patches import pod_patch
 from webhook.core.mutation.workload_mutation import mutate_workload, opt_out
@@ -31,6 +32,7 @@ from webhook.core.patch import PatchOp, diff
 
 __all__ = [
     "Found",
+    "Lookups",
     "Outcome",
     "Policy",
     "Request",
@@ -115,17 +117,23 @@ class Request:
 @dataclass(frozen=True, init=False)
 class Found:
     """What the server read for a request, as `lookups()` asked: the other workloads of the job
-    and, for a pod without a topology stamp, the StatefulSet or Job that owns it."""
+    and, for a pod without a topology stamp, the StatefulSet or Job that owns it; for a pod of a
+    StatefulSet or Job, the objects the sweeper records on it as proven (`proven_objects`)."""
 
     siblings: Sequence[Mapping[str, Any]] = ()
     owner: Mapping[str, Any] | None = None
+    proven: frozenset[str] = frozenset()
 
     # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
     def __init__(
-        self, siblings: Sequence[Mapping[str, Any]] = (), owner: Mapping[str, Any] | None = None
+        self,
+        siblings: Sequence[Mapping[str, Any]] = (),
+        owner: Mapping[str, Any] | None = None,
+        proven: frozenset[str] = frozenset(),
     ) -> None:
         object.__setattr__(self, "siblings", siblings)
         object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "proven", proven)
 
 
 @dataclass(frozen=True)
@@ -161,11 +169,14 @@ class Outcome:
 @dataclass(frozen=True, init=False)
 class Lookups:
     """What to read before admitting: the job whose workloads are siblings (leaving out
-    `itself`), and the owner (kind, name) of a pod to read first, whose job then names them."""
+    `itself`), the owner (kind, name) of a pod to read first, whose job then names them, and
+    the controller (kind, name, uid) of a pod whose record of proven objects is read from the cache
+    alone (`proof`)."""
 
     job: str | None = None
     itself: tuple[str, str] | None = None
     owner: tuple[str, str] | None = None
+    proof: tuple[str, str, str] | None = None
 
     # Written out: mypyc compiles this __init__, not a generated one (docs/architecture.md).
     def __init__(
@@ -173,10 +184,12 @@ class Lookups:
         job: str | None = None,
         itself: tuple[str, str] | None = None,
         owner: tuple[str, str] | None = None,
+        proof: tuple[str, str, str] | None = None,
     ) -> None:
         object.__setattr__(self, "job", job)
         object.__setattr__(self, "itself", itself)
         object.__setattr__(self, "owner", owner)
+        object.__setattr__(self, "proof", proof)
 
 
 def lookups(request: Request) -> Lookups:
@@ -189,7 +202,10 @@ def lookups(request: Request) -> Lookups:
         if job is None:
             return Lookups()
         return Lookups(job=job, itself=(request.kind, request.object_name))
-    return Lookups(owner=owner_to_resolve(request.object))
+    pod = request.object
+    if contract.FRAMEWORK not in labels_of(pod):
+        return Lookups()
+    return Lookups(owner=owner_to_resolve(pod), proof=workload_controller(pod))
 
 
 def admit(
@@ -232,6 +248,7 @@ def admit(
             coscheduling_scheduler=policy.coscheduling_scheduler,
             progress=policy.progress,
             review_bytes=request.size,
+            proven=found.proven,
         )
         return Outcome(patch, pod_warnings)
     if kind == "Pod":

@@ -46,6 +46,7 @@ from webhook.core.job.workload import (
     template_only,
 )
 from webhook.core.keys import check_keys
+from webhook.core.mutation.owned_objects import needed_objects
 from webhook.core.mutation.pod_plumbing import keep_last_words, set_gpus, set_scheduler, set_shm
 from webhook.core.mutation.workload_mutation import sibling_workloads
 from webhook.core.objects import annotations_of, labels_of
@@ -144,8 +145,10 @@ def mutate_pod(
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
     own_written: Callable[[Mapping[str, Any], list[str]], None] | None = None,
     progress: ProgressEndpoint | None = None,
+    proven: frozenset[str] = frozenset(),
 ) -> PodMutation:
-    """Mutate a labelled pod; `progress` is where a job that reports its progress sends it.
+    """Mutate a labelled pod; `progress` is where a job that reports its progress sends it, and
+    `proven` the objects its owner records the sweeper has proven (`proven_objects`).
     `own_written`, when given, sees the pod and the warnings as they
     are once what differs between the pods of its workload is written, before the rest."""
     reading = read_pod(pod, namespace, owner, siblings, cluster_domain)
@@ -160,7 +163,7 @@ def mutate_pod(
     write_own(draft, pod, reading.identity, place, reading.training, warnings)
     if own_written is not None:
         own_written(draft.root, warnings)
-    write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings)
+    write_shared(draft, pod, reading, place, coscheduling_scheduler, warnings, proven)
     exclude_nodes(draft, pod, excluded_by(owner))
     if reading.settings.checkpoint_on_stop is not None:
         add_checkpoint_file(draft, pod, reading.training)
@@ -284,6 +287,7 @@ def write_shared(
     place: Place,
     coscheduling_scheduler: str,
     warnings: list[str],
+    proven: frozenset[str] = frozenset(),
 ) -> None:
     """What every pod of one workload gets alike: volumes, mounts, GPUs and its scheduler.
     (A framework's `pod_extras` reads only the role-wide part of the placement.)"""
@@ -311,11 +315,13 @@ def write_shared(
         present = (r.name for r in placement.topology.roles)
         if missing_roles(reading.framework, present, settings.roles):
             add_gate(draft, pod, contract.WAITING_FOR_ROLES)  # its world would be partial
-    if (
-        place.files is not None
-        or wants_ssh_keys(reading.framework, settings)
-        or settings.nvlink_domain
-    ):
+    needed = needed_objects(
+        placement.topology.job,
+        place.files.name if place.files is not None else None,
+        wants_ssh_keys(reading.framework, settings),
+        settings.nvlink_domain,
+    )
+    if not proven.issuperset(needed):
         # Lifted once the sweeper has proven the ConfigMap, Secret or ComputeDomain the pod
         # mounts or claims from its own.
         add_gate(draft, pod, contract.WAITING_FOR_OWNED_OBJECTS)

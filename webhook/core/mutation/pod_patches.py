@@ -88,7 +88,7 @@ class _Kept:
     values: _Values | None  # None where a later pod's own ops must be written and diffed
 
 
-Key = tuple[bytes, str, str, str]
+Key = tuple[bytes, str, str, str, frozenset[str]]
 
 # A pod with more containers than this, or sent in a review larger than MAX_SHARED_BYTES, is
 # mutated in full, never keyed: its key costs in proportion to the pod (encoding a pod of
@@ -138,10 +138,11 @@ def pod_patch(
     coscheduling_scheduler: str = contract.DEFAULT_COSCHEDULING_SCHEDULER,
     progress: ProgressEndpoint | None = None,
     review_bytes: int = 0,
+    proven: frozenset[str] = frozenset(),
 ) -> tuple[list[PatchOp], list[str]]:
     """The JSONPatch and warnings of `mutate_pod` for a labelled pod, reusing what an earlier
-    pod of the same workload revision made (`review_bytes`: the size of the review it came in,
-    0 when unknown)."""
+    pod of the same workload revision, with the same objects proven, made (`review_bytes`: the
+    size of the review it came in, 0 when unknown)."""
     key = None
     try:
         identity = identify(pod)
@@ -157,7 +158,7 @@ def pod_patch(
     ):
         # The encoding itself, not a hash of it: equal keys are equal pods, and no hash
         # function is set up (OpenSSL's) or lets go of the interpreter lock (for long data).
-        key = (_shared_encoding(pod), namespace, cluster_domain, coscheduling_scheduler)
+        key = (_shared_encoding(pod), namespace, cluster_domain, coscheduling_scheduler, proven)
         _counts["keyed"] += 1
         kept = _slot(key)[0]
         if kept is not None and _owner(kept.reading.identity) == _owner(identity):
@@ -181,6 +182,7 @@ def pod_patch(
         coscheduling_scheduler=coscheduling_scheduler,
         progress=progress,
         own_written=own_written if key is not None else None,
+        proven=proven,
     )
     ops = diff(pod, mutation.pod)
     # A pod that reports progress gets its endpoint's env and files first, and a preflight

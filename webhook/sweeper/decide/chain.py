@@ -15,7 +15,11 @@ from webhook.core.objects import parse_time
 from webhook.kube.resources import PODS
 from webhook.sweeper.actions import Action, Decision, Delete, Emit
 from webhook.sweeper.decide.agreement import agreement_warnings
-from webhook.sweeper.decide.compute_domain import compute_domain_actions, compute_domain_ready
+from webhook.sweeper.decide.compute_domain import (
+    compute_domain_actions,
+    compute_domain_ready,
+    nvlink_pods,
+)
 from webhook.sweeper.decide.events import (
     event_on,
     intruder_events,
@@ -50,6 +54,7 @@ from webhook.sweeper.decide.owned import (
     owned_recheck,
     peers_actions,
     podgroup_actions,
+    proof_records,
     service_actions,
     ssh_secret_actions,
 )
@@ -201,6 +206,7 @@ def _running(
     elif phase != recorded.get("state") and (phase, reason) != ("Pending", "Pending"):
         events.append(state_event(state, phase, reason, message, restarts))
     events += straggler_events(state)
+    proofs: dict[str, dict[str, str | None]] = {}
     try:
         actions: list[Action] = []
         resume = resume_job(state)
@@ -213,7 +219,9 @@ def _running(
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
             actions += peers_actions(state)
-            actions += owned_gate_actions(state, compute_domain_ready(state))
+            domain = compute_domain_ready(state)
+            actions += owned_gate_actions(state, domain)
+            proofs = proof_records(state, domain and nvlink_pods(state) > 0)
             if now >= settled and not restarting and not resume:
                 actions += agreement_warnings(state)
                 actions += topology_actions(state)
@@ -221,7 +229,10 @@ def _running(
         first = state.workloads[0]
         invalid = event_on(state, first, "Warning", "InvalidJob", str(error))
         return Decision((invalid,), phase="Invalid")
-    actions = merge_records(state, actions, events, records_to_write(state, counts, status))
+    records = records_to_write(state, counts, status)
+    for name, proof in proofs.items():
+        records[name] = records.get(name, {}) | proof
+    actions = merge_records(state, actions, events, records)
     actions += [Delete(PODS, state.namespace, pod.name, pod.uid) for pod in restarting]
     actions += [a for a in checkpoint.actions if not isinstance(a, Emit)]
     in_place_deadline = None

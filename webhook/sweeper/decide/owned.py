@@ -8,12 +8,15 @@ from typing import Any
 
 from webhook.core import contract
 from webhook.core.compat import job_lists
+from webhook.core.contract import PROVEN_OBJECTS
 from webhook.core.errors import TrainhookError
+from webhook.core.fabrics.nvlink import COMPUTE_DOMAIN_KIND, compute_domain_name
 from webhook.core.frameworks.mpi import SSH_PORT
 from webhook.core.job.gang import Gang, job_gang
 from webhook.core.job.gang import podgroup_spec as core_podgroup_spec
 from webhook.core.job.settings import wants_ssh_keys
 from webhook.core.job.workload import build_topology
+from webhook.core.mutation.owned_objects import proof_record
 from webhook.core.shape.peers import PeerFiles, configmap, inline, peer_files
 from webhook.core.shape.topology import stamp, topology_from_stamp
 from webhook.kube.resources import (
@@ -469,6 +472,26 @@ def owned_gate_actions(state: JobState, domain: bool = True) -> Iterable[Action]
             gates = [{"name": g} for g in pod.gates if g != contract.WAITING_FOR_OWNED_OBJECTS]
             patch = {"spec": {"schedulingGates": gates or None}}
             yield Patch(PODS, state.namespace, pod.name, patch, pod.resource_version)
+
+
+def proof_records(state: JobState, domain: bool) -> dict[str, dict[str, str | None]]:
+    """Per workload, the record of the objects its pods mount or claim that are proven the
+    job's own (`domain`: it has a ComputeDomain, proven), where it is not already so: pods
+    created once it is written need no gate's patch. A record that no longer holds is
+    rewritten in the same look that finds it so."""
+    names = [f"ConfigMap/{name}" for name in proven_peers(state)] if state.peers else []
+    secret = state.secret
+    keys = secret is not None and wants_ssh_keys(state.framework, state.settings)
+    if secret is not None and keys and ssh_keys_proven(state):
+        names.append(f"Secret/{secret.name}")
+    if domain:
+        names.append(f"{COMPUTE_DOMAIN_KIND}/{compute_domain_name(state.job)}")
+    record = proof_record(names)
+    return {
+        workload.name: {PROVEN_OBJECTS: record or None}
+        for workload in state.workloads
+        if workload.kind != "Pod" and workload.annotations.get(PROVEN_OBJECTS, "") != record
+    }
 
 
 def waiting_for(state: JobState) -> list[str]:
