@@ -95,9 +95,14 @@ DISTINCT_VALUES: dict[type, list[Any]] = {
     Request: [
         "Pod", "CREATE", {"kind": "Pod"}, "ml", "llm-worker-2", {"kind": "Pod"}, "al", True, 9
     ],
-    Found: [[{"kind": "StatefulSet"}], {"kind": "Job"}],
+    Found: [[{"kind": "StatefulSet"}], {"kind": "Job"}, frozenset({"Secret/llm-ssh"})],
     Outcome: [[{"op": "add", "path": "/spec/hostname", "value": "a"}], ["env RANK was set"]],
-    Lookups: ["llm", ("StatefulSet", "llm-worker"), ("Job", "llm-launcher")],
+    Lookups: [
+        "llm",
+        ("StatefulSet", "llm-worker"),
+        ("Job", "llm-launcher"),
+        ("StatefulSet", "llm-worker", "uid-1"),
+    ],
     PodIdentity: ["StatefulSet", "llm-worker", 2],
     Membership: ["llm", "old-job", True],
     Placement: [
