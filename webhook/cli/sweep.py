@@ -21,6 +21,7 @@ from webhook.cli.validators import (
 )
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
+from webhook.sweeper.heap import PERIOD_SECONDS
 from webhook.sweeper.runner import BATCH_SECONDS, Sweeper, SweeperConfig
 from webhook.sweeper.serving.metrics import ProgressFigures, StragglerFigures, SweeperMetrics
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
@@ -186,6 +187,7 @@ def config_from(args: argparse.Namespace) -> SweeperConfig:
         writes_per_minute=args.writes_per_minute,
         write_burst=args.write_burst,
         batch_seconds=args.batch_seconds,
+        heap_seconds=PERIOD_SECONDS,
     )
 
 

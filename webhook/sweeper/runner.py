@@ -35,6 +35,7 @@ from webhook.kube.resources import (
 from webhook.sweeper.actions import Emit
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDeferred
+from webhook.sweeper.heap import Heap
 from webhook.sweeper.informers import (
     OPTIONAL,
     OWNED_SELECTOR,
@@ -85,6 +86,9 @@ class SweeperConfig:
     # A job's watch events within this window share one look at it (as the Job controller's
     # one-second batch period for pod events): its first event is acted on this much later.
     batch_seconds: float = BATCH_SECONDS
+    # A full pass of the cyclic garbage collector at an idle moment at most this often, what
+    # survives it frozen (heap.py); 0: the interpreter's own passes only.
+    heap_seconds: float = 0.0
 
 
 def fetch_state(
@@ -294,6 +298,7 @@ class Sweeper:
         self._failures: dict[JobKey, int] = {}
         self._costs: dict[JobKey, float] = {}  # seconds the job's last reconcile took
         self.health = SweeperHealth(queue_depth=lambda: len(self.queue))
+        self.heap = Heap(config.heap_seconds)
         # Told of each job gone (the progress endpoint forgets what it kept of its ranks).
         self.on_gone: list[Callable[[JobKey], None]] = []
 
@@ -358,9 +363,13 @@ class Sweeper:
             held = now_held
             if not held:
                 self._stopping.wait(min(0.2, self.config.retry_period))
+                if self.synced():
+                    self.heap.tidy()
                 continue
             due = self.queue.pop(timeout=min(0.5, self.config.retry_period))
-            if due is not None and self.shard(due) in held:
+            if due is None and self.synced():
+                self.heap.tidy()
+            elif due is not None and self.shard(due) in held:
                 self.reconcile(due)
 
     def shard(self, key: JobKey) -> int:

@@ -1,0 +1,86 @@
+"""The sweeper's full garbage collections, at idle moments rather than on pod events."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from webhook.sweeper.heap import THAW_EVERY, Heap
+
+
+class Node:
+    """An object in a reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture(autouse=True)
+def thawed() -> Iterator[None]:
+    yield
+    gc.unfreeze()  # what a test froze goes back to the interpreter's passes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_tidy_freezes_what_survives_so_the_interpreters_own_passes_skip_it() -> None:
+    kept = [Node() for _ in range(100)]
+    heap = Heap(60.0, Clock())
+    assert heap.tidy()
+    assert gc.get_freeze_count() >= len(kept)
+    assert all(node.me is node for node in kept)
+
+
+def test_a_tidy_comes_at_most_once_a_period() -> None:
+    clock = Clock()
+    heap = Heap(60.0, clock)
+    assert heap.tidy()
+    clock.now = 59.0
+    assert not heap.tidy()
+    clock.now = 60.0
+    assert heap.tidy()
+    assert heap.tidied == 2
+
+
+def test_cyclic_garbage_made_between_tidies_is_collected_by_the_next() -> None:
+    clock = Clock()
+    heap = Heap(60.0, clock)
+    heap.tidy()
+    node = Node()
+    gone = weakref.ref(node)
+    del node
+    clock.now = 60.0
+    heap.tidy()
+    assert gone() is None
+
+
+def test_cyclic_garbage_among_frozen_objects_is_collected_by_a_thawing_tidy() -> None:
+    clock = Clock()
+    heap = Heap(60.0, clock)
+    node = Node()
+    gone = weakref.ref(node)
+    heap.tidy()  # frozen while alive
+    del node
+    for tidy in range(1, THAW_EVERY):
+        clock.now = 60.0 * tidy
+        heap.tidy()
+        assert gone() is not None  # frozen: the interpreter's passes and these tidies skip it
+    clock.now = 60.0 * THAW_EVERY
+    heap.tidy()
+    assert gone() is None
+
+
+def test_a_period_of_zero_leaves_the_collector_as_the_interpreter_runs_it() -> None:
+    heap = Heap(0.0, Clock())
+    before = gc.get_freeze_count()
+    assert not heap.tidy()
+    assert gc.get_freeze_count() == before
