@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed
 # held to it by tests/test_compile_cache.py). Everything else runs the plain-Python tree.
 IMAGE_VENV  := .venv-image
 IMAGE_STAMP := $(IMAGE_VENV)/.installed
-ADMISSION := setup.py pyproject.toml $(shell find webhook/core -name '*.py') \
-             webhook/server/admission.py webhook/server/reviews.py webhook/server/shape.py
+# Everything the image's wheel is built from (scripts/compile.py keys its cache by the same).
+ADMISSION := setup.py pyproject.toml $(shell find webhook -type f -not -path '*/__pycache__/*' \
+             -not -name '*.so' -not -name '*.pyc')
 # What a fresh clone need not redo, kept outside it: the image's compiled wheel, by a digest of
 # everything its build reads (scripts/compile.py), and mypy's cache (it checks each entry against
 # the source it reads).

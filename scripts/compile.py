@@ -7,10 +7,10 @@ and check is what the chart's image runs. Nothing is compiled in the source tree
 `make test` and `pip install .` stay plain Python.
 
 mypyc takes a minute and a half; the wheel is kept in `<cache>/<key>/`, where the key is a digest
-of every input of the build: setup.py, each module's path and source (the compiled ones and those
-they are compiled against, as setup.py's `build_inputs` names them), pyproject.toml, mypy (which
-ships mypyc), this Python and its C compiler. The newest `KEEP` builds are kept. Prints the
-wheel's path.
+of every input of the build: setup.py, pyproject.toml, every file of the package (the compiled
+modules, those they are compiled against, and the rest the wheel carries as they are: a wheel
+kept for an older sweeper would have the bench measure that one), mypy (which ships mypyc), this
+Python and its C compiler. The newest `KEEP` builds are kept. Prints the wheel's path.
 
 Usage: python scripts/compile.py CACHE_DIR     (run it with the project's virtualenv Python)
 """
@@ -42,12 +42,22 @@ def build_key() -> str:
         _compiler(),
     ):
         digest.update(part.encode() + b"\0")
-    # Every core module, compiled or not (mypyc compiles against the ones it leaves interpreted),
-    # and the server's compiled module with those it imports: setup.py (this tree's) names them.
+    # What mypyc compiles and compiles against (setup.py, this tree's, names them), then every
+    # other file the wheel packs.
     setup = runpy.run_path(str(ROOT / "setup.py"), run_name="trainhook_setup")
-    for path in [*setup["build_inputs"](), "pyproject.toml"]:
+    inputs = [*setup["build_inputs"](), "pyproject.toml", *package_files()]
+    for path in dict.fromkeys(inputs):
         digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
     return digest.hexdigest()[:32]
+
+
+def package_files() -> list[str]:
+    """Every file of the `webhook` package the wheel is built from, by path, sorted."""
+    return sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "webhook").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".so", ".pyc")
+    )
 
 
 def _compiler() -> str:
