@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.sweeper.heap import THAW_EVERY, Heap
+from webhook.sweeper.heap import FULL_AFTER, THAW_EVERY, Heap
 
 
 class Node:
@@ -20,8 +20,10 @@ class Node:
 
 @pytest.fixture(autouse=True)
 def thawed() -> Iterator[None]:
+    thresholds = gc.get_threshold()
     yield
     gc.unfreeze()  # what a test froze goes back to the interpreter's passes
+    gc.set_threshold(*thresholds)
 
 
 class Clock:
@@ -80,7 +82,15 @@ def test_cyclic_garbage_among_frozen_objects_is_collected_by_a_thawing_tidy() ->
 
 
 def test_a_period_of_zero_leaves_the_collector_as_the_interpreter_runs_it() -> None:
+    thresholds = gc.get_threshold()
     heap = Heap(0.0, Clock())
     before = gc.get_freeze_count()
     assert not heap.tidy()
     assert gc.get_freeze_count() == before
+    assert gc.get_threshold() == thresholds
+
+
+def test_the_interpreters_own_full_passes_come_after_a_thousand_middle_ones_not_ten() -> None:
+    young, middle, _ = gc.get_threshold()
+    Heap(60.0, Clock())
+    assert gc.get_threshold() == (young, middle, FULL_AFTER) == (young, middle, 1000)
