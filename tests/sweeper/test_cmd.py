@@ -41,6 +41,7 @@ def test_the_environment_of_the_chart_sets_identity_lease_namespace_and_watched_
         lease_duration_seconds=15,
         renew_deadline=10.0,
         retry_period=2.0,
+        heap_seconds=60.0,  # the collector's full pass at an idle moment, once a minute at most
     )
 
 
