@@ -24,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,23 +97,32 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
     certs = tmp_path / "certs"
     generate(certs, "trainhook-progress", "trainhook")  # names 127.0.0.1 too
     with emulator() as api:
-        monkeypatch.setattr(
-            kube_config,
-            "KUBE_CONFIG_DEFAULT_LOCATION",
-            str(kubeconfig(tmp_path / "config", api.url)),
-        )
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        point_clients_at(api, tmp_path, monkeypatch)
         desk = ProgressDesk(api.api(), Limits(burst=50, reports_per_second=20, write_interval=0.3))
-        server, stop = serve(desk, "127.0.0.1:0", str(certs / "tls.crt"), str(certs / "tls.key"))
-        endpoint = ProgressEndpoint(
+        with serving_desk(desk, certs) as endpoint:
+            yield {"api": api, "endpoint": endpoint, "desk": desk}
+
+
+def point_clients_at(api: EmulatorThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's Kubernetes clients (`trainhook status`, `describe`) read the emulator."""
+    monkeypatch.setattr(
+        kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig(tmp_path / "config", api.url))
+    )
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+@contextmanager
+def serving_desk(desk: ProgressDesk, certs: Path) -> Iterator[ProgressEndpoint]:
+    """The progress endpoint serving `desk` over TLS on 127.0.0.1, as pods are told of it."""
+    server, stop = serve(desk, "127.0.0.1:0", str(certs / "tls.crt"), str(certs / "tls.key"))
+    try:
+        yield ProgressEndpoint(
             f"https://127.0.0.1:{server.server_address[1]}", (certs / "ca.crt").read_text()
         )
-        try:
-            yield {"api": api, "endpoint": endpoint, "desk": desk}
-        finally:
-            stop.set()
-            server.shutdown()
-            server.server_close()
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
 
 
 def admitted(obj: dict[str, Any], endpoint: ProgressEndpoint) -> dict[str, Any]:

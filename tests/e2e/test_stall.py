@@ -28,9 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.config import kube_config
 
-from tests.support.emulator import EmulatorThread, emulator, kubeconfig
+from tests.support.emulator import EmulatorThread, emulator
 from tests.support.sweeping import Running, sweeping
 from tests.support.waiting import eventually
 from webhook.certs.material import generate
@@ -40,10 +39,9 @@ from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.job.restart_in_place import BARRIER, RESTARTER
 from webhook.kube.resources import EVENTS, PODS
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
-from webhook.sweeper.serving.progress_server import serve
 
 from .in_place_node import PlayedNode
-from .test_progress import REPORTER, admitted, controller_pods
+from .test_progress import REPORTER, admitted, controller_pods, point_clients_at, serving_desk
 
 pytestmark = pytest.mark.e2e
 
@@ -119,24 +117,11 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
     generate(certs, "trainhook-progress", "trainhook")  # names 127.0.0.1 too
     clock = PlayedClock(tmp_path / "played-clock")
     with emulator() as api:
-        monkeypatch.setattr(
-            kube_config,
-            "KUBE_CONFIG_DEFAULT_LOCATION",
-            str(kubeconfig(tmp_path / "config", api.url)),
-        )
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        point_clients_at(api, tmp_path, monkeypatch)
         limits = Limits(burst=50, reports_per_second=20, write_interval=0.3)
         desk = ProgressDesk(api.api(), limits, wall=clock.now)
-        server, stop = serve(desk, "127.0.0.1:0", str(certs / "tls.crt"), str(certs / "tls.key"))
-        endpoint = ProgressEndpoint(
-            f"https://127.0.0.1:{server.server_address[1]}", (certs / "ca.crt").read_text()
-        )
-        try:
+        with serving_desk(desk, certs) as endpoint:
             yield {"api": api, "endpoint": endpoint, "clock": clock}
-        finally:
-            stop.set()
-            server.shutdown()
-            server.server_close()
 
 
 def create_job(api: EmulatorThread, endpoint: ProgressEndpoint) -> list[dict[str, Any]]:

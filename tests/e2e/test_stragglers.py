@@ -24,17 +24,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.config import kube_config
 
-from tests.support.emulator import EmulatorThread, emulator, kubeconfig
+from tests.support.emulator import EmulatorThread, emulator
 from webhook.certs.material import generate
 from webhook.cli import main
 from webhook.core import contract
 from webhook.core.job.progress import ProgressEndpoint
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
-from webhook.sweeper.serving.progress_server import serve
 
-from .test_progress import REPORTER, admitted, controller_pods, start_pod_files
+from .test_progress import (
+    REPORTER,
+    admitted,
+    controller_pods,
+    point_clients_at,
+    serving_desk,
+    start_pod_files,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -137,23 +142,10 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
     certs = tmp_path / "certs"
     generate(certs, "trainhook-progress", "trainhook")  # names 127.0.0.1 too
     with emulator() as api:
-        monkeypatch.setattr(
-            kube_config,
-            "KUBE_CONFIG_DEFAULT_LOCATION",
-            str(kubeconfig(tmp_path / "config", api.url)),
-        )
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        point_clients_at(api, tmp_path, monkeypatch)
         desk = ProgressDesk(api.api(), Limits(write_interval=0.5))
-        server, stop = serve(desk, "127.0.0.1:0", str(certs / "tls.crt"), str(certs / "tls.key"))
-        endpoint = ProgressEndpoint(
-            f"https://127.0.0.1:{server.server_address[1]}", (certs / "ca.crt").read_text()
-        )
-        try:
+        with serving_desk(desk, certs) as endpoint:
             yield {"api": api, "endpoint": endpoint, "desk": desk}
-        finally:
-            stop.set()
-            server.shutdown()
-            server.server_close()
 
 
 @pytest.fixture
