@@ -3,29 +3,14 @@ checkpoint as a file, kept up to date by the kubelet; a bad value is refused in 
 
 from __future__ import annotations
 
-from typing import Any
-
-import jsonpatch
 import pytest
 
-from tests.support.builders import bare_pod
-from webhook.core.job.progress import ProgressEndpoint
 from webhook.core.mutation.admit import Policy, Request, admit
 
 from .test_failure_rules import refusal
+from .test_progress_pod import ENDPOINT, mutated
 
-ENDPOINT = ProgressEndpoint("https://trainhook-progress.trainhook-system.svc:8444", "CA-PEM\n")
 REPORTS = {"trainhook.io/report-progress": "true"}
-
-
-def mutated(annotations: dict[str, str]) -> dict[str, Any]:
-    pod = bare_pod("bert", "pytorch", annotations=annotations)
-    pod["spec"]["containers"].append({"name": "log-shipper", "image": "fluent-bit"})
-    request = Request(kind="Pod", operation="CREATE", object=pod, namespace="ml")
-    outcome = admit(request, policy=Policy(progress=ENDPOINT))
-    assert outcome is not None
-    result: dict[str, Any] = jsonpatch.apply_patch(pod, outcome.patch)
-    return result
 
 
 def test_the_training_container_reads_the_request_at_etc_trainhook_checkpoint_requested() -> None:
