@@ -37,8 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.sweeper import NOW, merge_patch, new_version, pytorch_pods
+from bench.sweeper import NOW, new_version, pytorch_pods
 from bench.tables import table
+from tests.support.stored import merge_patch
 from webhook.core import contract
 from webhook.core.shape.peers import configmap
 from webhook.kube.resources import JOBS, PODS, STATEFULSETS

@@ -30,10 +30,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench import tables
-from bench.sweeper import merge_patch, new_version
+from bench.sweeper import new_version
 from tests.support.emulator import EmulatorThread
 from tests.support.played_cluster import NAMESPACE, PlayedCluster, in_place_pod
-from tests.support.stored import stamped, statefulset
+from tests.support.stored import merge_patch, stamped, statefulset
 from tests.support.sweeping import sweeping
 from tests.support.waiting import eventually
 from webhook.core import contract

@@ -115,17 +115,6 @@ def pytorch_pods(
     return stored, held, whole_bytes
 
 
-def merge_patch(target: dict[str, Any], patch: Any) -> None:
-    """A JSON merge patch, in place."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge_patch(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
 def new_version(obj: dict[str, Any]) -> None:
     """Every write is a new resourceVersion, as the API server makes it."""
     metadata = obj["metadata"]

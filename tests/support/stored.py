@@ -321,3 +321,14 @@ def owned(
         },
         "spec": spec or {},
     }
+
+
+def merge_patch(target: dict[str, Any], patch: Any) -> None:
+    """A JSON merge patch, in place, as the API server applies the sweeper's."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)

@@ -6,13 +6,12 @@ the API server would, so what the sweeper remembers is only what it wrote."""
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from tests.support.stored import POD_VERSIONS, pod, stamped, statefulset
+from tests.support.stored import POD_VERSIONS, merge_patch, pod, stamped, statefulset
 from webhook.core import contract
 from webhook.core.job.progress import Report, summary
 from webhook.kube.resources import PODS, STATEFULSETS
@@ -67,16 +66,6 @@ def suspended(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return workloads
 
 
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
 def applied(made: Decision, *objects: list[dict[str, Any]]) -> None:
     """Each patch and delete of the decision, on the objects of that name, each write a new
     version."""
@@ -84,7 +73,7 @@ def applied(made: Decision, *objects: list[dict[str, Any]]) -> None:
     for action in made.actions:
         if isinstance(action, Patch):
             target = by_name[(action.resource.kind, action.name)]
-            _merge(target, dict(action.patch))
+            merge_patch(target, dict(action.patch))
             target["metadata"]["resourceVersion"] = str(next(POD_VERSIONS))
         if isinstance(action, Delete):
             for group in objects:
