@@ -52,9 +52,11 @@ from webhook.sweeper.decide.owned import (
     cluster_service_actions,
     owned_gate_actions,
     owned_recheck,
+    peer_files_of,
     peers_actions,
     podgroup_actions,
     proof_records,
+    proven_peers,
     service_actions,
     ssh_secret_actions,
 )
@@ -218,10 +220,12 @@ def _running(
             actions += compute_domain_actions(state)
             # A large job's lists before any stamp that needs them: a pod restarted for a new
             # topology mounts a ConfigMap that already holds it.
-            actions += peers_actions(state)
+            wanted = peer_files_of(state)
+            actions += peers_actions(state, wanted)
+            peers = proven_peers(state, wanted)
             domain = compute_domain_ready(state)
-            actions += owned_gate_actions(state, domain)
-            proofs = proof_records(state, domain and nvlink_pods(state) > 0)
+            actions += owned_gate_actions(state, peers, domain)
+            proofs = proof_records(state, peers, domain and nvlink_pods(state) > 0)
             if now >= settled and not restarting and not resume:
                 actions += agreement_warnings(state)
                 actions += topology_actions(state)

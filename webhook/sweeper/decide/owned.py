@@ -401,11 +401,10 @@ def peer_files_of(state: JobState) -> dict[str, PeerFiles]:
     return found
 
 
-def peers_actions(state: JobState) -> Iterable[Action]:
-    """Create the ConfigMaps the job's pods mount; delete the ones no pod mounts any more. One
-    under a wanted name with other content than the job's lists is never mounted: one Warning
-    names it, and it is deleted when it carries Trainhook's label."""
-    wanted = peer_files_of(state)
+def peers_actions(state: JobState, wanted: dict[str, PeerFiles]) -> Iterable[Action]:
+    """Create the ConfigMaps the job's pods mount (`wanted`: `peer_files_of`); delete the ones
+    no pod mounts any more. One under a wanted name with other content than the job's lists is
+    never mounted: one Warning names it, and it is deleted when it carries Trainhook's label."""
     present = _present_peers(state)
     for name, files in wanted.items():
         found = present.get(name)
@@ -443,20 +442,21 @@ def _present_peers(state: JobState) -> dict[str, Owned]:
     return {o.name: o for o in (*state.foreign_peers, *state.forged_peers, *state.peers)}
 
 
-def proven_peers(state: JobState) -> set[str]:
-    """The names of the peers ConfigMaps that hold exactly the job's lists, immutable."""
+def proven_peers(state: JobState, wanted: dict[str, PeerFiles]) -> set[str]:
+    """The names of the peers ConfigMaps (of `wanted`: `peer_files_of`) that hold exactly the
+    job's lists, immutable."""
     present = _present_peers(state)
     return {
         name
-        for name, files in peer_files_of(state).items()
+        for name, files in wanted.items()
         if name in present and present[name].digest == files.digest
     }
 
 
-def owned_gate_actions(state: JobState, domain: bool = True) -> Iterable[Action]:
-    """Let the pods held for the job's ConfigMap, Secret or ComputeDomain (`domain`: proven, or
-    none asked for) be scheduled once each is proven the job's own (a pod also held for missing
-    roles keeps this gate until that one is lifted)."""
+def owned_gate_actions(state: JobState, peers: set[str], domain: bool = True) -> Iterable[Action]:
+    """Let the pods held for the job's ConfigMap (`peers`: those proven), Secret or
+    ComputeDomain (`domain`: proven, or none asked for) be scheduled once each is proven the
+    job's own (a pod also held for missing roles keeps this gate until that one is lifted)."""
     held = [  # gated pods are notable
         pod
         for pod in state.pod_facts.notable
@@ -464,7 +464,6 @@ def owned_gate_actions(state: JobState, domain: bool = True) -> Iterable[Action]
     ]
     if not held:
         return
-    peers = proven_peers(state) if any(pod.peers for pod in held) else set()
     keys = not wants_ssh_keys(state.framework, state.settings) or ssh_keys_proven(state)
     keys = keys and domain
     for pod in held:
@@ -474,16 +473,17 @@ def owned_gate_actions(state: JobState, domain: bool = True) -> Iterable[Action]
             yield Patch(PODS, state.namespace, pod.name, patch, pod.resource_version)
 
 
-def proof_records(state: JobState, domain: bool) -> dict[str, dict[str, str | None]]:
+def proof_records(
+    state: JobState, peers: set[str], domain: bool
+) -> dict[str, dict[str, str | None]]:
     """Per workload, the record of the objects its pods mount or claim that are proven the
-    job's own (`domain`: it has a ComputeDomain, proven), where it is not already so: pods
-    created once it is written need no gate's patch. A record that no longer holds is
-    rewritten in the same look that finds it so."""
-    names = [f"ConfigMap/{name}" for name in proven_peers(state)] if state.peers else []
-    secret = state.secret
-    keys = secret is not None and wants_ssh_keys(state.framework, state.settings)
-    if secret is not None and keys and ssh_keys_proven(state):
-        names.append(f"Secret/{secret.name}")
+    job's own (`peers`: its ConfigMaps proven; `domain`: it has a ComputeDomain, proven), where
+    it is not already so: pods created once it is written need no gate's patch. A record that
+    no longer holds is rewritten in the same look that finds it so."""
+    names = [f"ConfigMap/{name}" for name in peers]
+    keys = wants_ssh_keys(state.framework, state.settings)
+    if keys and state.secret is not None and ssh_keys_proven(state):
+        names.append(f"Secret/{state.secret.name}")
     if domain:
         names.append(f"{COMPUTE_DOMAIN_KIND}/{compute_domain_name(state.job)}")
     record = proof_record(names)
