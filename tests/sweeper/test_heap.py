@@ -94,3 +94,46 @@ def test_the_interpreters_own_full_passes_come_after_a_thousand_middle_ones_not_
     young, middle, _ = gc.get_threshold()
     Heap(60.0, Clock())
     assert gc.get_threshold() == (young, middle, FULL_AFTER) == (young, middle, 1000)
+
+
+def _walked(heap: Heap) -> list[int]:
+    """The generations the collector's passes during one tidy walked up to."""
+    walked: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            walked.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        heap.tidy()
+    finally:
+        gc.callbacks.remove(seen)
+    return walked
+
+
+def test_only_the_thawing_tidy_walks_every_generation_the_others_walk_the_young_ones() -> None:
+    clock = Clock()
+    heap = Heap(60.0, clock)
+    walks = []
+    for tidy in range(THAW_EVERY + 1):
+        clock.now = 60.0 * tidy
+        walks.append(_walked(heap))
+    assert walks == [[2]] + [[1]] * (THAW_EVERY - 1) + [[2]]
+
+
+def test_cyclic_garbage_that_grew_old_before_it_died_waits_for_the_thawing_tidy() -> None:
+    clock = Clock()
+    heap = Heap(60.0, clock)
+    heap.tidy()
+    node = Node()
+    gone = weakref.ref(node)
+    gc.collect(1)  # survives the middle generation's pass: it is old now
+    del node
+    clock.now = 60.0
+    heap.tidy()
+    assert gone() is not None
+    for tidy in range(2, THAW_EVERY + 1):
+        clock.now = 60.0 * tidy
+        heap.tidy()
+    assert gone() is None
