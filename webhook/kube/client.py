@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import urllib3
@@ -117,8 +117,12 @@ def _reason(error: Exception) -> str:
     return str(reason or error).splitlines()[0]
 
 
+Decode = Callable[[bytes], dict[str, Any]]  # one line of a watch stream: its event
+
+
 class WatchStream:
-    """The events of one watch request, as dicts; `close()` from any thread ends it.
+    """The events of one watch request, as dicts (`decode` reads each line, `watch_event` by
+    default); `close()` from any thread ends it.
 
     Iteration ends when the server closes the stream or nothing arrives for the read timeout.
     """
@@ -131,7 +135,9 @@ class WatchStream:
         *,
         connect_timeout: float,
         read_timeout: float,
+        decode: Decode | None = None,
     ) -> None:
+        self._decode = decode or watch_event
         self._raw = _open(
             api,
             "GET",
@@ -144,13 +150,14 @@ class WatchStream:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         buffer = b""
+        decode = self._decode
         try:
             for chunk in self._raw.stream(amt=None, decode_content=True):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        yield _event(line)
+                        yield decode(line)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             if not self._closed.is_set() and not isinstance(e, urllib3.exceptions.ReadTimeoutError):
                 raise _unreachable(e) from None
@@ -175,7 +182,8 @@ class WatchStream:
             self._raw.release_conn()
 
 
-def _event(line: bytes) -> dict[str, Any]:
+def watch_event(line: bytes) -> dict[str, Any]:
+    """One line of a watch stream, decoded whole; ValueError for what is not a watch event."""
     event = jsoncodec.loads(line)
     if not isinstance(event, dict) or not isinstance(event.get("object"), Mapping):
         raise ValueError(f"not a watch event: {line[:80]!r}")
@@ -264,6 +272,7 @@ class Kube:
         *,
         field_selector: str = "",
         connect_timeout: float = CONNECT_TIMEOUT,
+        decode: Decode | None = None,
     ) -> WatchStream:
         query = [
             *_selectors(selector, field_selector),
@@ -278,6 +287,7 @@ class Kube:
             query,
             connect_timeout=connect_timeout,
             read_timeout=timeout_seconds + self.timeout,
+            decode=decode,
         )
 
     def create(

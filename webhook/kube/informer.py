@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-from webhook.kube.client import ApiError, Kube, WatchStream
+from webhook.kube.client import ApiError, Decode, Kube, WatchStream
 from webhook.kube.resources import Resource
 
 log = logging.getLogger("trainhook.kube")
@@ -64,6 +64,7 @@ class Informer(Generic[Key]):
         backoff_cap: float = 60.0,
         optional: bool = False,
         on_object: Callable[[ObjectKey, Key | None, dict[str, Any] | None], None] | None = None,
+        decode: Decode | None = None,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -83,6 +84,9 @@ class Informer(Generic[Key]):
         # Told of every object the cache now holds (with its key), or no longer holds (None,
         # None), in the cache's own order: what a caller keeps up to date object by object.
         self.on_object = on_object
+        # How a watch event's line is read (the whole object by default): `keep` still applies
+        # to what it gives.
+        self.decode = decode
         self.synced = threading.Event()
         self.lists = 0  # how many times the resource was listed, for logs and tests
         self.watches = 0  # how many watches were started
@@ -224,6 +228,7 @@ class Informer(Generic[Key]):
             version,
             max(1, round(self.resync_seconds)),
             field_selector=self.field_selector,
+            decode=self.decode,
         )
         self.watches += 1
         self._stream = stream

@@ -6,10 +6,12 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 from webhook.core import contract
-from webhook.kube.client import Kube
+from webhook.kube.client import Kube, watch_event
 from webhook.kube.informer import Informer
 from webhook.kube.resources import (
     COMPUTE_DOMAINS,
@@ -185,6 +187,7 @@ def watch_of(
         keep=slim_pod if pods else _whole,
         unchanged=same_pod if pods else None,
         on_object=pod_tables.changed if pods and pod_tables else None,
+        decode=pod_event if pods else None,
     )
 
 
@@ -274,6 +277,112 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
         }
     )
     return kept
+
+
+# What slim_pod reads of a pod, as msgspec decodes it: a pod watch event's line is read into this
+# shape, every other field skipped as it is read (a pod's env, volume mounts and managedFields
+# are most of its bytes), and slim_pod then holds what it holds of a whole pod.
+class _Named(TypedDict, total=False):
+    name: str | None
+
+
+class _InitContainer(TypedDict, total=False):
+    name: str | None
+    restartPolicy: str | None
+
+
+class _Volume(TypedDict, total=False):
+    name: str | None
+    configMap: _Named | None
+
+
+class _OwnerReference(TypedDict, total=False):
+    apiVersion: str | None
+    kind: str | None
+    name: str | None
+    uid: str | None
+    controller: bool | None
+
+
+class _Metadata(TypedDict, total=False):
+    name: str | None
+    namespace: str | None
+    uid: str | None
+    resourceVersion: str | None
+    creationTimestamp: str | None
+    deletionTimestamp: str | None
+    labels: dict[str, str] | None
+    annotations: dict[str, str] | None
+    ownerReferences: list[_OwnerReference] | None
+
+
+class _Spec(TypedDict, total=False):
+    containers: list[_Named] | None
+    initContainers: list[_InitContainer] | None
+    subdomain: str | None
+    priorityClassName: str | None
+    nodeName: str | None
+    schedulingGates: list[_Named] | None
+    volumes: list[_Volume] | None
+
+
+class _Condition(TypedDict, total=False):
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+
+
+class _Ended(TypedDict, total=False):
+    exitCode: int | None
+    reason: str | None
+    message: str | None
+    finishedAt: str | None
+    startedAt: str | None
+
+
+class _ContainerStatus(TypedDict, total=False):
+    name: str | None
+    restartCount: int | None
+    state: dict[str, _Ended | None] | None
+    lastState: dict[str, _Ended | None] | None
+
+
+class _Status(TypedDict, total=False):
+    phase: str | None
+    reason: str | None
+    conditions: list[_Condition] | None
+    containerStatuses: list[_ContainerStatus] | None
+    initContainerStatuses: list[_ContainerStatus] | None
+
+
+class _Pod(TypedDict, total=False):
+    kind: str | None
+    apiVersion: str | None
+    metadata: _Metadata | None
+    spec: _Spec | None
+    status: _Status | None
+
+
+class _PodEvent(TypedDict):
+    type: str
+    object: _Pod
+
+
+_POD_EVENT = msgspec.json.Decoder(_PodEvent)
+_OF_A_POD = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
+
+
+def pod_event(line: bytes) -> dict[str, Any]:
+    """A pod watch's event with only what slim_pod reads of its pod decoded. An event that is
+    not of a pod (an ERROR's Status), or that the shape does not fit, is decoded whole."""
+    try:
+        event: dict[str, Any] = _POD_EVENT.decode(line)  # type: ignore[assignment]
+    except (msgspec.MsgspecError, UnicodeDecodeError, RecursionError):
+        return watch_event(line)
+    if event["type"] not in _OF_A_POD:
+        return watch_event(line)
+    return event
 
 
 def same_pod(held: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
