@@ -245,6 +245,8 @@ def test_the_sweepers_pod_watch_holds_each_pod_as_slim_pod_keeps_the_whole_one(
     informer = watch_of(kube, PODS, contract.JOB, resync_seconds=30).start()
     try:
         eventually(informer.synced.is_set, what="listed")
+        before = informer.get("ml", "llm-worker-3")
+        assert before is not None
         changed = copy.deepcopy(kube.get(PODS, "ml", "llm-worker-3"))
         changed["status"]["conditions"][2]["status"] = "False"
         kube.replace(PODS, "ml", "llm-worker-3", changed)
@@ -259,5 +261,36 @@ def test_the_sweepers_pod_watch_holds_each_pod_as_slim_pod_keeps_the_whole_one(
         )
         assert held() == slim_pod(kube.get(PODS, "ml", "llm-worker-3"))
         assert informer.decode is pod_event
+        now = held() or {}
+        assert now["spec"] is before["spec"]  # held once across the pod's versions
+        assert now["metadata"]["labels"] is before["metadata"]["labels"]
     finally:
         informer.stop(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["the Ready condition", "a container restart", "a label", "the pod replaced", "nothing"],
+)
+def test_a_pod_slimmed_like_its_held_version_is_what_slimming_it_alone_gives(change: str) -> None:
+    pod = whole_pod()
+    held = slim_pod(pod)
+    new = copy.deepcopy(pod)
+    status = new["status"]
+    if change == "the Ready condition":
+        status["conditions"][2]["status"] = "False"
+    elif change == "a container restart":
+        status["containerStatuses"][0]["restartCount"] = 3
+        status["containerStatuses"][0]["state"] = {"waiting": {"reason": "CrashLoopBackOff"}}
+    elif change == "a label":
+        new["metadata"]["labels"]["team"] = "vision"
+    elif change == "the pod replaced":
+        new = pending_pod()
+        new["metadata"]["uid"] = "another"
+    alone = slim_pod(new)
+    like = slim_pod(new, held)
+    assert like == alone
+    assert (like is held) == (change == "nothing")
+    if change in ("the Ready condition", "a container restart"):
+        assert like["metadata"] is held["metadata"]
+        assert like["spec"] is held["spec"]

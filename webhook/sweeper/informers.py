@@ -174,7 +174,7 @@ def watch_of(
     """One resource's watch as the sweeper keeps it: pods slimmed (a change of what slim_pod
     drops is no change) and handed to their jobs' PodTables, other objects whole."""
     pods = resource == PODS
-    return Informer(
+    informer: Informer[JobKey] = Informer(
         kube,
         resource,
         namespace=namespace,
@@ -184,11 +184,19 @@ def watch_of(
         resync_seconds=resync_seconds,
         backoff_base=backoff_base,
         optional=resource in OPTIONAL,
-        keep=slim_pod if pods else _whole,
+        keep=_whole,
         unchanged=same_pod if pods else None,
         on_object=pod_tables.changed if pods and pod_tables else None,
         decode=pod_event if pods else None,
     )
+    if pods:  # slimmed like the version held: what did not change is held once
+        informer.keep = partial(_slim_like_held, informer)
+    return informer
+
+
+def _slim_like_held(informer: Informer[JobKey], pod: dict[str, Any]) -> dict[str, Any]:
+    metadata = pod.get("metadata") or {}
+    return slim_pod(pod, informer.get(metadata.get("namespace") or "", metadata.get("name") or ""))
 
 
 def _whole(obj: dict[str, Any]) -> dict[str, Any]:
@@ -202,10 +210,11 @@ LARGE_VALUES = "trainhook.io/env."
 MESSAGE_KEPT = 512
 
 
-def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+def slim_pod(pod: dict[str, Any], held: dict[str, Any] | None = None) -> dict[str, Any]:
     """Only what the sweeper decides on (the informer's `keep`): a pod's env, volumes and most
     annotations list its peers, so whole pods cost memory in the square of a job's size; this
-    costs a few hundred bytes a pod, whatever the job."""
+    costs a few hundred bytes a pod, whatever the job. Given the version the cache holds, the
+    parts equal to its parts are its own (shared already, and only the changed ones interned)."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -267,16 +276,15 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     for key in ("containerStatuses", "initContainerStatuses"):
         if key in status:
             kept_status[key] = [_slim_container_status(c) for c in status[key] or []]
-    kept: dict[str, Any] = _shared(
-        {
-            "kind": pod.get("kind") or "Pod",
-            "apiVersion": pod.get("apiVersion") or "v1",
-            "metadata": kept_metadata,
-            "spec": kept_spec,
-            "status": kept_status,
-        }
-    )
-    return kept
+    kept: dict[str, Any] = {
+        "kind": pod.get("kind") or "Pod",
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "metadata": kept_metadata,
+        "spec": kept_spec,
+        "status": kept_status,
+    }
+    shared: dict[str, Any] = _shared(kept) if held is None else _shared_like(kept, held)
+    return shared
 
 
 # What slim_pod reads of a pod, as msgspec decodes it: a pod watch event's line is read into this
@@ -399,14 +407,49 @@ def _without_version(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 def _shared(value: Any) -> Any:
     """The same value with every string interned: the keys, and the labels, stamps, names and
-    states that thousands of pods repeat, are then held once (a held pod takes 3.5 KB, not 6)."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(key): _shared(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_shared(item) for item in value]
+    states that thousands of pods repeat, are then held once (a held pod takes 3.5 KB, not 6).
+    Strings and other leaves are handled in place rather than by a call each: a pod has about
+    a hundred of them, and this runs for every pod event."""
+    kind = type(value)
+    if kind is dict:
+        return {
+            _intern(key): (
+                _intern(item)
+                if type(item) is str
+                else _shared(item)
+                if type(item) in _NESTED
+                else item
+            )
+            for key, item in value.items()
+        }
+    if kind is list:
+        return [
+            _intern(item) if type(item) is str else _shared(item) if type(item) in _NESTED else item
+            for item in value
+        ]
+    if kind is str:
+        return _intern(value)
     return value
+
+
+_intern = sys.intern
+_NESTED = (dict, list)
+
+
+def _shared_like(value: Any, like: Any) -> Any:
+    """`_shared(value)`, with what equals its counterpart in `like` (an earlier version) taken
+    from `like`: a pod event changes a condition or a container's state, and the rest of the
+    pod is held once across its versions, compared rather than interned again."""
+    if value == like:
+        return like
+    kind = type(value)
+    if kind is not type(like) or kind not in _NESTED:
+        return _shared(value)
+    if kind is dict:
+        return {_intern(key): _shared_like(item, like.get(key)) for key, item in value.items()}
+    if len(value) != len(like):
+        return _shared(value)
+    return [_shared_like(item, before) for item, before in zip(value, like, strict=True)]
 
 
 def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
