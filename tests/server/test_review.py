@@ -370,6 +370,20 @@ def test_object_that_breaks_its_schema_gets_422_naming_the_field() -> None:
     assert (answer.record.uid, answer.record.kind) == (document["request"]["uid"], "Pod")
 
 
+def test_labels_that_are_no_object_get_422_naming_them() -> None:
+    pod = labelled_pod()
+    pod["metadata"]["labels"] = "app=trainer"
+
+    answer = ask(review(pod))
+
+    assert answer.status == 422
+    assert is_status(answer.body), answer.body
+    assert answer.body["message"] == (
+        "request.object.metadata.labels must be an object, got a string"
+    )
+    assert answer.record.error == "malformed_object"
+
+
 def test_an_env_item_that_is_no_object_gets_422_naming_it() -> None:
     pod = labelled_pod()
     pod["spec"]["containers"][0]["env"] = [{"name": "DATA", "value": "/data"}, "RANK=0"]

@@ -54,7 +54,7 @@ class Cluster:
         namespace = namespace_of(obj)
         resource = STATEFULSETS if obj["kind"] == "StatefulSet" else JOBS
         siblings = [*self.list(STATEFULSETS, namespace), *self.list(JOBS, namespace)]
-        request = Request(obj["kind"], "CREATE", obj, namespace)
+        request = Request(obj["kind"], "CREATE", dict(obj), namespace)
         outcome = admit(request, Found(siblings=siblings))
         assert outcome is not None
         self.kube.create(resource, namespace, jsonpatch.apply_patch(obj, outcome.patch))

@@ -33,7 +33,12 @@ class Draft:
         owned = self._owned
         final = len(path) - 1
         for depth, key in enumerate(path):
-            child = node[key] if isinstance(node, list) else node.get(key)  # type: ignore[index]
+            if isinstance(node, dict):  # dict's own lookup, compiled
+                child = node.get(key)
+            elif isinstance(node, list):
+                child = node[key]  # type: ignore[index]
+            else:
+                child = node.get(key)
             if child is None:
                 child = last() if depth == final else {}
             elif id(child) in owned:

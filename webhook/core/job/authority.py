@@ -44,7 +44,7 @@ def changed_outcome(obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> li
     (None: a new object)."""
     now = annotations_of(obj)
     before = annotations_of(old) if old is not None else {}
-    if before or not now.keys().isdisjoint(OUTCOME_KEYS):
+    if before or any(key in now for key in OUTCOME_KEYS):
         changed = [key for key in OUTCOME_KEYS if now.get(key) != before.get(key)]
     else:
         changed = []  # most requests: nothing recorded before, none written now

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeGuard
+from typing import Any
 
 from webhook.core import contract
 from webhook.core.job.workload import job_of
-from webhook.core.objects import parse_time
+from webhook.core.objects import field_of, metadata_of, parse_time
 
 
 @dataclass(frozen=True)
@@ -31,15 +31,10 @@ class Claim:
 def creator_of(obj: Mapping[str, Any] | None) -> str | None:
     """Who created a workload, as the webhook recorded it; None for a workload without record
     (or whose annotations cannot be read)."""
-    metadata = (obj or {}).get("metadata")
-    annotations = metadata.get("annotations") if _is_mapping(metadata) else None
-    creator = annotations.get(contract.CREATED_BY) if _is_mapping(annotations) else None
+    metadata = field_of(obj, "metadata") if obj is not None else None
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    creator = annotations.get(contract.CREATED_BY) if isinstance(annotations, dict) else None
     return creator if isinstance(creator, str) else None
-
-
-def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
-    # A decoded review holds dicts; the abstract check costs more than the rest of the read.
-    return type(value) is dict or isinstance(value, Mapping)
 
 
 def claim_of(workloads: Iterable[Mapping[str, Any]]) -> Claim | None:
@@ -49,9 +44,9 @@ def claim_of(workloads: Iterable[Mapping[str, Any]]) -> Claim | None:
         creator = creator_of(obj)
         if creator is None:
             continue
-        metadata = obj.get("metadata") or {}
+        metadata = metadata_of(obj)
         name = str(metadata.get("name") or "")
-        kind = str(obj.get("kind") or "")
+        kind = str(field_of(obj, "kind") or "")
         created = parse_time(metadata.get("creationTimestamp"))
         key = (created is None, created or datetime.min.replace(tzinfo=UTC), name, kind)
         if first is None or key < first[0]:
@@ -75,9 +70,11 @@ def claim_refusal(
     job = job or job_of(obj)
     if job is None or not username:
         return None
-    name = str((obj.get("metadata") or {}).get("name") or "")
+    name = _name(obj)
     others = [
-        s for s in siblings if job_of(s) == job and not (s.get("kind") == kind and _name(s) == name)
+        s
+        for s in siblings
+        if job_of(s) == job and not (field_of(s, "kind") == kind and _name(s) == name)
     ]
     claim = claim_of(others)
     if claim is None or claim.creator == username:
@@ -101,4 +98,4 @@ def claimed(
 
 
 def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+    return str(metadata_of(obj).get("name") or "")

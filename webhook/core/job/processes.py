@@ -17,8 +17,10 @@ def gpu_count(pod: Mapping[str, Any], training: int | None, settings: Settings) 
     GPU resource, else 0. Raises Refused when the two are both set and disagree."""
     limit = None
     if training is not None:
-        container = pod["spec"]["containers"][training]
-        raw = ((container.get("resources") or {}).get("limits") or {}).get(settings.gpu_resource)
+        container: dict[str, Any] = pod["spec"]["containers"][training]
+        resources: dict[str, Any] = container.get("resources") or {}
+        limits: dict[str, Any] = resources.get("limits") or {}
+        raw = limits.get(settings.gpu_resource)
         if raw is not None:
             limit = whole_number(str(raw))
             if limit is None:

@@ -163,9 +163,9 @@ def add_checkpoint_file(draft: Draft, pod: Mapping[str, Any], training: int | No
     mount(draft, "containers", training, container, CHECKPOINT_VOLUME, CHECKPOINT_MOUNT_PATH)
 
 
-def remove_restart_plumbing(draft: Draft, template: Mapping[str, Any]) -> None:
+def remove_restart_plumbing(draft: Draft, template: dict[str, Any]) -> None:
     """Take the plumbing off a template whose job no longer restarts in place."""
-    spec = template.get("spec") or {}
+    spec: dict[str, Any] = template.get("spec") or {}
     if not any(c.get("name") in (RESTARTER, BARRIER) for c in spec.get("initContainers") or []):
         return
     base = ("spec", "template", "spec")

@@ -214,7 +214,7 @@ _READ_AT_MOST = 256
 _read: dict[tuple[str, int, tuple[tuple[str, str], ...]], Settings] = {}
 
 
-def read_settings(annotations: Mapping[str, str], framework: Framework) -> Settings:
+def read_settings(annotations: dict[str, str], framework: Framework) -> Settings:
     given = sorted((key, value) for key, value in annotations.items() if key in _SETTING_KEYS)
     key = (framework.name, fabrics.version(), tuple(given))
     settings = _read.get(key)

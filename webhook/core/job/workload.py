@@ -22,7 +22,7 @@ from webhook.core.job.settings import (
     read_settings,
 )
 from webhook.core.keys import check_keys
-from webhook.core.objects import annotations_of, labels_of, template_of
+from webhook.core.objects import annotations_of, field_of, labels_of, metadata_of, template_of
 from webhook.core.shape.pods import check_counts, training_container
 from webhook.core.shape.topology import Role, Topology
 from webhook.core.values import DNS_LABEL, allowed_list
@@ -91,11 +91,11 @@ def job_of(obj: Mapping[str, Any]) -> str | None:
     job = labels.get(contract.JOB)
     if job is not None:
         return job
-    name: str | None = (obj.get("metadata") or {}).get("name")
+    name: str | None = metadata_of(obj).get("name")
     return name
 
 
-def read_framework(labels: Mapping[str, str]) -> Framework:
+def read_framework(labels: dict[str, str]) -> Framework:
     name = labels.get(contract.FRAMEWORK)
     if name is None:
         raise InvalidSetting(contract.FRAMEWORK, None, allowed_list(tuple(FRAMEWORKS)))
@@ -105,7 +105,7 @@ def read_framework(labels: Mapping[str, str]) -> Framework:
     return framework
 
 
-def read_job(labels: Mapping[str, str], default: str) -> str:
+def read_job(labels: dict[str, str], default: str) -> str:
     job = labels.get(contract.JOB)
     if job is None:
         if not (DNS_LABEL.match(default) and len(default) <= 63):
@@ -123,7 +123,7 @@ def read_job(labels: Mapping[str, str], default: str) -> str:
     return job
 
 
-def read_role(labels: Mapping[str, str], framework: Framework) -> str:
+def read_role(labels: dict[str, str], framework: Framework) -> str:
     role = labels.get(contract.ROLE)
     if role is None:
         return framework.default_role
@@ -167,16 +167,16 @@ def replica_controller(kind: str, name: str) -> Refused:
 
 def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     """Read a labelled StatefulSet or Job; raise a one-line error for anything invalid."""
-    kind = obj.get("kind")
-    metadata = obj.get("metadata") or {}
+    kind = field_of(obj, "kind")
+    metadata = metadata_of(obj)
     name = metadata.get("name") or ""
     namespace = metadata.get("namespace") or namespace
-    labels = metadata.get("labels") or {}
+    labels = labels_of(obj)
     template = template_of(obj)
     if contract.FRAMEWORK not in labels and contract.FRAMEWORK in labels_of(template):
         raise template_only(str(kind), name)
     framework = read_framework(labels)
-    annotations = metadata.get("annotations") or {}
+    annotations = annotations_of(obj)
     check_keys(labels, annotations)
     check_keys(labels_of(template), annotations_of(template))
     job = read_job(labels, name)
@@ -196,11 +196,13 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
     if settings.ssh_keys and not framework.ssh_keys:
         check_ssh_user(template, settings.ssh_auth_mount_path, training)  # as an MPI job's
     nproc = processes_per_pod(template, training, settings)
-    spec = obj.get("spec") or {}
-    priority = (template.get("spec") or {}).get("priorityClassName")
+    spec: dict[str, Any] = field_of(obj, "spec") or {}
+    template_spec: dict[str, Any] = template.get("spec") or {}
+    priority = template_spec.get("priorityClassName")
     if kind == "StatefulSet":
         replicas = _count(spec.get("replicas", 1), "spec.replicas", name)
-        start = _count((spec.get("ordinals") or {}).get("start", 0), "spec.ordinals.start", name)
+        ordinals: dict[str, Any] = spec.get("ordinals") or {}
+        start = _count(ordinals.get("start", 0), "spec.ordinals.start", name)
         service = spec.get("serviceName") or job
         _check_single(framework, role, replicas, kind, name)
         return Workload(
@@ -232,7 +234,7 @@ def read_workload(obj: Mapping[str, Any], namespace: str) -> Workload:
                 f"Job {name}: spec.parallelism ({parallelism}) must equal spec.completions "
                 f"({completions}) so that every rank runs at once"
             )
-        service = (template.get("spec") or {}).get("subdomain") or job
+        service = template_spec.get("subdomain") or job
         _check_single(framework, role, completions, kind, name)
         return Workload(
             kind=kind,

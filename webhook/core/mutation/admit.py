@@ -57,11 +57,12 @@ class Request:
 
     kind: str
     operation: str
-    object: Mapping[str, Any]
+    # As decoded: typed as dicts, so the compiled core reads them through dict's own methods.
+    object: dict[str, Any]
     namespace: str = ""
     name: str = ""
     # The object before an UPDATE, as sent (the AdmissionReview's oldObject); None otherwise.
-    old: Mapping[str, Any] | None = None
+    old: dict[str, Any] | None = None
     username: str = ""  # userInfo.username: the requester
     dry_run: bool = False
     size: int = 0  # the review's bytes, 0 when unknown
@@ -71,10 +72,10 @@ class Request:
         self,
         kind: str,
         operation: str,
-        object: Mapping[str, Any],
+        object: dict[str, Any],
         namespace: str = "",
         name: str = "",
-        old: Mapping[str, Any] | None = None,
+        old: dict[str, Any] | None = None,
         username: str = "",
         dry_run: bool = False,
         size: int = 0,
@@ -85,10 +86,10 @@ class Request:
         self,
         kind: str,
         operation: str,
-        obj: Mapping[str, Any],
+        obj: dict[str, Any],
         namespace: str,
         name: str,
-        old: Mapping[str, Any] | None,
+        old: dict[str, Any] | None,
         username: str,
         dry_run: bool,
         size: int,
@@ -108,7 +109,7 @@ class Request:
     def object_name(self) -> str:
         """The request's name, else the object's name or generateName."""
         metadata = self.object.get("metadata")
-        if self.name or not isinstance(metadata, Mapping):
+        if self.name or not isinstance(metadata, dict):
             return self.name
         name = metadata.get("name") or metadata.get("generateName") or ""
         return name if isinstance(name, str) else ""
@@ -303,7 +304,7 @@ def _pod_relabelled(pod: Mapping[str, Any], old: Mapping[str, Any] | None) -> st
     )
 
 
-def trusted_old(request: Request) -> Mapping[str, Any] | None:
+def trusted_old(request: Request) -> dict[str, Any] | None:
     """The object before an UPDATE, when its labels and annotations read as the API server
     sends them: what tells a labelling update from any other, and what the webhook copied. Only
     a client other than the API server sends one that is not; the request is then judged as if
@@ -312,10 +313,10 @@ def trusted_old(request: Request) -> Mapping[str, Any] | None:
     if request.operation != "UPDATE" or old is None or old.get("kind") != request.kind:
         return None
     metadata = old.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
+    if not isinstance(metadata, dict):
         return None
     readable = all(
-        isinstance(pairs, Mapping) and all(isinstance(v, str) for v in pairs.values())
+        isinstance(pairs, dict) and all(isinstance(v, str) for v in pairs.values())
         for pairs in (metadata.get("labels") or {}, metadata.get("annotations") or {})
     )
     return old if readable else None

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from webhook.core import contract
 from webhook.core.fabrics.nvlink import COMPUTE_DOMAIN_KIND, compute_domain_name
-from webhook.core.objects import annotations_of
+from webhook.core.objects import annotations_of, field_of, metadata_of
 
 # A record longer than this is not read: the sweeper writes a handful of names (the ConfigMap of
 # each stamp the job's pods are created with, its Secret and its ComputeDomain).
@@ -60,10 +60,10 @@ def needed_objects(job: str, peers: str | None, ssh_keys: bool, nvlink: bool) ->
 def workload_controller(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """The StatefulSet or Job that controls `pod` (kind, name, uid), whose record of proven
     objects its admission reads; None for a pod of anything else."""
-    metadata = pod.get("metadata")
-    refs = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    metadata = field_of(pod, "metadata")
+    refs = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
     for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if isinstance(ref, dict) and ref.get("controller") is True:
             kind, name, uid = ref.get("kind"), ref.get("name"), ref.get("uid")
             api = _CONTROLLER_APIS.get(kind) if isinstance(kind, str) else None
             if api != ref.get("apiVersion") or not isinstance(name, str) or not name:
@@ -78,6 +78,6 @@ _CONTROLLER_APIS: Final = {"StatefulSet": "apps/v1", "Job": "batch/v1"}
 def proven_for(owner: Mapping[str, Any] | None, uid: str) -> frozenset[str]:
     """`proven_objects` of `owner` when it is the workload of uid `uid` (a pod's controller);
     none for another object of that name."""
-    if owner is None or not uid or (owner.get("metadata") or {}).get("uid") != uid:
+    if owner is None or not uid or metadata_of(owner).get("uid") != uid:
         return frozenset()
     return proven_objects(owner)

@@ -39,7 +39,7 @@ from webhook.core.mutation.pod_mutation import (
     place_pod,
     write_own,
 )
-from webhook.core.objects import labels_of
+from webhook.core.objects import annotations_of, field_of, labels_of
 from webhook.core.patch import PatchOp, diff, escape
 from webhook.core.shape.pods import (
     PodIdentity,
@@ -260,7 +260,8 @@ def _with_values(
     changed = {key for key, value in wanted.items() if labels.get(key) != value}
     if changed != {key for _, key in values.labels}:
         return None
-    check_hostname((pod.get("spec") or {}).get("hostname"), place.placement)
+    spec: dict[str, Any] = field_of(pod, "spec") or {}
+    check_hostname(spec.get("hostname"), place.placement)
     ops = list(kept.ops)
     for position, key in values.labels:
         ops[position] = {**ops[position], "value": wanted[key]}
@@ -385,8 +386,8 @@ def _per_pod_values(pod: Mapping[str, Any]) -> list[str]:
     return [v for v in values if isinstance(v, str) and v]
 
 
-def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}
+def _annotations(pod: Mapping[str, Any]) -> dict[str, str]:
+    return annotations_of(pod)
 
 
 def _is_token(volume: object) -> bool:
@@ -402,14 +403,14 @@ def _shared_encoding(pod: dict[str, Any]) -> bytes:
     if isinstance(metadata, dict):
         copied: dict[str, Any] = dict(metadata)
         for key in _PER_POD_METADATA:
-            copied.pop(key, None)
+            _drop(copied, key)
         copied["labels"] = _without(metadata.get("labels"), _PER_POD_LABELS)
         copied["annotations"] = _without(metadata.get("annotations"), _PER_POD_ANNOTATIONS)
         same["metadata"] = copied
     spec = pod.get("spec")
     if isinstance(spec, dict):
         shared: dict[str, Any] = dict(spec)
-        shared.pop("hostname", None)
+        _drop(shared, "hostname")
         volumes = spec.get("volumes")
         tokens = {v["name"] for v in volumes if _is_token(v)} if isinstance(volumes, list) else ()
         if tokens and isinstance(volumes, list):
@@ -423,12 +424,18 @@ def _shared_encoding(pod: dict[str, Any]) -> bytes:
 
 
 def _without(pairs: object, keys: frozenset[str]) -> object:
-    if not isinstance(pairs, dict) or keys.isdisjoint(pairs):
+    if not isinstance(pairs, dict) or not any(key in pairs for key in keys):
         return pairs
     kept: dict[str, Any] = dict(pairs)
     for key in keys:
-        kept.pop(key, None)
+        _drop(kept, key)
     return kept
+
+
+def _drop(pairs: dict[str, Any], key: str) -> None:
+    """`pairs.pop(key, None)` through dict's own operations: compiled, `pop` is a method call."""
+    if key in pairs:
+        del pairs[key]  # noqa: RUF051
 
 
 def _renamed(items: list[Any], tokens: set[str] | tuple[()]) -> list[Any]:

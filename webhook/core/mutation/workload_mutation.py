@@ -26,7 +26,7 @@ from webhook.core.job.workload import (
     member,
     read_workload,
 )
-from webhook.core.objects import annotations_of, labels_of
+from webhook.core.objects import annotations_of, field_of, labels_of, metadata_of, template_of
 from webhook.core.shape.pods import training_container
 from webhook.core.shape.topology import Topology, stamp
 
@@ -91,7 +91,7 @@ def mutate_workload(
     _label_template(draft, current, workload)
     _annotate_template(draft, current, topology, excludes_nodes(w.settings for w in peers))
     _restart_plumbing(draft, workload)
-    spec = obj.get("spec") or {}
+    spec: dict[str, Any] = field_of(obj, "spec") or {}
     if workload.kind == "StatefulSet" and operation == "CREATE":
         if not spec.get("serviceName"):
             draft.dict_at("spec")["serviceName"] = workload.service
@@ -118,8 +118,9 @@ def ordered_ready_trap(obj: Mapping[str, Any], ordered_start: bool) -> bool:
     """Whether a StatefulSet starts its pods one after the other although its job did not ask
     for it (`trainhook.io/ordered-start`): one created before it was labelled keeps the API
     server's default OrderedReady, which cannot change."""
-    policy = (obj.get("spec") or {}).get("podManagementPolicy")
-    return obj.get("kind") == "StatefulSet" and policy == "OrderedReady" and not ordered_start
+    spec: dict[str, Any] = field_of(obj, "spec") or {}
+    policy = spec.get("podManagementPolicy")
+    return field_of(obj, "kind") == "StatefulSet" and policy == "OrderedReady" and not ordered_start
 
 
 def _headline_traps(obj: Mapping[str, Any], workload: Workload) -> list[str]:
@@ -149,7 +150,7 @@ def _alike(peers: Sequence[Workload]) -> bool:
 def _restart_plumbing(draft: Draft, workload: Workload) -> None:
     """A StatefulSet of a job restarted in place gets the attempt files, its restarter and its
     barrier (Indexed Jobs are recreated: their pods' failures belong to the Job controller)."""
-    template = _template(draft.root)
+    template = template_of(draft.root)
     settings = workload.settings
     if workload.kind == "StatefulSet" and wants_in_place(
         settings.restart_policy, settings.failure_rules
@@ -184,7 +185,7 @@ def opt_out(obj: Mapping[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
     put there (the trainhook.io/ labels its selector does not use, the stamps, the copied
     settings), so its pods roll out as plain pods that never reach the webhook."""
     draft = Draft(obj)
-    template = _template(obj)
+    template = template_of(obj)
     selected = _selector_keys(obj)
     drop = [k for k in labels_of(template) if k.startswith(contract.PREFIX) and k not in selected]
     if drop:
@@ -217,7 +218,7 @@ def _drop_stale_copies(draft: Draft, obj: Mapping[str, Any], old: Mapping[str, A
     """Remove from the template each pod setting copied from a workload annotation that the
     update removes (the template still holds the value the old workload had)."""
     before, now = annotations_of(old), annotations_of(obj)
-    template = annotations_of(_template(obj))
+    template = annotations_of(template_of(obj))
     stale = [
         key
         for key in contract.POD_SETTINGS
@@ -233,8 +234,8 @@ def sibling_workloads(workload: Workload, siblings: Sequence[Mapping[str, Any]])
     """The other workloads of the same job and namespace (the object itself left out)."""
     found = []
     for sibling in siblings:
-        metadata = sibling.get("metadata") or {}
-        if sibling.get("kind") == workload.kind and metadata.get("name") == workload.name:
+        metadata = metadata_of(sibling)
+        if field_of(sibling, "kind") == workload.kind and metadata.get("name") == workload.name:
             continue
         if job_of(sibling) != workload.job:
             continue
@@ -247,7 +248,7 @@ def sibling_workloads(workload: Workload, siblings: Sequence[Mapping[str, Any]])
 def _read_stored(obj: Mapping[str, Any], namespace: str) -> Workload:
     """`read_workload` of a stored object, read once per version: the API server gives every
     change a new resourceVersion, so a uid and resourceVersion name one content for good."""
-    metadata = obj.get("metadata") or {}
+    metadata = metadata_of(obj)
     uid, version = metadata.get("uid"), metadata.get("resourceVersion")
     if not (isinstance(uid, str) and uid and isinstance(version, str) and version):
         return read_workload(obj, namespace)
@@ -265,12 +266,9 @@ def _stored(uid: str, version: str, namespace: str) -> list[Workload | None]:
     return [None]
 
 
-def template_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-
-
-def _template(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (obj.get("spec") or {}).get("template") or {}
+def template_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = template_of(obj).get("spec") or {}
+    return spec
 
 
 def _label_template(draft: Draft, obj: Mapping[str, Any], workload: Workload) -> None:
@@ -281,7 +279,7 @@ def _label_template(draft: Draft, obj: Mapping[str, Any], workload: Workload) ->
     }
     wanted[contract.JOB] = workload.job
     wanted[contract.ROLE] = workload.role
-    current = labels_of(_template(obj))
+    current = labels_of(template_of(obj))
     if any(current.get(key) != value for key, value in wanted.items()):
         draft.dict_at("spec", "template", "metadata", "labels").update(wanted)
 
@@ -291,10 +289,12 @@ def _annotate_template(
 ) -> None:
     own = annotations_of(obj)
     # In the contract's order; most workloads carry no annotations at all.
-    wanted = {key: own[key] for key in contract.POD_SETTINGS if key in own} if own else {}
+    wanted: dict[str, str] = (
+        {key: own[key] for key in contract.POD_SETTINGS if key in own} if own else {}
+    )
     wanted.update(stamp(topology))
     if excluding:  # its pods read the nodes the job's restarts exclude (node_exclusion.py)
         wanted[contract.EXCLUDES_NODES] = "true"
-    current = annotations_of(_template(obj))
+    current = annotations_of(template_of(obj))
     if any(current.get(key) != value for key, value in wanted.items()):
         draft.dict_at("spec", "template", "metadata", "annotations").update(wanted)

@@ -16,7 +16,7 @@ from webhook.core import contract
 from webhook.core.draft import Draft
 from webhook.core.errors import InvalidSetting, Refused
 from webhook.core.limits import MAX_INT32, whole_number
-from webhook.core.objects import annotations_of, labels_of
+from webhook.core.objects import annotations_of, field_of, labels_of, metadata_of
 
 ORDINAL_SUFFIX = re.compile(r"-(\d+)$")
 
@@ -39,10 +39,11 @@ class PodIdentity:
 def identify(pod: Mapping[str, Any]) -> PodIdentity:
     """The controller a pod comes from and its index: the StatefulSet ordinal, the Job's
     completion index, or a bare pod's index label (None when it has none)."""
-    metadata = pod.get("metadata") or {}
+    metadata = metadata_of(pod)
     labels = labels_of(pod)
     annotations = annotations_of(pod)
-    owners = [ref for ref in metadata.get("ownerReferences") or [] if ref.get("controller")]
+    refs: list[dict[str, Any]] = metadata.get("ownerReferences") or []
+    owners = [ref for ref in refs if ref.get("controller")]
     owner = owners[0] if owners else {}
     name = metadata.get("name") or ""
     if owner.get("kind") == "StatefulSet" or contract.STATEFULSET_POD_INDEX in labels:
@@ -119,7 +120,7 @@ def fabric_sidecar(container: Mapping[str, Any]) -> bool:
 def check_counts(pod: Mapping[str, Any]) -> None:
     """Raises Refused for a pod (or pod template) with more init containers than Trainhook
     equips, or more volumes than it looks through for each one it adds."""
-    spec = pod.get("spec") or {}
+    spec: dict[str, Any] = field_of(pod, "spec") or {}
     count = len(spec.get("initContainers") or [])
     if count > MAX_INIT_CONTAINERS:
         raise Refused(
@@ -140,7 +141,8 @@ def training_container(
     """The position of the training container: the one `wanted` names (trainhook.io/container),
     else the framework's `default` one, else the first; None for a pod without containers.
     Raises InvalidSetting when `wanted` names no container of the pod."""
-    found = (pod.get("spec") or {}).get("containers") or []
+    spec: dict[str, Any] = field_of(pod, "spec") or {}
+    found: list[dict[str, Any]] = spec.get("containers") or []
     names = [c.get("name") for c in found]
     if wanted is not None:
         if wanted not in names:
