@@ -446,10 +446,18 @@ def _shared_like(value: Any, like: Any) -> Any:
     if kind is not type(like) or kind not in _NESTED:
         return _shared(value)
     if kind is dict:
-        return {_intern(key): _shared_like(item, like.get(key)) for key, item in value.items()}
+        return {
+            _intern(key): before
+            if (before := like.get(key)) == item
+            else _shared_like(item, before)
+            for key, item in value.items()
+        }
     if len(value) != len(like):
         return _shared(value)
-    return [_shared_like(item, before) for item, before in zip(value, like, strict=True)]
+    return [
+        before if before == item else _shared_like(item, before)
+        for item, before in zip(value, like, strict=True)
+    ]
 
 
 def _slim_container_status(status: Mapping[str, Any]) -> dict[str, Any]:
