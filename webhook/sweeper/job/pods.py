@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from typing import Any, Protocol
 
 from webhook.core import contract
@@ -86,6 +85,27 @@ class Training:
     init_failures: int = 0  # failed runs of init containers (sidecars left out)
     init_failed: Run | None = None  # the latest failed run of an init container
     started: datetime | None = None  # when its current run started, while it runs
+    # Worked out once at construction: a table reads them for every pod reading it keeps.
+    succeeded: bool = field(init=False, repr=False, compare=False)
+    # Failed runs: restarts not caused by a success, a failed current run, and every failed
+    # run of an init container.
+    failures: int = field(init=False, repr=False, compare=False)
+    _failed: tuple[Run, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        current, last = self.current, self.last
+        exit_code = current.exit_code if current else None
+        last_exit_code = last.exit_code if last else None
+        restarts = self.restarts
+        if last_exit_code == 0 and restarts > 0:
+            restarts -= 1
+        failures = restarts + (1 if exit_code not in (None, 0) else 0) + self.init_failures
+        runs = (current, self.init_failed, last)
+        object.__setattr__(self, "succeeded", exit_code == 0 or last_exit_code == 0)
+        object.__setattr__(self, "failures", failures)
+        object.__setattr__(
+            self, "_failed", tuple(run for run in runs if run is not None and run.exit_code != 0)
+        )
 
     @property
     def exit_code(self) -> int | None:
@@ -95,27 +115,9 @@ class Training:
     def last_exit_code(self) -> int | None:
         return self.last.exit_code if self.last else None
 
-    @cached_property
-    def succeeded(self) -> bool:
-        return self.exit_code == 0 or self.last_exit_code == 0
-
-    @cached_property
-    def failures(self) -> int:
-        """Failed runs: restarts not caused by a success, a failed current run, and every failed
-        run of an init container."""
-        restarts = self.restarts
-        if self.last_exit_code == 0 and restarts > 0:
-            restarts -= 1
-        return restarts + (1 if self.exit_code not in (None, 0) else 0) + self.init_failures
-
     def failed_runs(self) -> tuple[Run, ...]:
         """The failed runs whose details are still known: newest first."""
         return self._failed
-
-    @cached_property
-    def _failed(self) -> tuple[Run, ...]:
-        runs = (self.current, self.init_failed, self.last)
-        return tuple(run for run in runs if run is not None and run.exit_code != 0)
 
     def exit_codes(self) -> tuple[int, ...]:
         return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
@@ -154,6 +156,16 @@ class PodView:
     # The revision of its StatefulSet's template it was created from (controller-revision-hash).
     revision: str = ""
     rank: str = ""  # its global rank, as the webhook labelled it (trainhook.io/rank)
+    # Short enough to be recorded for thousands of pods, long enough within one job; worked out
+    # once at construction, as whether it counts: a table reads both for every reading it keeps.
+    uid8: str = field(init=False, repr=False, compare=False)
+    # Whether what the pod does now says something about the training (a pod being deleted or
+    # evicted may exit 0 or fail on SIGTERM: neither counts).
+    counts: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "uid8", self.uid.replace("-", "")[:8] or self.name)
+        object.__setattr__(self, "counts", not self.terminating and not self.disrupted)
 
     @property
     def waiting_for_roles(self) -> bool:
@@ -162,17 +174,6 @@ class PodView:
     @property
     def waiting_for_owned_objects(self) -> bool:
         return contract.WAITING_FOR_OWNED_OBJECTS in self.gates
-
-    @cached_property
-    def uid8(self) -> str:
-        """Short enough to be recorded for thousands of pods, long enough within one job."""
-        return self.uid.replace("-", "")[:8] or self.name
-
-    @cached_property
-    def counts(self) -> bool:
-        """Whether what the pod does now says something about the training (a pod being
-        deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
-        return not self.terminating and not self.disrupted
 
 
 def is_plain(pod: PodView) -> bool:
