@@ -53,6 +53,7 @@ class PodTable:
         # The readings, in name order, and what they were read with.
         self._names: list[str] = []
         self._views: list[PodView] = []
+        self._snapshot: tuple[PodView, ...] | None = None  # the readings as the last look had them
         self._framework = ""
         self._owners: dict[Controller, tuple[str, str, int]] = {}
         self._dirty: set[str] = set()
@@ -66,6 +67,7 @@ class PodTable:
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
         self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
+        self._mounts: dict[str, str] = {}  # the peers ConfigMap each pod held mounts, if any
         # Quiet pods (pods.is_quiet), and those of them whose workload's ledger counts their
         # failed runs in full: retired, counted as plain pods (PodFacts.retired). The ledgers
         # they were retired against, per workload; the quiet pods to look at again.
@@ -142,10 +144,11 @@ class PodTable:
         self._apply()
         self._reread_if_owners_changed(framework, owners)
         for name in sorted(self._dirty):
-            self._forget_view(name)
             pod = self._objects.get(name)
-            if pod is not None:
-                self._add_view(read_pod_once(pod, framework, owners))
+            if pod is None:
+                self._forget_view(name)
+            else:
+                self._put_view(name, read_pod_once(pod, framework, owners))
         self._dirty.clear()
         self._settle(owners)
         left_out = [c for c in leave_out if self._by_controller.get(c)]
@@ -157,7 +160,9 @@ class PodTable:
                 if (v.owner_kind, v.owner_name) not in leave_out and v.name not in leave_out_pods
             )
             return kept, PodFacts.of(kept)
-        return tuple(self._views), self._facts()
+        if self._snapshot is None:
+            self._snapshot = tuple(self._views)
+        return self._snapshot, self._facts()
 
     def with_gone(
         self,
@@ -193,30 +198,44 @@ class PodTable:
         for name, pod in pending.items():
             if pod is not None and self._objects.get(name) is pod:
                 continue
-            if (held := self._objects.get(name)) is not None and (old := pod_peers(held)):
-                _bump(self._mounting, old, -1)
-            if pod is not None and (new := pod_peers(pod)):
-                _bump(self._mounting, new, 1)
-            before = self._controller.pop(name, None)
-            if before is not None:
-                names = self._by_controller[before]
-                names.discard(name)
-                if not names:
-                    del self._by_controller[before]
-                _bump(self._proofs[before], self._proof.pop(name), -1)
-                if not self._proofs[before]:
-                    del self._proofs[before]
+            old = self._mounts.pop(name, None)
+            new = pod_peers(pod) if pod is not None else None
+            if old != new:
+                if old is not None:
+                    _bump(self._mounting, old, -1)
+                if new is not None:
+                    _bump(self._mounting, new, 1)
+            if new is not None:
+                self._mounts[name] = new
+            controller = controller_of(pod) if pod is not None else None
+            proof = (controller_uid(pod), labels_of(pod).get(contract.JOB) or "") if pod else None
+            before = self._controller.get(name)
+            if before != controller or self._proof.get(name) != proof:  # seldom: a pod event
+                # most often changes its status alone
+                self._unplace(name)
+                if controller is not None and proof is not None:
+                    self._controller[name] = controller
+                    self._by_controller.setdefault(controller, set()).add(name)
+                    self._proof[name] = proof
+                    _bump(self._proofs.setdefault(controller, {}), proof, 1)
             if pod is None:
                 self._objects.pop(name, None)
             else:
                 self._objects[name] = pod
-                controller = controller_of(pod)
-                self._controller[name] = controller
-                self._by_controller.setdefault(controller, set()).add(name)
-                proof = (controller_uid(pod), labels_of(pod).get(contract.JOB) or "")
-                self._proof[name] = proof
-                _bump(self._proofs.setdefault(controller, {}), proof, 1)
             self._dirty.add(name)
+
+    def _unplace(self, name: str) -> None:
+        """Forget which controller a pod names and what proves it its."""
+        before = self._controller.pop(name, None)
+        if before is None:
+            return
+        names = self._by_controller[before]
+        names.discard(name)
+        if not names:
+            del self._by_controller[before]
+        _bump(self._proofs[before], self._proof.pop(name), -1)
+        if not self._proofs[before]:
+            del self._proofs[before]
 
     def _reread_if_owners_changed(
         self, framework: Framework | None, owners: Mapping[Controller, PodOwner]
@@ -241,12 +260,20 @@ class PodTable:
         view = self._views[at]
         del self._names[at]
         del self._views[at]
+        self._snapshot = None
         self._count(view, -1)
 
-    def _add_view(self, view: PodView) -> None:
-        at = bisect_left(self._names, view.name)
-        self._names.insert(at, view.name)
-        self._views.insert(at, view)
+    def _put_view(self, name: str, view: PodView) -> None:
+        """A pod's new reading, in place of the one held under its name (a pod event most
+        often changes a pod the table holds: its reading is replaced where it is)."""
+        at = bisect_left(self._names, name)
+        if at < len(self._names) and self._names[at] == name:
+            self._count(self._views[at], -1)
+            self._views[at] = view
+        else:
+            self._names.insert(at, name)
+            self._views.insert(at, view)
+        self._snapshot = None
         self._count(view, 1)
 
     def _count(self, view: PodView, step: int) -> None:
