@@ -150,7 +150,7 @@ def every_pod_read(state: JobState) -> JobState:
     facts = replace(PodFacts.of(state.pods), gone=state.pod_facts.gone)
     return replace(
         state,
-        facts=replace(facts, notable=state.pods, plain=0, running=0, plain_running={}),
+        facts=replace(facts, notable=tuple(state.pods), plain=0, running=0, plain_running={}),
     )
 
 

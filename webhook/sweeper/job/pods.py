@@ -279,7 +279,7 @@ class PodFacts:
         return tuple(sorted([*pods, *self.retired_views()], key=lambda view: view.name))
 
     @staticmethod
-    def of(pods: tuple[PodView, ...]) -> PodFacts:
+    def of(pods: Sequence[PodView]) -> PodFacts:
         """The facts of `pods` (in name order), counted afresh."""
         running: dict[tuple[str, int], int] = {}
         uid8s: dict[str, set[str]] = {}

@@ -10,9 +10,10 @@ own reading, not the job's.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from itertools import chain
+from typing import Any, overload
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
@@ -53,7 +54,12 @@ class PodTable:
         # The readings, in name order, and what they were read with.
         self._names: list[str] = []
         self._views: list[PodView] = []
-        self._snapshot: tuple[PodView, ...] | None = None  # the readings as the last look had them
+        # The readings as the last look handed them over, in chunks of CHUNK: a look after a
+        # few pod events makes again only the chunks they changed.
+        self._chunks: list[tuple[PodView, ...]] = []
+        self._stale_chunks: set[int] = set()
+        self._reshaped = False  # a pod came or went: every chunk is made again
+        self._snapshot: Readings | None = None
         self._framework = ""
         self._owners: dict[Controller, tuple[str, str, int]] = {}
         self._dirty: set[str] = set()
@@ -138,7 +144,7 @@ class PodTable:
         owners: Mapping[Controller, PodOwner],
         leave_out: set[Controller],
         leave_out_pods: frozenset[str] = frozenset(),
-    ) -> tuple[tuple[PodView, ...], PodFacts]:
+    ) -> tuple[Readings, PodFacts]:
         """Every pod's reading in name order, and their facts; those of the controllers in
         `leave_out` (not the job's), and the pods named in `leave_out_pods`, left out."""
         self._apply()
@@ -159,10 +165,8 @@ class PodTable:
                 for v in self._views
                 if (v.owner_kind, v.owner_name) not in leave_out and v.name not in leave_out_pods
             )
-            return kept, PodFacts.of(kept)
-        if self._snapshot is None:
-            self._snapshot = tuple(self._views)
-        return self._snapshot, self._facts()
+            return Readings((kept,)), PodFacts.of(kept)
+        return self._readings(), self._facts()
 
     def with_gone(
         self,
@@ -260,7 +264,7 @@ class PodTable:
         view = self._views[at]
         del self._names[at]
         del self._views[at]
-        self._snapshot = None
+        self._snapshot, self._reshaped = None, True
         self._count(view, -1)
 
     def _put_view(self, name: str, view: PodView) -> None:
@@ -270,11 +274,29 @@ class PodTable:
         if at < len(self._names) and self._names[at] == name:
             self._count(self._views[at], -1)
             self._views[at] = view
+            self._stale_chunks.add(at // CHUNK)
         else:
             self._names.insert(at, name)
             self._views.insert(at, view)
+            self._reshaped = True
         self._snapshot = None
         self._count(view, 1)
+
+    def _readings(self) -> Readings:
+        """Every reading in name order, as an immutable sequence sharing the chunks no pod
+        event changed with the last look's."""
+        if self._snapshot is not None:
+            return self._snapshot
+        views = self._views
+        if self._reshaped:
+            self._chunks = [tuple(views[at : at + CHUNK]) for at in range(0, len(views), CHUNK)]
+        else:
+            for number in self._stale_chunks:
+                self._chunks[number] = tuple(views[number * CHUNK : (number + 1) * CHUNK])
+        self._reshaped = False
+        self._stale_chunks.clear()
+        self._snapshot = Readings(tuple(self._chunks))
+        return self._snapshot
 
     def _count(self, view: PodView, step: int) -> None:
         _bump(self._topologies, view.topology, step)
@@ -409,6 +431,61 @@ class PodTable:
             retired_runs=self._retired_runs,
             unschedulable=self._unschedulable,
         )
+
+
+# Readings a chunk of a job's readings holds: a pod event's look copies its pod's chunk, not
+# the whole job's readings.
+CHUNK = 256
+
+
+class Readings(Sequence[PodView]):
+    """A job's pod readings in name order, as a look hands them to the decision: immutable,
+    made of chunks (tuples) that the next look shares where no pod of them changed."""
+
+    __slots__ = ("_chunks", "_length", "_starts")
+
+    def __init__(self, chunks: tuple[tuple[PodView, ...], ...] = ()) -> None:
+        self._chunks = chunks
+        starts = []
+        length = 0
+        for part in chunks:
+            starts.append(length)
+            length += len(part)
+        self._starts = starts
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[PodView]:
+        return chain.from_iterable(self._chunks)
+
+    @overload
+    def __getitem__(self, index: int) -> PodView: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PodView, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PodView | tuple[PodView, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("pod reading index out of range")
+        number = bisect_left(self._starts, index + 1) - 1
+        return self._chunks[number][index - self._starts[number]]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Readings | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Readings({list(self)!r})"
 
 
 def _name(view: PodView) -> str:

@@ -129,7 +129,7 @@ class JobState:
     namespace: str
     job: str
     workloads: tuple[WorkloadView, ...]  # in the framework's role order
-    pods: tuple[PodView, ...]
+    pods: Sequence[PodView]  # in name order
     service: Owned | None = None
     podgroup: Owned | None = None  # Volcano's
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
