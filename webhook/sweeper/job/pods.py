@@ -33,6 +33,8 @@ POD_RECORDS = (
     contract.KUEUE_RETRIABLE_IN_GROUP,
     contract.CHECKPOINT_REQUESTED,
 )
+# The conditions of a pod stopped from outside: evicted or preempted, or stopped by Kueue.
+STOP_CONDITIONS = (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
 # Why a container cannot start, as the kubelet says it.
 WAITING_PROBLEMS = (
     "ErrImagePull",
@@ -393,13 +395,26 @@ def _read_pod(
     framework: Framework | None,
     workloads: Mapping[tuple[str, str], PodOwner],
 ) -> PodView:
+    # Each part of the pod is walked once: a pod event costs its pod's reading.
     metadata = metadata_of(pod)
     labels = labels_of(pod)
     annotations = annotations_of(pod)
     owner_kind, owner_name = controller_of(pod)
     owner = workloads.get((owner_kind, owner_name))
+    spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    conditions = status.get("conditions") or []
+    ready = False
+    scheduling: str | None = None
+    stops = []
+    for condition in status.get("conditions") or []:
+        kind, true = condition.get("type"), condition.get("status") == "True"
+        if kind == "Ready" and true:
+            ready = True
+        elif kind == "PodScheduled" and scheduling is None and condition.get("status") == "False":
+            scheduling = _reading(condition.get("message") or condition.get("reason") or "")
+        elif kind in STOP_CONDITIONS and true:
+            stops.append((str(kind), str(condition.get("reason") or "")))
+    reason = status.get("reason")
     return PodView(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
@@ -408,41 +423,22 @@ def _read_pod(
         role=labels.get(contract.ROLE) or (owner.role if owner else None),
         index=_pod_index(pod, owner_kind, owner),
         phase=status.get("phase") or "Pending",
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        ready=ready,
         topology=annotations.get(contract.TOPOLOGY),
         training=_training(pod, framework),
         terminating=bool(metadata.get("deletionTimestamp")),
-        disrupted=status.get("reason") in DISRUPTED_REASONS
-        or any(
-            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
-            and c.get("status") == "True"
-            for c in conditions
-        ),
+        disrupted=reason in DISRUPTED_REASONS or bool(stops),
         created=parse_time(metadata.get("creationTimestamp")),
-        scheduling=next(
-            (
-                _reading(c.get("message") or c.get("reason") or "")
-                for c in conditions
-                if c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            "",
-        ),
+        scheduling=scheduling or "",
         peers=pod_peers(pod),
-        status_reason=str(status.get("reason") or ""),
-        stop_conditions=tuple(
-            (str(c.get("type")), str(c.get("reason") or ""))
-            for c in conditions
-            if c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
-            and c.get("status") == "True"
-        ),
+        status_reason=str(reason or ""),
+        stop_conditions=tuple(stops),
         annotations={k: v for k, v in annotations.items() if k in POD_RECORDS},
-        has_barrier=any(
-            c.get("name") == BARRIER for c in (pod.get("spec") or {}).get("initContainers") or []
-        ),
+        has_barrier=any(c.get("name") == BARRIER for c in spec.get("initContainers") or []),
         barrier_waiting=_barrier_waiting(status),
         resource_version=metadata.get("resourceVersion") or "",
         gates=gates_of(pod),
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        node=str(spec.get("nodeName") or ""),
         revision=str(labels.get(REVISION_LABEL) or ""),
         rank=str(labels.get(contract.RANK) or ""),
     )
