@@ -271,15 +271,21 @@ class PodTable:
         """A pod's new reading, in place of the one held under its name (a pod event most
         often changes a pod the table holds: its reading is replaced where it is)."""
         at = bisect_left(self._names, name)
+        self._snapshot = None
         if at < len(self._names) and self._names[at] == name:
-            self._count(self._views[at], -1)
+            held = self._views[at]
             self._views[at] = view
             self._stale_chunks.add(at // CHUNK)
+            if _counted_alike(held, view):  # a plain pod's Ready flip, or its probe's message
+                if is_unschedulable(view):
+                    waiting = self._unschedulable
+                    waiting[bisect_left(waiting, name, key=_name)] = view
+                return
+            self._count(held, -1)
         else:
             self._names.insert(at, name)
             self._views.insert(at, view)
             self._reshaped = True
-        self._snapshot = None
         self._count(view, 1)
 
     def _readings(self) -> Readings:
@@ -486,6 +492,23 @@ class Readings(Sequence[PodView]):
 
     def __repr__(self) -> str:
         return f"Readings({list(self)!r})"
+
+
+def _counted_alike(held: PodView, view: PodView) -> bool:
+    """Whether a pod's new reading counts in the job's facts as its held one does: both plain,
+    of the same pod, placed and mounting alike."""
+    return (
+        held.uid8 == view.uid8
+        and held.phase == view.phase
+        and held.terminating == view.terminating
+        and held.topology == view.topology
+        and held.peers == view.peers
+        and held.role == view.role
+        and held.index == view.index
+        and is_unschedulable(held) == is_unschedulable(view)
+        and is_plain(held)
+        and is_plain(view)
+    )
 
 
 def _name(view: PodView) -> str:
