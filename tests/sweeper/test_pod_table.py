@@ -17,6 +17,7 @@ from webhook.kube.resources import PODS
 from webhook.sweeper.decide import decide
 from webhook.sweeper.informers import PodTables, slim_pod, watch_of
 from webhook.sweeper.job.pods import PodFacts, stopped_from_outside
+from webhook.sweeper.job.podtable import PodTable
 from webhook.sweeper.job.recorded import FailedRuns
 from webhook.sweeper.job.state import JobState, format_time, read_job_state
 
@@ -150,7 +151,7 @@ def every_pod_read(state: JobState) -> JobState:
     facts = replace(PodFacts.of(state.pods), gone=state.pod_facts.gone)
     return replace(
         state,
-        facts=replace(facts, notable=state.pods, plain=0, running=0, plain_running={}),
+        facts=replace(facts, notable=tuple(state.pods), plain=0, running=0, plain_running={}),
     )
 
 
@@ -232,3 +233,21 @@ def test_a_pod_that_changes_job_leaves_the_first_jobs_table():
     tables.changed((NAMESPACE, "a-worker-0"), None, None)
     tables.forget_if_empty((NAMESPACE, "a"))
     assert len(tables.of((NAMESPACE, "a"))) == 0
+
+
+def test_a_waiting_pods_new_word_from_the_scheduler_is_the_one_the_job_reads():
+    workloads = job({}, ledger=False)
+    waiting = [changed(workloads, i, "unschedulable", 0) for i in range(WORKERS + 1)]
+    for number, made in enumerate(waiting):  # versions no other test's pods have
+        made["metadata"]["resourceVersion"] = f"waiting-{number}"
+    table = PodTable(waiting)
+    read_job_state(NAMESPACE, "pt", workloads=workloads, pod_table=table)
+    again = changed(workloads, 1, "unschedulable", 1)
+    again["metadata"]["resourceVersion"] = "waiting-again"
+    again["status"]["conditions"][-1]["message"] = "0/4 nodes are available"
+    table.changed(again["metadata"]["name"], again)
+    state = read_job_state(NAMESPACE, "pt", workloads=workloads, pod_table=table)
+    said = {view.name: view.scheduling for view in state.pod_facts.unschedulable}
+    assert len(said) == WORKERS + 1
+    assert said[again["metadata"]["name"]] == "0/4 nodes are available"
+    assert list(state.pod_facts.unschedulable) == [p for p in state.pods if p.scheduling]

@@ -16,7 +16,7 @@ from webhook.sweeper.decide.policy import tally
 from webhook.sweeper.job.pods import PodFacts
 from webhook.sweeper.job.podtable import PodTable
 from webhook.sweeper.job.recorded import FailedRuns
-from webhook.sweeper.job.state import JobState, read_job_state
+from webhook.sweeper.job.state import JobState, WorkloadViews, read_job_state
 
 from .helpers import NOW, terminated
 
@@ -55,7 +55,7 @@ def every_pod_read(state: JobState) -> JobState:
     facts = replace(PodFacts.of(state.pods), gone=state.pod_facts.gone)
     return replace(
         state,
-        facts=replace(facts, notable=state.pods, plain=0, running=0, plain_running={}),
+        facts=replace(facts, notable=tuple(state.pods), plain=0, running=0, plain_running={}),
     )
 
 
@@ -89,6 +89,46 @@ def test_a_ready_flip_of_a_counted_pod_looks_at_that_pod_alone():
     assert table.retirements - before == 2
     assert state.pod_facts.notable == ()
     assert state.pod_facts.running == WORKERS + 1
+    assert decide(state, NOW) == decide(every_pod_read(state), NOW)
+
+
+def test_a_workload_written_again_with_the_same_ledger_keeps_the_ledger_it_was_read_with(
+    monkeypatch,
+):
+    workloads, pods = restarted_job(ledger=True)
+    table, views = PodTable(pods), WorkloadViews()
+
+    def look(objects: list[dict[str, Any]]) -> JobState:
+        return read_job_state(
+            NAMESPACE, "pt", workloads=objects, pod_table=table, workload_views=views
+        )
+
+    look(workloads)
+    parsed: list[str | None] = []
+    parse = FailedRuns.parse
+
+    def counted(raw: str | None) -> FailedRuns:
+        parsed.append(raw)
+        return parse(raw)
+
+    monkeypatch.setattr(FailedRuns, "parse", counted)
+    written = copy.deepcopy(workloads)
+    for obj in written:  # the job's status written on each: a new version, the same ledger
+        obj["metadata"]["resourceVersion"] += "1"
+        obj["metadata"]["annotations"][contract.STATUS] = '{"state":"Running"}'
+    before = table.retirements
+    state = look(written)
+    # not one record read again, not one pod looked at again
+    assert parsed == []
+    assert table.retirements == before
+    assert decide(state, NOW) == decide(every_pod_read(state), NOW)
+    recorded = written[1]["metadata"]["annotations"]
+    changed = FailedRuns(1, FailedRuns.parse(recorded[contract.FAILED_RUNS]).pods).format()
+    parsed.clear()
+    recorded[contract.FAILED_RUNS] = changed
+    written[1]["metadata"]["resourceVersion"] += "2"
+    state = look(written)
+    assert parsed == [changed]
     assert decide(state, NOW) == decide(every_pod_read(state), NOW)
 
 

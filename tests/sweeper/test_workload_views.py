@@ -105,9 +105,9 @@ def readings(monkeypatch):
     read: list[str] = []
     reader = state_module._read_workload
 
-    def counted(obj, namespace):
+    def counted(obj, namespace, before=None):
         read.append(obj["metadata"]["name"])
-        return reader(obj, namespace)
+        return reader(obj, namespace, before)
 
     monkeypatch.setattr(state_module, "_read_workload", counted)
     return read

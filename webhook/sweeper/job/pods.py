@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cached_property
 from typing import Any, Protocol
 
 from webhook.core import contract
@@ -34,6 +33,8 @@ POD_RECORDS = (
     contract.KUEUE_RETRIABLE_IN_GROUP,
     contract.CHECKPOINT_REQUESTED,
 )
+# The conditions of a pod stopped from outside: evicted or preempted, or stopped by Kueue.
+STOP_CONDITIONS = (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
 # Why a container cannot start, as the kubelet says it.
 WAITING_PROBLEMS = (
     "ErrImagePull",
@@ -86,6 +87,27 @@ class Training:
     init_failures: int = 0  # failed runs of init containers (sidecars left out)
     init_failed: Run | None = None  # the latest failed run of an init container
     started: datetime | None = None  # when its current run started, while it runs
+    # Worked out once at construction: a table reads them for every pod reading it keeps.
+    succeeded: bool = field(init=False, repr=False, compare=False)
+    # Failed runs: restarts not caused by a success, a failed current run, and every failed
+    # run of an init container.
+    failures: int = field(init=False, repr=False, compare=False)
+    _failed: tuple[Run, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        current, last = self.current, self.last
+        exit_code = current.exit_code if current else None
+        last_exit_code = last.exit_code if last else None
+        restarts = self.restarts
+        if last_exit_code == 0 and restarts > 0:
+            restarts -= 1
+        failures = restarts + (1 if exit_code not in (None, 0) else 0) + self.init_failures
+        runs = (current, self.init_failed, last)
+        object.__setattr__(self, "succeeded", exit_code == 0 or last_exit_code == 0)
+        object.__setattr__(self, "failures", failures)
+        object.__setattr__(
+            self, "_failed", tuple(run for run in runs if run is not None and run.exit_code != 0)
+        )
 
     @property
     def exit_code(self) -> int | None:
@@ -95,27 +117,9 @@ class Training:
     def last_exit_code(self) -> int | None:
         return self.last.exit_code if self.last else None
 
-    @cached_property
-    def succeeded(self) -> bool:
-        return self.exit_code == 0 or self.last_exit_code == 0
-
-    @cached_property
-    def failures(self) -> int:
-        """Failed runs: restarts not caused by a success, a failed current run, and every failed
-        run of an init container."""
-        restarts = self.restarts
-        if self.last_exit_code == 0 and restarts > 0:
-            restarts -= 1
-        return restarts + (1 if self.exit_code not in (None, 0) else 0) + self.init_failures
-
     def failed_runs(self) -> tuple[Run, ...]:
         """The failed runs whose details are still known: newest first."""
         return self._failed
-
-    @cached_property
-    def _failed(self) -> tuple[Run, ...]:
-        runs = (self.current, self.init_failed, self.last)
-        return tuple(run for run in runs if run is not None and run.exit_code != 0)
 
     def exit_codes(self) -> tuple[int, ...]:
         return tuple(code for code in (self.exit_code, self.last_exit_code) if code is not None)
@@ -154,6 +158,16 @@ class PodView:
     # The revision of its StatefulSet's template it was created from (controller-revision-hash).
     revision: str = ""
     rank: str = ""  # its global rank, as the webhook labelled it (trainhook.io/rank)
+    # Short enough to be recorded for thousands of pods, long enough within one job; worked out
+    # once at construction, as whether it counts: a table reads both for every reading it keeps.
+    uid8: str = field(init=False, repr=False, compare=False)
+    # Whether what the pod does now says something about the training (a pod being deleted or
+    # evicted may exit 0 or fail on SIGTERM: neither counts).
+    counts: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "uid8", self.uid.replace("-", "")[:8] or self.name)
+        object.__setattr__(self, "counts", not self.terminating and not self.disrupted)
 
     @property
     def waiting_for_roles(self) -> bool:
@@ -162,17 +176,6 @@ class PodView:
     @property
     def waiting_for_owned_objects(self) -> bool:
         return contract.WAITING_FOR_OWNED_OBJECTS in self.gates
-
-    @cached_property
-    def uid8(self) -> str:
-        """Short enough to be recorded for thousands of pods, long enough within one job."""
-        return self.uid.replace("-", "")[:8] or self.name
-
-    @cached_property
-    def counts(self) -> bool:
-        """Whether what the pod does now says something about the training (a pod being
-        deleted or evicted may exit 0 or fail on SIGTERM: neither counts)."""
-        return not self.terminating and not self.disrupted
 
 
 def is_plain(pod: PodView) -> bool:
@@ -278,7 +281,7 @@ class PodFacts:
         return tuple(sorted([*pods, *self.retired_views()], key=lambda view: view.name))
 
     @staticmethod
-    def of(pods: tuple[PodView, ...]) -> PodFacts:
+    def of(pods: Sequence[PodView]) -> PodFacts:
         """The facts of `pods` (in name order), counted afresh."""
         running: dict[tuple[str, int], int] = {}
         uid8s: dict[str, set[str]] = {}
@@ -392,13 +395,26 @@ def _read_pod(
     framework: Framework | None,
     workloads: Mapping[tuple[str, str], PodOwner],
 ) -> PodView:
+    # Each part of the pod is walked once: a pod event costs its pod's reading.
     metadata = metadata_of(pod)
     labels = labels_of(pod)
     annotations = annotations_of(pod)
     owner_kind, owner_name = controller_of(pod)
     owner = workloads.get((owner_kind, owner_name))
+    spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    conditions = status.get("conditions") or []
+    ready = False
+    scheduling: str | None = None
+    stops = []
+    for condition in status.get("conditions") or []:
+        kind, true = condition.get("type"), condition.get("status") == "True"
+        if kind == "Ready" and true:
+            ready = True
+        elif kind == "PodScheduled" and scheduling is None and condition.get("status") == "False":
+            scheduling = _reading(condition.get("message") or condition.get("reason") or "")
+        elif kind in STOP_CONDITIONS and true:
+            stops.append((str(kind), str(condition.get("reason") or "")))
+    reason = status.get("reason")
     return PodView(
         name=metadata.get("name") or "",
         uid=metadata.get("uid") or "",
@@ -407,41 +423,22 @@ def _read_pod(
         role=labels.get(contract.ROLE) or (owner.role if owner else None),
         index=_pod_index(pod, owner_kind, owner),
         phase=status.get("phase") or "Pending",
-        ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
+        ready=ready,
         topology=annotations.get(contract.TOPOLOGY),
         training=_training(pod, framework),
         terminating=bool(metadata.get("deletionTimestamp")),
-        disrupted=status.get("reason") in DISRUPTED_REASONS
-        or any(
-            c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
-            and c.get("status") == "True"
-            for c in conditions
-        ),
+        disrupted=reason in DISRUPTED_REASONS or bool(stops),
         created=parse_time(metadata.get("creationTimestamp")),
-        scheduling=next(
-            (
-                _reading(c.get("message") or c.get("reason") or "")
-                for c in conditions
-                if c.get("type") == "PodScheduled" and c.get("status") == "False"
-            ),
-            "",
-        ),
+        scheduling=scheduling or "",
         peers=pod_peers(pod),
-        status_reason=str(status.get("reason") or ""),
-        stop_conditions=tuple(
-            (str(c.get("type")), str(c.get("reason") or ""))
-            for c in conditions
-            if c.get("type") in (contract.DISRUPTION_TARGET, contract.KUEUE_STOPPED)
-            and c.get("status") == "True"
-        ),
+        status_reason=str(reason or ""),
+        stop_conditions=tuple(stops),
         annotations={k: v for k, v in annotations.items() if k in POD_RECORDS},
-        has_barrier=any(
-            c.get("name") == BARRIER for c in (pod.get("spec") or {}).get("initContainers") or []
-        ),
+        has_barrier=any(c.get("name") == BARRIER for c in spec.get("initContainers") or []),
         barrier_waiting=_barrier_waiting(status),
         resource_version=metadata.get("resourceVersion") or "",
         gates=gates_of(pod),
-        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+        node=str(spec.get("nodeName") or ""),
         revision=str(labels.get(REVISION_LABEL) or ""),
         rank=str(labels.get(contract.RANK) or ""),
     )

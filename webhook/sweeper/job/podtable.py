@@ -10,9 +10,10 @@ own reading, not the job's.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from itertools import chain
+from typing import Any, overload
 
 from webhook.core import contract
 from webhook.core.frameworks import Framework
@@ -53,6 +54,12 @@ class PodTable:
         # The readings, in name order, and what they were read with.
         self._names: list[str] = []
         self._views: list[PodView] = []
+        # The readings as the last look handed them over, in chunks of CHUNK: a look after a
+        # few pod events makes again only the chunks they changed.
+        self._chunks: list[tuple[PodView, ...]] = []
+        self._stale_chunks: set[int] = set()
+        self._reshaped = False  # a pod came or went: every chunk is made again
+        self._snapshot: Readings | None = None
         self._framework = ""
         self._owners: dict[Controller, tuple[str, str, int]] = {}
         self._dirty: set[str] = set()
@@ -66,6 +73,7 @@ class PodTable:
         self._peers: dict[str | None, int] = {}
         self._uid8s: dict[str, frozenset[str]] = {}
         self._mounting: dict[str, int] = {}  # pods (terminating ones too) per peers ConfigMap
+        self._mounts: dict[str, str] = {}  # the peers ConfigMap each pod held mounts, if any
         # Quiet pods (pods.is_quiet), and those of them whose workload's ledger counts their
         # failed runs in full: retired, counted as plain pods (PodFacts.retired). The ledgers
         # they were retired against, per workload; the quiet pods to look at again.
@@ -136,16 +144,17 @@ class PodTable:
         owners: Mapping[Controller, PodOwner],
         leave_out: set[Controller],
         leave_out_pods: frozenset[str] = frozenset(),
-    ) -> tuple[tuple[PodView, ...], PodFacts]:
+    ) -> tuple[Readings, PodFacts]:
         """Every pod's reading in name order, and their facts; those of the controllers in
         `leave_out` (not the job's), and the pods named in `leave_out_pods`, left out."""
         self._apply()
         self._reread_if_owners_changed(framework, owners)
         for name in sorted(self._dirty):
-            self._forget_view(name)
             pod = self._objects.get(name)
-            if pod is not None:
-                self._add_view(read_pod_once(pod, framework, owners))
+            if pod is None:
+                self._forget_view(name)
+            else:
+                self._put_view(name, read_pod_once(pod, framework, owners))
         self._dirty.clear()
         self._settle(owners)
         left_out = [c for c in leave_out if self._by_controller.get(c)]
@@ -156,8 +165,8 @@ class PodTable:
                 for v in self._views
                 if (v.owner_kind, v.owner_name) not in leave_out and v.name not in leave_out_pods
             )
-            return kept, PodFacts.of(kept)
-        return tuple(self._views), self._facts()
+            return Readings((kept,)), PodFacts.of(kept)
+        return self._readings(), self._facts()
 
     def with_gone(
         self,
@@ -193,30 +202,44 @@ class PodTable:
         for name, pod in pending.items():
             if pod is not None and self._objects.get(name) is pod:
                 continue
-            if (held := self._objects.get(name)) is not None and (old := pod_peers(held)):
-                _bump(self._mounting, old, -1)
-            if pod is not None and (new := pod_peers(pod)):
-                _bump(self._mounting, new, 1)
-            before = self._controller.pop(name, None)
-            if before is not None:
-                names = self._by_controller[before]
-                names.discard(name)
-                if not names:
-                    del self._by_controller[before]
-                _bump(self._proofs[before], self._proof.pop(name), -1)
-                if not self._proofs[before]:
-                    del self._proofs[before]
+            old = self._mounts.pop(name, None)
+            new = pod_peers(pod) if pod is not None else None
+            if old != new:
+                if old is not None:
+                    _bump(self._mounting, old, -1)
+                if new is not None:
+                    _bump(self._mounting, new, 1)
+            if new is not None:
+                self._mounts[name] = new
+            controller = controller_of(pod) if pod is not None else None
+            proof = (controller_uid(pod), labels_of(pod).get(contract.JOB) or "") if pod else None
+            before = self._controller.get(name)
+            if before != controller or self._proof.get(name) != proof:  # seldom: a pod event
+                # most often changes its status alone
+                self._unplace(name)
+                if controller is not None and proof is not None:
+                    self._controller[name] = controller
+                    self._by_controller.setdefault(controller, set()).add(name)
+                    self._proof[name] = proof
+                    _bump(self._proofs.setdefault(controller, {}), proof, 1)
             if pod is None:
                 self._objects.pop(name, None)
             else:
                 self._objects[name] = pod
-                controller = controller_of(pod)
-                self._controller[name] = controller
-                self._by_controller.setdefault(controller, set()).add(name)
-                proof = (controller_uid(pod), labels_of(pod).get(contract.JOB) or "")
-                self._proof[name] = proof
-                _bump(self._proofs.setdefault(controller, {}), proof, 1)
             self._dirty.add(name)
+
+    def _unplace(self, name: str) -> None:
+        """Forget which controller a pod names and what proves it its."""
+        before = self._controller.pop(name, None)
+        if before is None:
+            return
+        names = self._by_controller[before]
+        names.discard(name)
+        if not names:
+            del self._by_controller[before]
+        _bump(self._proofs[before], self._proof.pop(name), -1)
+        if not self._proofs[before]:
+            del self._proofs[before]
 
     def _reread_if_owners_changed(
         self, framework: Framework | None, owners: Mapping[Controller, PodOwner]
@@ -241,13 +264,45 @@ class PodTable:
         view = self._views[at]
         del self._names[at]
         del self._views[at]
+        self._snapshot, self._reshaped = None, True
         self._count(view, -1)
 
-    def _add_view(self, view: PodView) -> None:
-        at = bisect_left(self._names, view.name)
-        self._names.insert(at, view.name)
-        self._views.insert(at, view)
+    def _put_view(self, name: str, view: PodView) -> None:
+        """A pod's new reading, in place of the one held under its name (a pod event most
+        often changes a pod the table holds: its reading is replaced where it is)."""
+        at = bisect_left(self._names, name)
+        self._snapshot = None
+        if at < len(self._names) and self._names[at] == name:
+            held = self._views[at]
+            self._views[at] = view
+            self._stale_chunks.add(at // CHUNK)
+            if _counted_alike(held, view):  # a plain pod's Ready flip, or its probe's message
+                if is_unschedulable(view):
+                    waiting = self._unschedulable
+                    waiting[bisect_left(waiting, name, key=_name)] = view
+                return
+            self._count(held, -1)
+        else:
+            self._names.insert(at, name)
+            self._views.insert(at, view)
+            self._reshaped = True
         self._count(view, 1)
+
+    def _readings(self) -> Readings:
+        """Every reading in name order, as an immutable sequence sharing the chunks no pod
+        event changed with the last look's."""
+        if self._snapshot is not None:
+            return self._snapshot
+        views = self._views
+        if self._reshaped:
+            self._chunks = [tuple(views[at : at + CHUNK]) for at in range(0, len(views), CHUNK)]
+        else:
+            for number in self._stale_chunks:
+                self._chunks[number] = tuple(views[number * CHUNK : (number + 1) * CHUNK])
+        self._reshaped = False
+        self._stale_chunks.clear()
+        self._snapshot = Readings(tuple(self._chunks))
+        return self._snapshot
 
     def _count(self, view: PodView, step: int) -> None:
         _bump(self._topologies, view.topology, step)
@@ -382,6 +437,78 @@ class PodTable:
             retired_runs=self._retired_runs,
             unschedulable=self._unschedulable,
         )
+
+
+# Readings a chunk of a job's readings holds: a pod event's look copies its pod's chunk, not
+# the whole job's readings.
+CHUNK = 256
+
+
+class Readings(Sequence[PodView]):
+    """A job's pod readings in name order, as a look hands them to the decision: immutable,
+    made of chunks (tuples) that the next look shares where no pod of them changed."""
+
+    __slots__ = ("_chunks", "_length", "_starts")
+
+    def __init__(self, chunks: tuple[tuple[PodView, ...], ...] = ()) -> None:
+        self._chunks = chunks
+        starts = []
+        length = 0
+        for part in chunks:
+            starts.append(length)
+            length += len(part)
+        self._starts = starts
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[PodView]:
+        return chain.from_iterable(self._chunks)
+
+    @overload
+    def __getitem__(self, index: int) -> PodView: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[PodView, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> PodView | tuple[PodView, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("pod reading index out of range")
+        number = bisect_left(self._starts, index + 1) - 1
+        return self._chunks[number][index - self._starts[number]]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Readings | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Readings({list(self)!r})"
+
+
+def _counted_alike(held: PodView, view: PodView) -> bool:
+    """Whether a pod's new reading counts in the job's facts as its held one does: both plain,
+    of the same pod, placed and mounting alike."""
+    return (
+        held.uid8 == view.uid8
+        and held.phase == view.phase
+        and held.terminating == view.terminating
+        and held.topology == view.topology
+        and held.peers == view.peers
+        and held.role == view.role
+        and held.index == view.index
+        and is_unschedulable(held) == is_unschedulable(view)
+        and is_plain(held)
+        and is_plain(view)
+    )
 
 
 def _name(view: PodView) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,9 @@ class FailedRuns:
 
     gone: int
     pods: Mapping[str, int]
+    # The record it was read from: a workload written again with the same record keeps the
+    # ledger it was read with (a large job's names thousands of pods).
+    text: str | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def parse(raw: str | None) -> FailedRuns:
@@ -33,6 +36,7 @@ class FailedRuns:
                 for k, v in (pods.items() if isinstance(pods, dict) else ())
                 if isinstance(v, int) and v > 0
             },
+            raw,
         )
 
     def format(self) -> str:

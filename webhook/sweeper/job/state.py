@@ -129,7 +129,7 @@ class JobState:
     namespace: str
     job: str
     workloads: tuple[WorkloadView, ...]  # in the framework's role order
-    pods: tuple[PodView, ...]
+    pods: Sequence[PodView]  # in name order
     service: Owned | None = None
     podgroup: Owned | None = None  # Volcano's
     coscheduling_podgroup: Owned | None = None  # scheduler-plugins'
@@ -259,8 +259,8 @@ class WorkloadLook:
             return _read_workload(obj, namespace)
         kept = self._kept.get(uid)
         view = kept[1] if kept is not None and kept[0] == version else None
-        if view is None:
-            view = _read_workload(obj, namespace)  # raises for a workload it refuses: not kept
+        if view is None:  # raises for a workload it refuses: not kept
+            view = _read_workload(obj, namespace, kept[1] if kept is not None else None)
         self._read[uid] = (version, view)
         return view
 
@@ -435,8 +435,16 @@ def _role_order(views: Sequence[WorkloadView]) -> Any:
     return key
 
 
-def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
+def _read_workload(
+    obj: Mapping[str, Any], namespace: str, before: WorkloadView | None = None
+) -> WorkloadView:
+    """A workload's reading; the ledger of `before` (its last reading) kept when the record is
+    the same text (a workload written again for its status most often leaves it as it was)."""
     metadata = metadata_of(obj)
+    recorded = annotations_of(obj).get(contract.FAILED_RUNS)
+    ledger = before.failed_runs if before is not None else None
+    if ledger is None or ledger.text is None or ledger.text != recorded:
+        ledger = FailedRuns.parse(recorded)
     spec = obj.get("spec") or {}
     if obj.get("kind") == "Pod":
         workload = _bare_pod_workload(obj, namespace)
@@ -461,7 +469,7 @@ def _read_workload(obj: Mapping[str, Any], namespace: str) -> WorkloadView:
         job_status=_job_status(obj) if workload.kind == "Job" else None,
         succeeded=parse_indexes(annotations_of(obj).get(contract.SUCCEEDED) or ""),
         attempt=attempt_of(annotations_of(obj).get(contract.STATUS)),
-        failed_runs=FailedRuns.parse(annotations_of(obj).get(contract.FAILED_RUNS)),
+        failed_runs=ledger,
         phase_label=labels_of(obj).get(contract.PHASE),
         update_revision=_update_revision(obj),
         attributed=workload.kind == "Pod" or creator_of(obj) is not None,
