@@ -204,11 +204,11 @@ def job_key(resource: Resource, obj: Mapping[str, Any]) -> JobKey | None:
     namespace = metadata_of(obj).get("namespace") or ""
     labels = labels_of(obj)
     job: str | None
-    # The resources' own objects are compared first: a watch indexes each object of every event,
-    # and a dataclass's `==` runs as Python.
-    if resource is PODS or resource == PODS:
+    # `in` tries identity before a dataclass's `==`, which runs as Python: a watch indexes the
+    # object of every event.
+    if resource in (PODS,):
         job = labels.get(contract.JOB) or job_of(obj)
-    elif resource is STATEFULSETS or resource is JOBS or resource in (STATEFULSETS, JOBS):
+    elif resource in (STATEFULSETS, JOBS):
         job = job_of(obj)
     else:
         job = labels.get(contract.JOB) if labels.get(MANAGED_BY) == MANAGER else None
