@@ -135,6 +135,15 @@ def fetch_state(
     )
 
 
+def _writes_failed_runs(actions: Iterable[Any]) -> bool:
+    """Whether a decision writes a workload's failed-runs ledger."""
+    for action in actions:
+        patch = getattr(action, "patch", None)
+        if contract.FAILED_RUNS in (((patch or {}).get("metadata") or {}).get("annotations") or {}):
+            return True
+    return False
+
+
 def _kubernetes_podgroups(
     found: Mapping[Resource, list[dict[str, Any]]], api: str | None
 ) -> list[dict[str, Any]]:
@@ -467,6 +476,10 @@ class Sweeper:
                 self._decided(key, decision.phase, decision.actions)
                 if decision.recheck_at is not None:
                     self.queue.add(key, (decision.recheck_at - now).total_seconds())
+                if _writes_failed_runs(decision.actions):
+                    # The job's pod table retires the pods a ledger counts when a look reads
+                    # it: this look's, not a later pod event's (after a blip, thousands).
+                    self.queue.add(key, self.config.batch_seconds)
                 return
             self.health.errors.labels("conflict").inc()
             self._retry_later(key, f"conflicts {CONFLICT_RETRIES} times in a row")
