@@ -194,3 +194,36 @@ def test_a_backoff_limit_exceeded_by_counted_runs_names_the_latest_of_them():
     ]
     assert said and all("last: pod pt-worker-3: container pytorch exited" in m for m in said)
     assert decision == decide(every_pod_read(state), NOW)
+
+
+def test_pods_a_ledger_counts_at_once_or_a_few_later_keep_their_runs_oldest_first():
+    many = 40
+    (workers,) = stamped(
+        statefulset("pt-worker", role="worker", job="pt", replicas=many, annotations={})
+    )
+    pods, uids = [], []
+    for index in range(many):
+        made = pod(workers, index, restarts=1)
+        terminated(made, 1, ago=600 + index * 37 % many, last=True)  # finished in no order
+        pods.append(made)
+        uids.append(made["metadata"]["uid"].replace("-", "")[:8])
+    table = PodTable(pods)
+
+    def counting(first: int) -> list[dict[str, Any]]:
+        ledger = FailedRuns(0, dict.fromkeys(uids[:first], 1)).format()
+        counted = copy.deepcopy(workers)
+        counted["metadata"]["annotations"][contract.FAILED_RUNS] = ledger
+        counted["metadata"]["resourceVersion"] = str(first)
+        return [counted]
+
+    def oldest_first(state: JobState) -> list[str]:
+        return [uid for _, _, _, uid in state.pod_facts.retired_runs]
+
+    def by_time(counted: int) -> list[str]:
+        return sorted(uids[:counted], key=lambda uid: (-(uids.index(uid) * 37 % many), uid))
+
+    for counted in (30, 34, many):  # thirty at once, then four and six more
+        state = read_job_state(NAMESPACE, "pt", workloads=counting(counted), pod_table=table)
+        assert oldest_first(state) == by_time(counted)
+        assert len(state.pod_facts.notable) == many - counted
+    assert table.retirements == many

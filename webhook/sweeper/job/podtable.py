@@ -365,6 +365,7 @@ class PodTable:
             self._ledgers[controller] = ledger
             retired = self._retired.get(controller, {})
             self._ledger_others[controller] = {uid for uid in ledger.pods if uid not in retired}
+        runs: list[tuple[Any, str, str, str]] = []  # of the pods retired now
         for name in self._recheck:
             at = bisect_left(self._names, name)
             if at == len(self._names) or self._names[at] != name:
@@ -372,11 +373,17 @@ class PodTable:
             view = self._views[at]
             wanted = name in self._quiet and self._counted_in_full(view)
             if wanted and name not in self._retired_names:
-                self._retire(view)
+                self._retire(view, runs)
             elif not wanted and name in self._retired_names:
                 self._unretire(view)
                 self._notable.add(name)
         self._recheck.clear()
+        if len(runs) <= FEW_RUNS:
+            for run in runs:
+                insort(self._retired_runs, run)
+        else:  # a ledger counting a blip's restarts retires thousands of pods at once
+            self._retired_runs.extend(runs)
+            self._retired_runs.sort()
 
     def _counted_in_full(self, view: PodView) -> bool:
         ledger = self._ledgers.get((view.owner_kind, view.owner_name))
@@ -387,7 +394,8 @@ class PodTable:
             and len(self._uid8s.get(view.uid8, ())) == 1
         )
 
-    def _retire(self, view: PodView) -> None:
+    def _retire(self, view: PodView, runs: list[tuple[Any, str, str, str]]) -> None:
+        """Count a quiet pod as plain; its last failed run's time goes into `runs`."""
         controller = (view.owner_kind, view.owner_name)
         self._retired.setdefault(controller, {})[view.uid8] = view
         self._retired_names.add(view.name)
@@ -395,7 +403,7 @@ class PodTable:
         self._notable.discard(view.name)
         self._count_plain(view, 1)
         if (run := _last_run_finished(view)) is not None:
-            insort(self._retired_runs, (run, *controller, view.uid8))
+            runs.append((run, *controller, view.uid8))
         self.retirements += 1
 
     def _unretire(self, view: PodView) -> None:
@@ -438,6 +446,10 @@ class PodTable:
             unschedulable=self._unschedulable,
         )
 
+
+# Up to this many pods retired by one look have their runs put in order one by one; more are
+# sorted in with the rest at once.
+FEW_RUNS = 16
 
 # Readings a chunk of a job's readings holds: a pod event's look copies its pod's chunk, not
 # the whole job's readings.
