@@ -478,7 +478,8 @@ class Sweeper:
                     self.queue.add(key, (decision.recheck_at - now).total_seconds())
                 if _writes_failed_runs(decision.actions):
                     # The job's pod table retires the pods a ledger counts when a look reads
-                    # it: this look's, not a later pod event's (after a blip, thousands).
+                    # it: a look right after this write, not whichever pod event comes next
+                    # (after a blip, thousands of pods at once).
                     self.queue.add(key, self.config.batch_seconds)
                 return
             self.health.errors.labels("conflict").inc()
