@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -370,31 +370,36 @@ def test_object_that_breaks_its_schema_gets_422_naming_the_field() -> None:
     assert (answer.record.uid, answer.record.kind) == (document["request"]["uid"], "Pod")
 
 
-def test_labels_that_are_no_object_get_422_naming_them() -> None:
-    pod = labelled_pod()
+def _labels_as_text(pod: dict[str, Any]) -> None:
     pod["metadata"]["labels"] = "app=trainer"
 
-    answer = ask(review(pod))
 
-    assert answer.status == 422
-    assert is_status(answer.body), answer.body
-    assert answer.body["message"] == (
-        "request.object.metadata.labels must be an object, got a string"
-    )
-    assert answer.record.error == "malformed_object"
-
-
-def test_an_env_item_that_is_no_object_gets_422_naming_it() -> None:
-    pod = labelled_pod()
+def _env_item_as_text(pod: dict[str, Any]) -> None:
     pod["spec"]["containers"][0]["env"] = [{"name": "DATA", "value": "/data"}, "RANK=0"]
 
+
+@pytest.mark.parametrize(
+    ("malform", "message"),
+    [
+        (_labels_as_text, "request.object.metadata.labels must be an object, got a string"),
+        (
+            _env_item_as_text,
+            "request.object.spec.containers[0].env[1] must be an object, got a string",
+        ),
+    ],
+    ids=["labels", "env item"],
+)
+def test_a_field_that_is_no_object_gets_422_naming_it(
+    malform: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    pod = labelled_pod()
+    malform(pod)
+
     answer = ask(review(pod))
 
     assert answer.status == 422
     assert is_status(answer.body), answer.body
-    assert answer.body["message"] == (
-        "request.object.spec.containers[0].env[1] must be an object, got a string"
-    )
+    assert answer.body["message"] == message
     assert answer.record.error == "malformed_object"
 
 

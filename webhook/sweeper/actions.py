@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -81,6 +81,13 @@ def workload_patch(state: JobState, workload: WorkloadView, patch: Mapping[str, 
     return Patch(
         workload.resource, state.namespace, workload.name, patch, workload.resource_version
     )
+
+
+def annotations_written(actions: Iterable[Any]) -> Iterator[Mapping[str, Any]]:
+    """The annotations each merge patch among `actions` writes."""
+    for action in actions:
+        patch = getattr(action, "patch", None)
+        yield ((patch or {}).get("metadata") or {}).get("annotations") or {}
 
 
 @dataclass(frozen=True)

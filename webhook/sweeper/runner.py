@@ -32,7 +32,7 @@ from webhook.kube.resources import (
     STATEFULSETS,
     Resource,
 )
-from webhook.sweeper.actions import Emit
+from webhook.sweeper.actions import Emit, annotations_written
 from webhook.sweeper.decide import decide
 from webhook.sweeper.executor import Executor, NotLeading, StaleState, WritesDeferred
 from webhook.sweeper.heap import Heap
@@ -133,15 +133,6 @@ def fetch_state(
         compute_domains_served=compute_domains,
         cluster_domain=cluster_domain,
     )
-
-
-def _writes_failed_runs(actions: Iterable[Any]) -> bool:
-    """Whether a decision writes a workload's failed-runs ledger."""
-    for action in actions:
-        patch = getattr(action, "patch", None)
-        if contract.FAILED_RUNS in (((patch or {}).get("metadata") or {}).get("annotations") or {}):
-            return True
-    return False
 
 
 def _kubernetes_podgroups(
@@ -476,7 +467,7 @@ class Sweeper:
                 self._decided(key, decision.phase, decision.actions)
                 if decision.recheck_at is not None:
                     self.queue.add(key, (decision.recheck_at - now).total_seconds())
-                if _writes_failed_runs(decision.actions):
+                if any(contract.FAILED_RUNS in a for a in annotations_written(decision.actions)):
                     # The job's pod table retires the pods a ledger counts when a look reads
                     # it: a look right after this write, not whichever pod event comes next
                     # (after a blip, thousands of pods at once).

@@ -223,7 +223,7 @@ def _fill(
         return None  # an elastic pod beyond the stamp: its job's lists differ
     ops = _with_values(kept, kept.values, pod, place) if kept.values is not None else None
     if ops is not None:
-        check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
+        check_annotation_size(annotations_of(pod), kept.added_annotation_bytes)
         return ops, list(kept.shared_warnings)
     draft = Draft(pod)
     warnings: list[str] = []
@@ -231,7 +231,7 @@ def _fill(
     own = _own_ops(pod, draft.root)
     if own is None or tuple((op["op"], op["path"]) for op in own) != kept.own_shape:
         return None
-    check_annotation_size(_annotations(pod), kept.added_annotation_bytes)
+    check_annotation_size(annotations_of(pod), kept.added_annotation_bytes)
     ops = list(kept.ops)
     for position, op in zip(kept.own_at, own, strict=True):
         ops[position] = op
@@ -327,7 +327,7 @@ def _keep(
         tuple(own_at),
         tuple((op["op"], op["path"]) for op in own),
         warnings[own_warnings:],
-        annotation_bytes(_annotations(mutated)) - annotation_bytes(_annotations(pod)),
+        annotation_bytes(annotations_of(mutated)) - annotation_bytes(annotations_of(pod)),
         _values(pod, reading, own, own_at) if own_warnings == 0 else None,
     )
 
@@ -384,10 +384,6 @@ def _per_pod_values(pod: Mapping[str, Any]) -> list[str]:
     values = [metadata.get("name"), metadata.get("generateName"), spec.get("hostname")]
     values += [v.get("name") for v in spec.get("volumes") or [] if _is_token(v)]
     return [v for v in values if isinstance(v, str) and v]
-
-
-def _annotations(pod: Mapping[str, Any]) -> dict[str, str]:
-    return annotations_of(pod)
 
 
 def _is_token(volume: object) -> bool:

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from webhook.core import contract
 from webhook.core.job.progress import read_summary
+from webhook.sweeper.actions import annotations_written
 from webhook.sweeper.job.goodput import PHASES, Goodput
 from webhook.sweeper.job.state import JobKey
 
@@ -47,13 +48,11 @@ def recorded_ledger(
 
 def statuses_written(actions: Iterable[Any]) -> list[str]:
     """The trainhook.io/status values a decision writes."""
-    found = []
-    for action in actions:
-        patch = getattr(action, "patch", None)
-        annotations = ((patch or {}).get("metadata") or {}).get("annotations") or {}
-        if isinstance(annotations.get(contract.STATUS), str):
-            found.append(annotations[contract.STATUS])
-    return found
+    return [
+        annotations[contract.STATUS]
+        for annotations in annotations_written(actions)
+        if isinstance(annotations.get(contract.STATUS), str)
+    ]
 
 
 class GoodputFigures(Collector):
