@@ -31,6 +31,7 @@ import copy
 import os
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,11 @@ from tests.support.emulator import EmulatorThread, emulator
 from webhook.core import contract
 from webhook.kube.resources import PODS
 from webhook.sweeper.job.recorded import FailedRuns
+from webhook.sweeper.runner import BATCH_SECONDS, COALESCE_MAX
+
+RECONCILES = "trainhook_sweeper_reconcile_duration_seconds"
+# Longer than a look can be put off after the event that asks for it.
+QUIET = COALESCE_MAX + BATCH_SECONDS + 0.5
 
 PATTERNS = ("ready", "container restarts", "wave", "ready after restarts", "gang start")
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -67,16 +73,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def _idle(pid: int, rate: float, timeout: float = 300.0) -> None:
-    """Wait until the process spends no more than its idle `rate` (CPU seconds a second) over
-    a second: the work of what came before (a pattern's setting up) is over, as its writes
-    alone do not say (a look that writes nothing is work too)."""
+def _looks(port: int) -> int:
+    """How many looks (reconciles) the sweeper has made, from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    for line in text.splitlines():
+        if line.startswith(f"{RECONCILES}_count "):
+            return int(float(line.split()[1]))
+    raise RuntimeError(f"the sweeper's /metrics has no {RECONCILES}_count")
+
+
+def _idle(pid: int, port: int, rate: float, timeout: float = 300.0) -> None:
+    """Wait until the process makes no look and spends no more than its idle `rate` (CPU
+    seconds a second) over QUIET seconds: the work of what came before (a pattern's setting
+    up) is over, as its writes alone do not say (a look that writes nothing is work too), and
+    no look of it is still due (a busy job's next look comes up to COALESCE_MAX after its
+    events)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        looks = _looks(port)
         began, cpu = time.monotonic(), cpu_seconds(pid)
-        time.sleep(1.0)
-        if cpu_seconds(pid) - cpu <= (rate * 1.5 + 0.01) * (time.monotonic() - began):
+        time.sleep(QUIET)
+        spent = cpu_seconds(pid) - cpu
+        if spent <= (rate * 1.5 + 0.01) * (time.monotonic() - began) and _looks(port) == looks:
             return
+    raise RuntimeError(f"the sweeper did not go quiet in {timeout:.0f} s")
 
 
 def _pods(running: EmulatorThread) -> list[dict[str, Any]]:
@@ -209,7 +230,7 @@ def measure(
             idle = (cpu_seconds(process.pid) - idle_cpu) / (time.monotonic() - idle_began)
 
             def run(pattern: str, changed: list[dict[str, Any]], every: float) -> None:
-                _idle(process.pid, idle)
+                _idle(process.pid, port, idle)
                 began, cpu = time.monotonic(), cpu_seconds(process.pid)
                 for pod in changed:
                     _send(running, [pod])
