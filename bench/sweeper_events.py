@@ -39,6 +39,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from bench.pod_events import GOAL_MS
 from bench.sweeper_process import NAMESPACE, _count, _ready, _settle, _until, load, start_sweep
 from bench.tables import table
@@ -49,7 +51,9 @@ from webhook.sweeper.job.recorded import FailedRuns
 from webhook.sweeper.runner import BATCH_SECONDS, COALESCE_MAX
 
 RECONCILES = "trainhook_sweeper_reconcile_duration_seconds"
-# Longer than a look can be put off after the event that asks for it.
+# Longer than the last look of what came before can follow its events: a look is put off at
+# most COALESCE_MAX, and one that writes a failed-runs ledger is followed by another a batch
+# period later.
 QUIET = COALESCE_MAX + BATCH_SECONDS + 0.5
 
 PATTERNS = ("ready", "container restarts", "wave", "ready after restarts", "gang start")
@@ -77,9 +81,10 @@ def _looks(port: int) -> int:
     """How many looks (reconciles) the sweeper has made, from its /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         text = answer.read().decode()
-    for line in text.splitlines():
-        if line.startswith(f"{RECONCILES}_count "):
-            return int(float(line.split()[1]))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{RECONCILES}_count":
+                return int(sample.value)
     raise RuntimeError(f"the sweeper's /metrics has no {RECONCILES}_count")
 
 
