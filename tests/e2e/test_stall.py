@@ -220,6 +220,14 @@ def test_a_training_process_stopped_with_sigstop_is_judged_stalled_and_restarted
             120,
             what="both ranks running, new steps and a checkpoint reported",
         )
+        # Hung a few steps past a checkpoint (saved every 20), so the resumed run's first report
+        # (the checkpoint's step + 1) is lower than the last one before: a restart its reports
+        # show. The record lags the process by a report and a write, about ten steps at most.
+        eventually(
+            lambda: healthy() and 3 <= step_of(api) % 20 <= 8,
+            60,
+            what="rank 0 reported a few steps past a checkpoint",
+        )
         # The hang: rank 0's process exists and reports nothing.
         assert node0.training is not None
         hung = node0.training
