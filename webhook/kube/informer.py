@@ -65,6 +65,7 @@ class Informer(Generic[Key]):
         optional: bool = False,
         on_object: Callable[[ObjectKey, Key | None, dict[str, Any] | None], None] | None = None,
         decode: Decode | None = None,
+        trickle_pause: float = 0.0,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -87,6 +88,8 @@ class Informer(Generic[Key]):
         # How a watch event's line is read (the whole object by default): `keep` still applies
         # to what it gives.
         self.decode = decode
+        # How long a watch that trickles waits between reads (WatchStream; 0: it never waits).
+        self.trickle_pause = trickle_pause
         self.synced = threading.Event()
         self.lists = 0  # how many times the resource was listed, for logs and tests
         self.watches = 0  # how many watches were started
@@ -229,6 +232,7 @@ class Informer(Generic[Key]):
             max(1, round(self.resync_seconds)),
             field_selector=self.field_selector,
             decode=self.decode,
+            trickle_pause=self.trickle_pause,
         )
         self.watches += 1
         self._stream = stream

@@ -140,10 +140,11 @@ def watches(
     backoff_base: float,
     watched: Mapping[Resource, str] = SELECTORS,
     pod_tables: PodTables | None = None,
+    pods_trickle_pause: float = 0.0,
 ) -> dict[tuple[Resource, str | None], Informer[JobKey]]:
     """One watch per resource and watched namespace (None: one watch of every namespace), so the
     sweeper needs permissions only in the namespaces it watches; the pods' watches keep each
-    job's PodTable in `pod_tables`."""
+    job's PodTable in `pod_tables`, and wait `pods_trickle_pause` between reads of a trickle."""
     return {
         (resource, namespace): watch_of(
             kube,
@@ -154,6 +155,7 @@ def watches(
             resync_seconds=resync_seconds,
             backoff_base=backoff_base,
             pod_tables=pod_tables,
+            trickle_pause=pods_trickle_pause if resource == PODS else 0.0,
         )
         for resource, selector in watched.items()
         for namespace in (namespaces or (None,))
@@ -170,6 +172,7 @@ def watch_of(
     resync_seconds: float = 60.0,
     backoff_base: float = 1.0,
     pod_tables: PodTables | None = None,
+    trickle_pause: float = 0.0,
 ) -> Informer[JobKey]:
     """One resource's watch as the sweeper keeps it: pods slimmed (a change of what slim_pod
     drops is no change) and handed to their jobs' PodTables, other objects whole."""
@@ -188,6 +191,7 @@ def watch_of(
         unchanged=same_pod if pods else None,
         on_object=pod_tables.changed if pods and pod_tables else None,
         decode=pod_event if pods else None,
+        trickle_pause=trickle_pause,
     )
     if pods:  # slimmed like the version held: what did not change is held once
         informer.keep = partial(_slim_like_held, informer)

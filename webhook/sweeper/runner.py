@@ -62,6 +62,17 @@ CONFLICT_RETRIES = 3
 COALESCE_FACTOR = 10.0
 COALESCE_MAX = 2.0
 BATCH_SECONDS = 1.0
+# A pod watch that trickles is read at most every half batch period (at most this often): an
+# event waits no more than that to join its job's look, and the events of that time cost one
+# wake-up of the watching thread, not one each (WatchStream).
+TRICKLE_PAUSE_MAX = 0.5
+
+
+def trickle_pause(batch_seconds: float) -> float:
+    """How long the pods' watches wait between reads of a trickle, for a batch period."""
+    return min(TRICKLE_PAUSE_MAX, batch_seconds / 2)
+
+
 # On shutdown, how long the threads get to end once the leases are given up (they are daemon
 # threads: whatever still waits on the API server ends with the process).
 JOIN_SECONDS = 1.0
@@ -267,6 +278,7 @@ class Sweeper:
             backoff_base=config.backoff_base,
             watched=self.selectors,
             pod_tables=self.pod_tables,
+            pods_trickle_pause=trickle_pause(config.batch_seconds),
         )
         self.nodes = NodeWatch(
             kube,
