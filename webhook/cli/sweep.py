@@ -22,7 +22,7 @@ from webhook.cli.validators import (
 from webhook.kube.client import ApiError, Kube
 from webhook.logs import logging_config
 from webhook.sweeper.heap import PERIOD_SECONDS
-from webhook.sweeper.runner import BATCH_SECONDS, Sweeper, SweeperConfig
+from webhook.sweeper.runner import BATCH_SECONDS, TRICKLE_PAUSE_MAX, Sweeper, SweeperConfig
 from webhook.sweeper.serving.metrics import ProgressFigures, StragglerFigures, SweeperMetrics
 from webhook.sweeper.serving.progress import Limits, ProgressDesk
 from webhook.sweeper.serving.progress_server import serve as serve_progress
@@ -73,8 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-seconds",
         type=seconds_up_to_a_minute,
         default=BATCH_SECONDS,
-        help="a job's watch events within this many seconds share one look at it; 0 looks at "
-        f"once (default: {BATCH_SECONDS:g})",
+        help="a job's watch events within this many seconds share one look at it, and pod "
+        "events that trickle are read at most every half of it (at most every "
+        f"{TRICKLE_PAUSE_MAX:g} s); 0 looks at once (default: {BATCH_SECONDS:g})",
     )
     parser.add_argument(
         "--lease-name",
