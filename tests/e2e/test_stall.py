@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -220,19 +221,20 @@ def test_a_training_process_stopped_with_sigstop_is_judged_stalled_and_restarted
             120,
             what="both ranks running, new steps and a checkpoint reported",
         )
-        # Hung a few steps past a checkpoint (saved every 20), so the resumed run's first report
-        # (the checkpoint's step + 1) is lower than the last one before: a restart its reports
-        # show. The record lags the process by a report and a write, about ten steps at most.
-        eventually(
-            lambda: healthy() and 3 <= step_of(api) % 20 <= 8,
-            60,
-            what="rank 0 reported a few steps past a checkpoint",
-        )
-        # The hang: rank 0's process exists and reports nothing.
+        # The hang: rank 0's process exists and reports nothing. It is let go on while its last
+        # report is its checkpoint's (saved every 20 steps) or the step after: the resumed run's
+        # first report (the checkpoint's step + 1) must be lower than the last one before the
+        # hang for its reports to show a restart.
         assert node0.training is not None
         hung = node0.training
-        os.kill(hung.pid, signal.SIGSTOP)
-        stopped_at = quiet_step(api)
+        for _ in range(5):
+            os.kill(hung.pid, signal.SIGSTOP)
+            stopped_at = quiet_step(api)
+            if stopped_at % 20 >= 2:
+                break
+            os.kill(hung.pid, signal.SIGCONT)
+            eventually(partial(going_on, api, stopped_at + 2), 30, what="rank 0 going on")
+        assert stopped_at % 20 >= 2, stopped_at
         since = summary(api)["stepSince"]
         clock.advance(61)  # past the stall timeout, with every pod running
         looked_at(sweeper)
@@ -289,6 +291,10 @@ def looked_at(sweeper: Running) -> None:
     """Have the sweeper look at the job now, as it would when its timer came due: the clock
     moved ahead, the sweeper's queue waits in real seconds."""
     sweeper.reconciled(NAMESPACE, JOB, times=2, timeout=30)
+
+
+def going_on(api: EmulatorThread, past: int) -> bool:
+    return step_of(api) > past
 
 
 def quiet_step(api: EmulatorThread) -> int:
