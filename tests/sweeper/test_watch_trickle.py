@@ -14,7 +14,7 @@ import pytest
 from tests.support.emulator import EmulatorThread
 from tests.support.sweeping import fast_config
 from webhook.kube.client import Kube
-from webhook.kube.resources import PODS, STATEFULSETS
+from webhook.kube.resources import PODS
 from webhook.sweeper.runner import Sweeper
 
 
@@ -110,8 +110,7 @@ def test_a_burst_is_read_without_pausing(
 
         emulator.call(burst)
         began = time.monotonic()
-        done = lambda: len(watching.received) == len(pods)  # noqa: E731
-        while not done() and time.monotonic() - began < 10:
+        while len(watching.received) < len(pods) and time.monotonic() - began < 10:
             time.sleep(0.01)
         took = time.monotonic() - began
     finally:
@@ -120,6 +119,33 @@ def test_a_burst_is_read_without_pausing(
     # Paused after every read, 300 events would take minutes; a busy stream is never paused
     # (at most one pause before it is seen as busy).
     assert took < 2.0
+
+
+def test_a_watch_as_busy_as_64_events_a_second_is_no_longer_paused(
+    emulator: EmulatorThread, kube: Kube, pods: list[str]
+) -> None:
+    watching = Watching(kube, pause=0.5)
+    sent: dict[str, float] = {}
+    try:
+        time.sleep(1.2)
+        for first, second in zip(pods[::2], pods[1::2], strict=True):  # two every 10 ms
+            emulator.call(partial(send_both, emulator, first, second))
+            sent[first] = sent[second] = time.monotonic()
+            time.sleep(0.01)
+        time.sleep(1.0)
+    finally:
+        watching.close()
+    came = {name: at for at, name in watching.received}
+    assert sorted(came) == pods
+    # Once the last second held 64 events or more, each is read as it comes (a pause on each
+    # trickling read would hold some of them up to half a second).
+    late = [came[name] - sent[name] for name in pods[len(pods) // 2 :]]
+    assert max(late) < 0.15, max(late)
+
+
+def send_both(emulator: EmulatorThread, first: str, second: str) -> None:
+    emulator.emulator.change(PODS, "MODIFIED", pod(first))
+    emulator.emulator.change(PODS, "MODIFIED", pod(second))
 
 
 def test_closing_a_watch_ends_its_pause_at_once(
@@ -142,5 +168,4 @@ def test_the_sweepers_pod_watches_pause_half_a_batch_period_at_most_half_a_secon
     sweeper = Sweeper(kube, fast_config("sweeper-a", batch_seconds=batch))
     by_resource = {resource: informer for (resource, _), informer in sweeper.watches.items()}
     assert by_resource[PODS].trickle_pause == pause
-    assert by_resource[STATEFULSETS].trickle_pause == 0.0
     assert {i.trickle_pause for r, i in by_resource.items() if r != PODS} == {0.0}

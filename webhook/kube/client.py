@@ -211,16 +211,15 @@ class WatchStream:
 def _trickles(arrivals: deque[float], asked: float, arrived: float) -> bool:
     """Whether a chunk asked for at `asked` and come at `arrived` came by a trickle: it had to
     be waited for, the chunk before it came less than TRICKLE_GAP earlier, and fewer than
-    TRICKLE_CHUNKS came in that time. `arrivals` holds the last chunks' times."""
-    before = arrivals[-1] if arrivals else None
-    busy = len(arrivals) == TRICKLE_CHUNKS and arrived - arrivals[0] < TRICKLE_GAP
-    arrivals.append(arrived)
-    return (
-        before is not None
-        and arrived - asked > WAITED
-        and arrived - before < TRICKLE_GAP
-        and not busy
+    TRICKLE_CHUNKS came in that time. Its time joins `arrivals`, the last chunks' times."""
+    trickles = (
+        arrived - asked > WAITED
+        and bool(arrivals)
+        and arrived - arrivals[-1] < TRICKLE_GAP
+        and not (len(arrivals) == TRICKLE_CHUNKS and arrived - arrivals[0] < TRICKLE_GAP)
     )
+    arrivals.append(arrived)
+    return trickles
 
 
 def watch_event(line: bytes) -> dict[str, Any]:

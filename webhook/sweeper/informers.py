@@ -155,7 +155,7 @@ def watches(
             resync_seconds=resync_seconds,
             backoff_base=backoff_base,
             pod_tables=pod_tables,
-            trickle_pause=pods_trickle_pause if resource == PODS else 0.0,
+            pods_trickle_pause=pods_trickle_pause,
         )
         for resource, selector in watched.items()
         for namespace in (namespaces or (None,))
@@ -172,10 +172,11 @@ def watch_of(
     resync_seconds: float = 60.0,
     backoff_base: float = 1.0,
     pod_tables: PodTables | None = None,
-    trickle_pause: float = 0.0,
+    pods_trickle_pause: float = 0.0,
 ) -> Informer[JobKey]:
     """One resource's watch as the sweeper keeps it: pods slimmed (a change of what slim_pod
-    drops is no change) and handed to their jobs' PodTables, other objects whole."""
+    drops is no change), handed to their jobs' PodTables and read at most every
+    `pods_trickle_pause` when they trickle; other objects whole, as they come."""
     pods = resource == PODS
     informer: Informer[JobKey] = Informer(
         kube,
@@ -191,7 +192,7 @@ def watch_of(
         unchanged=same_pod if pods else None,
         on_object=pod_tables.changed if pods and pod_tables else None,
         decode=pod_event if pods else None,
-        trickle_pause=trickle_pause,
+        trickle_pause=pods_trickle_pause if pods else 0.0,
     )
     if pods:  # slimmed like the version held: what did not change is held once
         informer.keep = partial(_slim_like_held, informer)
